@@ -1,0 +1,117 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TemplateObjectMeta is the metadata CAPI copies from a template onto the
+// object it creates from it.
+type TemplateObjectMeta struct {
+	// labels to put on the created XR.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// annotations to put on the created XR.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// CrossplaneClusterTemplateResource is what a CrossplaneClusterTemplate
+// stamps out.
+type CrossplaneClusterTemplateResource struct {
+	// metadata of the created CrossplaneCluster.
+	// +optional
+	ObjectMeta TemplateObjectMeta `json:"metadata,omitempty,omitzero"`
+
+	// spec of the created CrossplaneCluster; spec.crossplane selects its
+	// Composition.
+	// +required
+	Spec CrossplaneClusterSpec `json:"spec"`
+}
+
+// CrossplaneClusterTemplateSpec is the desired state of a
+// CrossplaneClusterTemplate.
+type CrossplaneClusterTemplateSpec struct {
+	// template of the CrossplaneCluster.
+	// +required
+	Template CrossplaneClusterTemplateResource `json:"template"`
+}
+
+// CrossplaneClusterTemplate is a template CAPI (ClusterClass) clones into
+// CrossplaneClusters. It is a plain CRD, not a composite resource. Templates
+// are immutable: create a new one to change clusters.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=crossplaneclustertemplates,scope=Namespaced,categories=cluster-api,shortName=xpct
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp",description="Time since creation"
+type CrossplaneClusterTemplate struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec holds the template.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="CrossplaneClusterTemplate spec is immutable: create a new template"
+	Spec CrossplaneClusterTemplateSpec `json:"spec"`
+}
+
+// CrossplaneClusterTemplateList is a list of CrossplaneClusterTemplates.
+// +kubebuilder:object:root=true
+type CrossplaneClusterTemplateList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CrossplaneClusterTemplate `json:"items"`
+}
+
+// CrossplaneMachineTemplateResource is what a CrossplaneMachineTemplate
+// stamps out.
+type CrossplaneMachineTemplateResource struct {
+	// metadata of the created CrossplaneMachine.
+	// +optional
+	ObjectMeta TemplateObjectMeta `json:"metadata,omitempty,omitzero"`
+
+	// spec of the created CrossplaneMachine.
+	// +required
+	Spec CrossplaneMachineSpec `json:"spec"`
+}
+
+// CrossplaneMachineTemplateSpec is the desired state of a
+// CrossplaneMachineTemplate.
+type CrossplaneMachineTemplateSpec struct {
+	// template of the CrossplaneMachine.
+	// +required
+	Template CrossplaneMachineTemplateResource `json:"template"`
+}
+
+// CrossplaneMachineTemplate is a template CAPI (MachineDeployment,
+// MachineSet, control planes) clones into CrossplaneMachines. It is a plain
+// CRD, not a composite resource. Templates are immutable: roll machines by
+// pointing the owner at a new template.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=crossplanemachinetemplates,scope=Namespaced,categories=cluster-api,shortName=xpmt
+// +kubebuilder:printcolumn:name="Size",type="string",JSONPath=".spec.template.spec.parameters.size",description="Machine size"
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp",description="Time since creation"
+type CrossplaneMachineTemplate struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec holds the template.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="CrossplaneMachineTemplate spec is immutable: create a new template and point the owner at it"
+	Spec CrossplaneMachineTemplateSpec `json:"spec"`
+}
+
+// CrossplaneMachineTemplateList is a list of CrossplaneMachineTemplates.
+// +kubebuilder:object:root=true
+type CrossplaneMachineTemplateList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CrossplaneMachineTemplate `json:"items"`
+}
+
+func init() {
+	objectTypes = append(objectTypes,
+		&CrossplaneClusterTemplate{}, &CrossplaneClusterTemplateList{},
+		&CrossplaneMachineTemplate{}, &CrossplaneMachineTemplateList{},
+	)
+}

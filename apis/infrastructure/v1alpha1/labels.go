@@ -1,0 +1,45 @@
+package v1alpha1
+
+// Labels and annotations CAPXP defines or relies on.
+const (
+	// ContractLabel marks a CompositeResourceDefinition whose composite
+	// resources implement a CAPI infrastructure contract. Its value is one of
+	// ContractInfraCluster or ContractInfraMachine. The bridge adapts every XRD
+	// carrying it, not only the ones CAPXP ships.
+	ContractLabel = "capxp.dev/contract"
+
+	// ContractInfraCluster is the ContractLabel value of an InfraCluster XRD.
+	ContractInfraCluster = "InfraCluster"
+
+	// ContractInfraMachine is the ContractLabel value of an InfraMachine XRD.
+	ContractInfraMachine = "InfraMachine"
+
+	// CAPIContractLabel is the label CAPI reads on a CRD to learn which of the
+	// CRD's API versions implements the v1beta2 contract. Crossplane copies
+	// it from the XRD onto the CRD it generates.
+	CAPIContractLabel = "cluster.x-k8s.io/v1beta2"
+
+	// ProviderLabel names the clusterctl provider that owns a CRD.
+	ProviderLabel = "cluster.x-k8s.io/provider"
+
+	// ProviderName is CAPXP's clusterctl provider name.
+	ProviderName = "infrastructure-crossplane"
+
+	// ClusterctlLabel makes clusterctl find (and move) objects of a CRD.
+	ClusterctlLabel = "clusterctl.cluster.x-k8s.io"
+
+	// CrossplanePausedAnnotation pauses Crossplane's reconciliation of an
+	// object. The bridge sets it on XRs to carry CAPI's pause and to gate
+	// machines until they may be composed.
+	CrossplanePausedAnnotation = "crossplane.io/paused"
+)
+
+// ContractLabels returns the labels every CAPXP CRD and XRD carries so that
+// CAPI resolves the contract version and clusterctl finds and moves it.
+func ContractLabels() map[string]string {
+	return map[string]string{
+		CAPIContractLabel: GroupVersion.Version,
+		ProviderLabel:     ProviderName,
+		ClusterctlLabel:   "",
+	}
+}

@@ -1,0 +1,91 @@
+package envtest
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/core/reconcilers/cluster"
+	"sigs.k8s.io/cluster-api/core/setup"
+	"sigs.k8s.io/cluster-api/util/index"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+)
+
+// CAPI is CAPI's core controller manager running in-process against the
+// test API server.
+type CAPI struct {
+	Manager ctrl.Manager
+
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+	err    error
+}
+
+// StartCAPI starts a manager running CAPI's real Cluster reconciler (with its
+// ClusterCache and indexes), configured as CAPI's own main configures them.
+func (e *Environment) StartCAPI(ctx context.Context) (*CAPI, error) {
+	const name = "capi-controller-manager"
+	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+		Scheme:                 e.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  setup.ManagerCacheOptions(e.Scheme, name, "", 10*time.Minute),
+		Client:                 setup.ManagerClientOptions(),
+		// Each test may start its own manager in one binary.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot create CAPI's manager")
+	}
+	if err := index.AddDefaultIndexes(ctx, mgr); err != nil {
+		return nil, errors.Wrap(err, "cannot add CAPI's indexes")
+	}
+	secrets, err := setup.CreateSecretCachingClient(mgr)
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot create CAPI's secret caching client")
+	}
+	cc, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
+		SecretClient: secrets,
+		Cache:        setup.ClusterCacheCacheOptions(),
+		Client:       setup.ClusterCacheClientOptions(name, 20, 30),
+	}, controller.Options{MaxConcurrentReconciles: 2})
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot set up CAPI's ClusterCache")
+	}
+	if err := (&cluster.Reconciler{
+		Client:                      mgr.GetClient(),
+		APIReader:                   mgr.GetAPIReader(),
+		ClusterCache:                cc,
+		RemoteConnectionGracePeriod: 50 * time.Second,
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+		return nil, errors.Wrap(err, "cannot set up CAPI's Cluster reconciler")
+	}
+
+	c := &CAPI{Manager: mgr}
+	mctx, cancel := context.WithCancel(ctx)
+	c.cancel = cancel
+	c.done.Add(1)
+	go func() {
+		defer c.done.Done()
+		c.err = mgr.Start(mctx)
+	}()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		c.Stop()
+		return nil, errors.New("CAPI's manager cache did not sync")
+	}
+	return c, nil
+}
+
+// Stop stops the manager and waits for it; it returns the manager's error.
+func (c *CAPI) Stop() error {
+	c.cancel()
+	c.done.Wait()
+	return c.err
+}

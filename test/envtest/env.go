@@ -1,0 +1,200 @@
+package envtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
+	xpv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
+	corev1 "k8s.io/api/core/v1"
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/xcrd"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+)
+
+// Environment is a running kube-apiserver and etcd with CAPXP's world loaded.
+type Environment struct {
+	env *ctrlenvtest.Environment
+
+	// Config reaches the API server as an administrator.
+	Config *rest.Config
+	// Scheme knows Kubernetes', CAPI's, Crossplane's and CAPXP's types.
+	Scheme *runtime.Scheme
+	// Client is an uncached client on Config.
+	Client client.Client
+}
+
+// NewScheme returns a scheme with every type the tests use.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(extv1.AddToScheme(s))
+	utilruntime.Must(clusterv1.AddToScheme(s))
+	utilruntime.Must(xpv1.AddToScheme(s))
+	utilruntime.Must(xpv2.AddToScheme(s))
+	utilruntime.Must(infrav1.AddToScheme(s))
+	return s
+}
+
+// AssetsDir is where the kube-apiserver and etcd binaries are: the
+// KUBEBUILDER_ASSETS directory, or the one hack/ensure-tools.sh fills.
+func AssetsDir() (string, error) {
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	if dir == "" {
+		dir = filepath.Join(RepoRoot(), ".cache", "tools", "assets")
+	}
+	for _, bin := range []string{"etcd", "kube-apiserver"} {
+		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
+			return "", errors.Errorf("%s is missing from %s: run `make tools` to build it from the Go module proxy (or set KUBEBUILDER_ASSETS)", bin, dir)
+		}
+	}
+	return dir, nil
+}
+
+// Start starts the API server and installs CAPI's and Crossplane's CRDs,
+// CAPXP's template CRDs and CAPXP's XRDs (as XRD objects and as the CRDs
+// Crossplane would generate from them).
+func Start(ctx context.Context) (*Environment, error) {
+	assets, err := AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	capi, err := moduleDir(capiModule)
+	if err != nil {
+		return nil, err
+	}
+	xp, err := crossplaneDir()
+	if err != nil {
+		return nil, err
+	}
+	scheme := NewScheme()
+	env := &ctrlenvtest.Environment{
+		BinaryAssetsDirectory: assets,
+		Scheme:                scheme,
+		CRDDirectoryPaths: []string{
+			filepath.Join(capi, "core", "config", "crd", "bases"),
+			filepath.Join(xp, "cluster", "crds"),
+			filepath.Join(RepoRoot(), "config", "crd", "bases"),
+		},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot start kube-apiserver and etcd")
+	}
+	e := &Environment{env: env, Config: cfg, Scheme: scheme}
+	if e.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		_ = env.Stop()
+		return nil, errors.Wrap(err, "cannot create client")
+	}
+	xrds, err := ReadXRDs(filepath.Join(RepoRoot(), "compositions", "xrds"))
+	if err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	for _, xrd := range xrds {
+		if _, err := e.InstallXRD(ctx, xrd); err != nil {
+			_ = env.Stop()
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// Stop stops the API server and etcd.
+func (e *Environment) Stop() error { return e.env.Stop() }
+
+// ReadXRDs reads every XRD manifest in dir.
+func ReadXRDs(dir string) ([]*xpv2.CompositeResourceDefinition, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot list XRDs")
+	}
+	sort.Strings(files)
+	out := make([]*xpv2.CompositeResourceDefinition, 0, len(files))
+	for _, f := range files {
+		raw, err := os.ReadFile(f) //nolint:gosec // test fixtures of this repository.
+		if err != nil {
+			return nil, errors.Wrapf(err, "cannot read %s", f)
+		}
+		xrd := &xpv2.CompositeResourceDefinition{}
+		if err := yaml.UnmarshalStrict(raw, xrd); err != nil {
+			return nil, errors.Wrapf(err, "cannot parse %s", f)
+		}
+		out = append(out, xrd)
+	}
+	return out, nil
+}
+
+// InstallXRD creates an XRD and then, as Crossplane's XRD controller does,
+// generates its composite resource CRD with crossplane-runtime's xcrd (owned
+// by the XRD), installs it and waits until it is established. It returns the
+// CRD as the API server stored it.
+func (e *Environment) InstallXRD(ctx context.Context, xrd *xpv2.CompositeResourceDefinition) (*extv1.CustomResourceDefinition, error) {
+	xrd = xrd.DeepCopy()
+	if err := e.Client.Create(ctx, xrd); err != nil {
+		return nil, errors.Wrapf(err, "cannot create XRD %s", xrd.Name)
+	}
+	crd, err := CRDForXRD(xrd)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := ctrlenvtest.InstallCRDs(e.Config, ctrlenvtest.CRDInstallOptions{
+		CRDs:         []*extv1.CustomResourceDefinition{crd},
+		PollInterval: 50 * time.Millisecond,
+		MaxTime:      30 * time.Second,
+	}); err != nil {
+		return nil, errors.Wrapf(err, "cannot install the CRD of XRD %s", xrd.Name)
+	}
+	got := &extv1.CustomResourceDefinition{}
+	if err := e.Client.Get(ctx, client.ObjectKey{Name: crd.Name}, got); err != nil {
+		return nil, errors.Wrapf(err, "cannot get CRD %s", crd.Name)
+	}
+	return got, nil
+}
+
+// CRDForXRD generates the CRD Crossplane would generate for an XRD.
+// crossplane-runtime's xcrd works on the apiextensions v1 XRD type, which v2
+// shares its wire form with.
+func CRDForXRD(xrd *xpv2.CompositeResourceDefinition) (*extv1.CustomResourceDefinition, error) {
+	raw, err := json.Marshal(xrd)
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot encode XRD")
+	}
+	v1 := &xpv1.CompositeResourceDefinition{}
+	if err := json.Unmarshal(raw, v1); err != nil {
+		return nil, errors.Wrap(err, "cannot decode XRD as apiextensions.crossplane.io/v1")
+	}
+	v1.SetGroupVersionKind(xpv1.CompositeResourceDefinitionGroupVersionKind)
+	crd, err := xcrd.ForCompositeResource(v1)
+	if err != nil {
+		return nil, errors.Wrapf(err, "cannot generate the CRD of XRD %s", xrd.Name)
+	}
+	return crd, nil
+}
+
+// NewNamespace creates a namespace with a unique name for one test.
+func (e *Environment) NewNamespace(ctx context.Context, prefix string) (string, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: fmt.Sprintf("%s-", prefix)}}
+	if err := e.Client.Create(ctx, ns); err != nil {
+		return "", errors.Wrap(err, "cannot create namespace")
+	}
+	return ns.Name, nil
+}

@@ -1,0 +1,82 @@
+package envtest
+
+import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+)
+
+// Modules whose CRDs the environment loads.
+const (
+	capiModule           = "sigs.k8s.io/cluster-api"
+	crossplaneAPIsModule = "github.com/crossplane/crossplane/apis/v2"
+	crossplaneModule     = "github.com/crossplane/crossplane/v2"
+)
+
+var (
+	rootOnce sync.Once
+	root     string
+)
+
+// RepoRoot is the root of the CAPXP checkout, found from this source file.
+func RepoRoot() string {
+	rootOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		root = filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	})
+	return root
+}
+
+// moduleDir returns the directory of a module the project requires, as the Go
+// command resolves it.
+func moduleDir(module string) (string, error) {
+	out, err := goCmd("list", "-m", "-f", "{{.Dir}}", module)
+	if err != nil {
+		return "", err
+	}
+	if out == "" {
+		return "", errors.Errorf("module %s is not downloaded: run `go mod download`", module)
+	}
+	return out, nil
+}
+
+// crossplaneDir returns the directory of the Crossplane core module at the
+// version of the Crossplane APIs module the project requires. The project does
+// not import Crossplane core, so it is downloaded by version, for its CRDs.
+func crossplaneDir() (string, error) {
+	version, err := goCmd("list", "-m", "-f", "{{.Version}}", crossplaneAPIsModule)
+	if err != nil {
+		return "", err
+	}
+	out, err := goCmd("mod", "download", "-json", crossplaneModule+"@"+version)
+	if err != nil {
+		return "", err
+	}
+	var m struct{ Dir, Error string }
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		return "", errors.Wrap(err, "cannot parse go mod download output")
+	}
+	if m.Error != "" || m.Dir == "" {
+		return "", errors.Errorf("cannot download %s@%s: %s", crossplaneModule, version, m.Error)
+	}
+	return m.Dir, nil
+}
+
+func goCmd(args ...string) (string, error) {
+	cmd := exec.Command("go", args...) //nolint:gosec // fixed arguments.
+	cmd.Dir = RepoRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return "", errors.Errorf("go %s: %s", strings.Join(args, " "), strings.TrimSpace(string(ee.Stderr)))
+		}
+		return "", errors.Wrapf(err, "go %s", strings.Join(args, " "))
+	}
+	return strings.TrimSpace(string(out)), nil
+}

@@ -1,0 +1,59 @@
+// Package integration holds CAPXP's cross-component integration tests. They
+// run against a real kube-apiserver and etcd (test/envtest) with CAPI's CRDs,
+// Crossplane's CRDs and CAPXP's XRDs installed, and CAPI's own reconcilers
+// running in-process.
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
+)
+
+var (
+	env *envtest.Environment
+	ctx context.Context
+)
+
+const (
+	timeout  = 30 * time.Second
+	interval = 100 * time.Millisecond
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var cancel context.CancelFunc
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+
+	var err error
+	env, err = envtest.Start(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cannot start the test API server:", err)
+		return 1
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "cannot stop the test API server:", err)
+		}
+	}()
+	return m.Run()
+}
+
+// namespace creates a fresh namespace for one test.
+func namespace(t *testing.T) string {
+	t.Helper()
+	g := NewWithT(t)
+	ns, err := env.NewNamespace(ctx, "capxp-test")
+	g.Expect(err).NotTo(HaveOccurred())
+	return ns
+}
