@@ -1,0 +1,59 @@
+package v1alpha1
+
+// Condition types the bridge owns. Crossplane owns Ready and Synced on the
+// XR and the bridge never writes them; CAPI owns its own objects' conditions
+// except the one type below the bridge adds to them. Each type has exactly
+// one writer, so conditions never flap.
+const (
+	// ContractReadyCondition on an XR is True when the bridge has mapped it
+	// onto the CAPI contract: Crossplane reports it Ready and Synced for its
+	// current generation and its contract outputs are present and valid.
+	// When False, its reason and message say what is missing: Crossplane's
+	// own words (a composition error, unready resources) or what only the
+	// bridge can see (a bad output, naming the field and the value).
+	ContractReadyCondition = "ContractReady"
+
+	// CrossplaneInfrastructureReadyCondition on a CAPI Cluster or Machine
+	// copies the ContractReady condition of its infrastructure XR. CAPI's
+	// InfrastructureReady mirrors only the XR's Ready, which Crossplane
+	// writes and which carries neither composition errors (Crossplane puts
+	// them in Synced) nor the bridge's findings; this condition carries both
+	// to `kubectl describe cluster` and `clusterctl describe`.
+	CrossplaneInfrastructureReadyCondition = "CrossplaneInfrastructureReady"
+
+	// PausedCondition on an XR is True while CAPI pauses it (the Cluster's
+	// spec.paused or the cluster.x-k8s.io/paused annotation), which the
+	// bridge carries to Crossplane as crossplane.io/paused.
+	PausedCondition = "Paused"
+
+	// DeletingCondition on an XR is True while the bridge waits for its
+	// composed resources to be deleted.
+	DeletingCondition = "Deleting"
+)
+
+// Reasons of the bridge's conditions. They are stable: messages carry the
+// details.
+const (
+	// ContractReadyReason: provisioned and mapped.
+	ContractReadyReason = "Ready"
+	// WaitingForCompositionReason: Crossplane has not reported the XR Ready
+	// for its current generation yet.
+	WaitingForCompositionReason = "WaitingForComposition"
+	// CompositionFailedReason: Crossplane reports the XR not Synced.
+	CompositionFailedReason = "CompositionFailed"
+	// MissingOutputsReason: Crossplane reports the XR Ready but a contract
+	// output is missing.
+	MissingOutputsReason = "MissingOutputs"
+	// InvalidOutputsReason: a contract output is malformed.
+	InvalidOutputsReason = "InvalidOutputs"
+	// PausedReason: CAPI pauses the XR.
+	PausedReason = "Paused"
+	// NotPausedReason: CAPI does not pause the XR.
+	NotPausedReason = "NotPaused"
+	// DeletingReason: composed resources are being deleted.
+	DeletingReason = "Deleting"
+)
+
+// Finalizer is the bridge's finalizer on adapted XRs: it holds an XR until
+// every resource it composed is gone, so nothing is orphaned.
+const Finalizer = "capxp.dev/bridge"

@@ -1,0 +1,14 @@
+// Package bridge maps Crossplane composite resources onto CAPI's
+// infrastructure contract. Each concern lives in its own package, as pure
+// functions over an XR's unstructured content so that any XRD declaring the
+// contract works, not only CAPXP's own:
+//
+//   - readiness: what Crossplane says about the XR (Ready, Synced, their
+//     observed generation);
+//   - outputs: the contract outputs a composition reports, checked, and the
+//     spec fields they map to;
+//   - xrd: whether an XRD can implement the contract it declares.
+//
+// The controllers in package controllers read objects, call these, and write
+// only what changed.
+package bridge

@@ -1,0 +1,174 @@
+package outputs
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+)
+
+// Field paths of the InfraCluster contract.
+var (
+	specEndpoint   = field.NewPath("spec", "controlPlaneEndpoint")
+	outputEndpoint = field.NewPath("status", "outputs", "controlPlaneEndpoint")
+	failureDomains = field.NewPath("status", "failureDomains")
+)
+
+// Cluster is what the bridge maps from an InfraCluster XR.
+type Cluster struct {
+	// Endpoint spec.controlPlaneEndpoint must hold. Zero while unknown.
+	Endpoint infrav1.APIEndpoint
+}
+
+// ClusterMapper maps an InfraCluster XR's outputs onto the contract.
+type ClusterMapper interface {
+	MapCluster(xr *unstructured.Unstructured) (Cluster, field.ErrorList)
+}
+
+// ClusterMapperFn adapts a function to ClusterMapper.
+type ClusterMapperFn func(xr *unstructured.Unstructured) (Cluster, field.ErrorList)
+
+// MapCluster calls fn.
+func (fn ClusterMapperFn) MapCluster(xr *unstructured.Unstructured) (Cluster, field.ErrorList) {
+	return fn(xr)
+}
+
+// MapCluster reads status.outputs.controlPlaneEndpoint and
+// status.failureDomains. The endpoint comes from the outputs or, for
+// externally provisioned infrastructure, from spec.controlPlaneEndpoint set by
+// the user; once spec holds one it never changes, so outputs that disagree
+// with it are an error.
+func MapCluster(xr *unstructured.Unstructured) (Cluster, field.ErrorList) {
+	p := fieldpath.Pave(xr.Object)
+	var errs field.ErrorList
+
+	spec, specErrs := endpoint(p, specEndpoint)
+	errs = append(errs, specErrs...)
+	out, outErrs := endpoint(p, outputEndpoint)
+	errs = append(errs, outErrs...)
+
+	var c Cluster
+	switch {
+	case len(errs) > 0:
+	case out.IsZero() && spec.IsZero():
+		errs = append(errs, field.Required(outputEndpoint, "the composition has not reported the control plane endpoint"))
+	case out.IsZero():
+		c.Endpoint = spec
+	case !spec.IsZero() && spec != out:
+		errs = append(errs, field.Invalid(outputEndpoint, hostPort(out),
+			fmt.Sprintf("differs from %s %s, which is immutable once set", specEndpoint, hostPort(spec))))
+	default:
+		c.Endpoint = out
+	}
+
+	errs = append(errs, checkFailureDomains(p)...)
+	return c, errs
+}
+
+// endpoint reads a host and port at path. An absent object is the zero
+// endpoint; a present one must be complete and valid.
+func endpoint(p *fieldpath.Paved, path *field.Path) (infrav1.APIEndpoint, field.ErrorList) {
+	v, err := p.GetValue(path.String())
+	if fieldpath.IsNotFound(err) || v == nil {
+		return infrav1.APIEndpoint{}, nil
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return infrav1.APIEndpoint{}, field.ErrorList{field.Invalid(path, v, "must be an object with host and port")}
+	}
+	var errs field.ErrorList
+	host, hostSet := obj["host"]
+	hostStr, isStr := host.(string)
+	switch {
+	case !hostSet || host == nil || hostStr == "" && isStr:
+		errs = append(errs, field.Required(path.Child("host"), "must not be empty"))
+	case !isStr:
+		errs = append(errs, field.Invalid(path.Child("host"), host, "must be a string"))
+	default:
+		for _, msg := range hostErrors(hostStr) {
+			errs = append(errs, field.Invalid(path.Child("host"), hostStr, msg))
+		}
+	}
+	port, perr := integer(obj["port"])
+	switch {
+	case perr != "":
+		errs = append(errs, field.Invalid(path.Child("port"), obj["port"], perr))
+	case port < 1 || port > 65535:
+		errs = append(errs, field.Invalid(path.Child("port"), port, "must be between 1 and 65535"))
+	}
+	if len(errs) > 0 {
+		return infrav1.APIEndpoint{}, errs
+	}
+	return infrav1.APIEndpoint{Host: hostStr, Port: int32(port)}, nil //nolint:gosec // checked to be in 1-65535.
+}
+
+// hostErrors checks that a host is an IP address or a DNS name.
+func hostErrors(host string) []string {
+	if validation.IsValidIP(nil, host) == nil {
+		return nil
+	}
+	return validation.IsDNS1123Subdomain(host)
+}
+
+// integer reads a JSON number that must be a whole number.
+func integer(v any) (int64, string) {
+	switch n := v.(type) {
+	case int64:
+		return n, ""
+	case int:
+		return int64(n), ""
+	case int32:
+		return int64(n), ""
+	case float64:
+		if n != float64(int64(n)) {
+			return 0, "must be a whole number"
+		}
+		return int64(n), ""
+	case nil:
+		return 0, "must be set"
+	default:
+		return 0, "must be a number"
+	}
+}
+
+func checkFailureDomains(p *fieldpath.Paved) field.ErrorList {
+	v, err := p.GetValue(failureDomains.String())
+	if fieldpath.IsNotFound(err) || v == nil {
+		return nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return field.ErrorList{field.Invalid(failureDomains, v, "must be a list of failure domains (CAPI v1beta2 shape)")}
+	}
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, item := range list {
+		path := failureDomains.Index(i)
+		fd, ok := item.(map[string]any)
+		if !ok {
+			errs = append(errs, field.Invalid(path, item, "must be an object with a name"))
+			continue
+		}
+		name, _ := fd["name"].(string)
+		switch {
+		case name == "":
+			errs = append(errs, field.Required(path.Child("name"), "must not be empty"))
+		case seen[name]:
+			errs = append(errs, field.Duplicate(path.Child("name"), name))
+		}
+		seen[name] = true
+		if cp, set := fd["controlPlane"]; set && cp != nil {
+			if _, ok := cp.(bool); !ok {
+				errs = append(errs, field.Invalid(path.Child("controlPlane"), cp, "must be a boolean"))
+			}
+		}
+	}
+	return errs
+}
+
+func hostPort(e infrav1.APIEndpoint) string { return fmt.Sprintf("%s:%d", e.Host, e.Port) }

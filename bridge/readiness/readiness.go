@@ -1,0 +1,83 @@
+// Package readiness reads what Crossplane says about a composite resource:
+// its Ready and Synced conditions, for the XR's current generation.
+package readiness
+
+import (
+	"fmt"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+)
+
+// Observation is what Crossplane reports about an XR.
+type Observation struct {
+	// Ready is true when Crossplane reports the XR Ready and Synced for its
+	// current generation.
+	Ready bool
+	// Reason is a stable CamelCase reason when not Ready.
+	Reason string
+	// Message says why not Ready, in Crossplane's words where it has some.
+	Message string
+}
+
+// Observer observes an XR's readiness.
+type Observer interface {
+	Observe(xr *composite.Unstructured) Observation
+}
+
+// ObserverFn adapts a function to Observer.
+type ObserverFn func(xr *composite.Unstructured) Observation
+
+// Observe calls fn.
+func (fn ObserverFn) Observe(xr *composite.Unstructured) Observation { return fn(xr) }
+
+// Observe reads the XR's Synced and Ready conditions. A condition observed at
+// an older generation than the XR's says nothing about the current spec, so
+// it counts as not ready (as CAPZ does for Azure Service Operator). A failed
+// sync is reported first: it is what stops composition, and Crossplane puts a
+// failing composition's message there rather than in Ready.
+func Observe(xr *composite.Unstructured) Observation {
+	gen := xr.GetGeneration()
+	synced := xr.GetCondition(xpv2.TypeSynced)
+	ready := xr.GetCondition(xpv2.TypeReady)
+
+	switch {
+	case synced.Status == corev1.ConditionFalse:
+		return Observation{Reason: infrav1.CompositionFailedReason, Message: describe("Synced", synced)}
+	case ready.Status != corev1.ConditionTrue:
+		if ready.Status == corev1.ConditionUnknown && ready.Reason == "" {
+			return Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Ready yet"}
+		}
+		return Observation{Reason: infrav1.WaitingForCompositionReason, Message: describe("Ready", ready)}
+	case stale(ready, gen):
+		return Observation{Reason: infrav1.WaitingForCompositionReason, Message: fmt.Sprintf("Crossplane reported Ready for generation %d; waiting for generation %d", ready.ObservedGeneration, gen)}
+	case synced.Status != corev1.ConditionTrue:
+		return Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Synced yet"}
+	case stale(synced, gen):
+		return Observation{Reason: infrav1.WaitingForCompositionReason, Message: fmt.Sprintf("Crossplane reported Synced for generation %d; waiting for generation %d", synced.ObservedGeneration, gen)}
+	}
+	return Observation{Ready: true}
+}
+
+// stale reports whether a condition was observed for an older generation.
+// Crossplane always records the generation; a condition without one (zero)
+// is taken at its word.
+func stale(c xpv2.Condition, gen int64) bool {
+	return c.ObservedGeneration != 0 && c.ObservedGeneration < gen
+}
+
+// describe renders a Crossplane condition as "Type Status (Reason): Message".
+func describe(name string, c xpv2.Condition) string {
+	s := fmt.Sprintf("%s is %s", name, c.Status)
+	if c.Reason != "" {
+		s += fmt.Sprintf(" (%s)", c.Reason)
+	}
+	if c.Message != "" {
+		s += ": " + c.Message
+	}
+	return s
+}

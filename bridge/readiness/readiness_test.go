@@ -1,0 +1,81 @@
+package readiness
+
+import (
+	"testing"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+)
+
+func xr(gen int64, cs ...xpv2.Condition) *composite.Unstructured {
+	x := composite.New()
+	x.SetGeneration(gen)
+	x.SetConditions(cs...)
+	return x
+}
+
+func cond(t xpv2.ConditionType, s corev1.ConditionStatus, reason, msg string, gen int64) xpv2.Condition {
+	return xpv2.Condition{Type: t, Status: s, Reason: xpv2.ConditionReason(reason), Message: msg, ObservedGeneration: gen}
+}
+
+func TestObserve(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		xr     *composite.Unstructured
+		want   Observation
+	}{
+		"ReadyAndSynced": {
+			reason: "Ready and Synced for the current generation is ready",
+			xr:     xr(2, cond(xpv2.TypeReady, corev1.ConditionTrue, "Available", "", 2), cond(xpv2.TypeSynced, corev1.ConditionTrue, "ReconcileSuccess", "", 2)),
+			want:   Observation{Ready: true},
+		},
+		"NoConditions": {
+			reason: "a new XR is waiting for Crossplane",
+			xr:     xr(1),
+			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Ready yet"},
+		},
+		"Unready": {
+			reason: "Crossplane's words about unready resources are kept",
+			xr:     xr(1, cond(xpv2.TypeReady, corev1.ConditionFalse, "Creating", "Unready resources: vpc, subnet-a", 1), cond(xpv2.TypeSynced, corev1.ConditionTrue, "ReconcileSuccess", "", 1)),
+			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Ready is False (Creating): Unready resources: vpc, subnet-a"},
+		},
+		"CompositionFailed": {
+			reason: "a failing composition's message (in Synced) wins over Ready",
+			xr: xr(1, cond(xpv2.TypeReady, corev1.ConditionTrue, "Available", "", 1),
+				cond(xpv2.TypeSynced, corev1.ConditionFalse, "ReconcileError", `cannot compose resources: pipeline step "patch-and-transform" returned a fatal result: bad patch`, 1)),
+			want: Observation{Reason: infrav1.CompositionFailedReason, Message: `Synced is False (ReconcileError): cannot compose resources: pipeline step "patch-and-transform" returned a fatal result: bad patch`},
+		},
+		"ReadyForOldGeneration": {
+			reason: "Ready observed for an older spec says nothing about the current one",
+			xr:     xr(3, cond(xpv2.TypeReady, corev1.ConditionTrue, "Available", "", 2), cond(xpv2.TypeSynced, corev1.ConditionTrue, "ReconcileSuccess", "", 3)),
+			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane reported Ready for generation 2; waiting for generation 3"},
+		},
+		"SyncedForOldGeneration": {
+			reason: "Synced observed for an older spec is stale too",
+			xr:     xr(3, cond(xpv2.TypeReady, corev1.ConditionTrue, "Available", "", 3), cond(xpv2.TypeSynced, corev1.ConditionTrue, "ReconcileSuccess", "", 1)),
+			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane reported Synced for generation 1; waiting for generation 3"},
+		},
+		"ReadyButNotSyncedYet": {
+			reason: "both conditions are needed",
+			xr:     xr(1, cond(xpv2.TypeReady, corev1.ConditionTrue, "Available", "", 1)),
+			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Synced yet"},
+		},
+		"PausedByCrossplane": {
+			reason: "a paused XR reports why",
+			xr:     xr(1, cond(xpv2.TypeSynced, corev1.ConditionFalse, "ReconcilePaused", "Reconciliation is paused via the pause annotation", 1)),
+			want:   Observation{Reason: infrav1.CompositionFailedReason, Message: "Synced is False (ReconcilePaused): Reconciliation is paused via the pause annotation"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Observe(tc.xr)); diff != "" {
+				t.Errorf("%s\nObserve(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,134 @@
+// Package xrd decides whether a CompositeResourceDefinition that declares a
+// CAPI contract (label capxp.dev/contract) can implement it, and which kind
+// the bridge then watches.
+package xrd
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/cluster-api/util/contract"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+)
+
+// Reasons an XRD is not adapted, as condition reasons.
+const (
+	ReasonUnknownContract   = "UnknownContract"
+	ReasonInvalidScope      = "InvalidScope"
+	ReasonInvalidNames      = "InvalidNames"
+	ReasonNoReferenceable   = "NoReferenceableVersion"
+	ReasonMissingSchemaPath = "MissingSchemaField"
+)
+
+// Adaptation is an XRD the bridge can adapt.
+type Adaptation struct {
+	// Contract is InfraCluster or InfraMachine.
+	Contract string
+	// GVK is the XR kind to watch, at the XRD's referenceable version.
+	GVK schema.GroupVersionKind
+}
+
+// Problem says why an XRD cannot be adapted.
+type Problem struct {
+	// Reason is a stable CamelCase reason.
+	Reason string
+	// Errors name the offending fields.
+	Errors field.ErrorList
+}
+
+// Error renders the problem deterministically.
+func (p *Problem) Error() string { return p.Errors.ToAggregate().Error() }
+
+// A schemaField must exist in the XR schema with a type.
+type schemaField struct {
+	path string
+	typ  string
+}
+
+// Required schema fields per contract: what CAPI reads and the bridge writes.
+var required = map[string][]schemaField{
+	infrav1.ContractInfraCluster: {
+		{"spec.controlPlaneEndpoint.host", "string"},
+		{"spec.controlPlaneEndpoint.port", "integer"},
+		{"status.initialization.provisioned", "boolean"},
+		{"status.ready", "boolean"},
+	},
+	infrav1.ContractInfraMachine: {
+		{"spec.providerID", "string"},
+		{"status.initialization.provisioned", "boolean"},
+		{"status.ready", "boolean"},
+	},
+}
+
+// Check decides whether an XRD can implement the contract its
+// capxp.dev/contract label declares.
+func Check(x *xpv2.CompositeResourceDefinition) (*Adaptation, *Problem) {
+	root := field.NewPath("spec")
+	c := x.GetLabels()[infrav1.ContractLabel]
+	if _, ok := required[c]; !ok {
+		return nil, &Problem{Reason: ReasonUnknownContract, Errors: field.ErrorList{field.NotSupported(
+			field.NewPath("metadata", "labels").Key(infrav1.ContractLabel), c,
+			[]string{infrav1.ContractInfraCluster, infrav1.ContractInfraMachine})}}
+	}
+	if x.Spec.Scope != xpv2.CompositeResourceScopeNamespaced {
+		return nil, &Problem{Reason: ReasonInvalidScope, Errors: field.ErrorList{field.Invalid(root.Child("scope"), x.Spec.Scope,
+			"must be Namespaced: CAPI's infrastructureRef is namespaced")}}
+	}
+	// CAPI finds an infrastructure kind's CRD by a name it computes from the
+	// kind; the XR's CRD has the XRD's name.
+	if want := contract.CalculateCRDName(x.Spec.Group, x.Spec.Names.Kind); want != x.Spec.Names.Plural+"."+x.Spec.Group {
+		return nil, &Problem{Reason: ReasonInvalidNames, Errors: field.ErrorList{field.Invalid(root.Child("names", "plural"), x.Spec.Names.Plural,
+			fmt.Sprintf("must be %q: CAPI looks up the CRD %s", strings.TrimSuffix(want, "."+x.Spec.Group), want))}}
+	}
+	for i, v := range x.Spec.Versions {
+		if !v.Referenceable {
+			continue
+		}
+		path := root.Child("versions").Index(i).Child("schema", "openAPIV3Schema")
+		if errs := checkSchema(v.Schema, path, c); len(errs) > 0 {
+			return nil, &Problem{Reason: ReasonMissingSchemaPath, Errors: errs}
+		}
+		return &Adaptation{Contract: c, GVK: schema.GroupVersionKind{Group: x.Spec.Group, Version: v.Name, Kind: x.Spec.Names.Kind}}, nil
+	}
+	return nil, &Problem{Reason: ReasonNoReferenceable, Errors: field.ErrorList{field.Required(root.Child("versions"), "one version must be referenceable")}}
+}
+
+func checkSchema(v *xpv2.CompositeResourceValidation, path *field.Path, c string) field.ErrorList {
+	s := &extv1.JSONSchemaProps{}
+	if v == nil || len(v.OpenAPIV3Schema.Raw) == 0 {
+		return field.ErrorList{field.Required(path, "the contract fields must be declared")}
+	}
+	if err := json.Unmarshal(v.OpenAPIV3Schema.Raw, s); err != nil {
+		return field.ErrorList{field.Invalid(path, "", "cannot parse: "+err.Error())}
+	}
+	var errs field.ErrorList
+	for _, f := range required[c] {
+		got, ok := lookup(s, f.path)
+		switch {
+		case !ok:
+			errs = append(errs, field.Required(path.Child("properties").Key(f.path), fmt.Sprintf("CAPI's %s contract needs %s of type %s", c, f.path, f.typ)))
+		case got.Type != f.typ:
+			errs = append(errs, field.Invalid(path.Child("properties").Key(f.path), got.Type, "must be of type "+f.typ))
+		}
+	}
+	return errs
+}
+
+// lookup walks a dotted path through a schema's properties.
+func lookup(s *extv1.JSONSchemaProps, path string) (extv1.JSONSchemaProps, bool) {
+	cur := *s
+	for _, seg := range strings.Split(path, ".") {
+		next, ok := cur.Properties[seg]
+		if !ok {
+			return extv1.JSONSchemaProps{}, false
+		}
+		cur = next
+	}
+	return cur, true
+}

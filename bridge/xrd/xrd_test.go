@@ -1,0 +1,132 @@
+package xrd
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
+	"github.com/google/go-cmp/cmp"
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+func props(kv map[string]extv1.JSONSchemaProps) extv1.JSONSchemaProps {
+	return extv1.JSONSchemaProps{Type: "object", Properties: kv}
+}
+
+var clusterSchema = props(map[string]extv1.JSONSchemaProps{
+	"spec": props(map[string]extv1.JSONSchemaProps{
+		"controlPlaneEndpoint": props(map[string]extv1.JSONSchemaProps{"host": {Type: "string"}, "port": {Type: "integer"}}),
+	}),
+	"status": props(map[string]extv1.JSONSchemaProps{
+		"initialization": props(map[string]extv1.JSONSchemaProps{"provisioned": {Type: "boolean"}}),
+		"ready":          {Type: "boolean"},
+	}),
+})
+
+type mod func(*xpv2.CompositeResourceDefinition)
+
+func xrd(contract string, s extv1.JSONSchemaProps, mods ...mod) *xpv2.CompositeResourceDefinition {
+	raw, _ := json.Marshal(s)
+	x := &xpv2.CompositeResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "eksclusters.platform.example.org", Labels: map[string]string{"capxp.dev/contract": contract}},
+		Spec: xpv2.CompositeResourceDefinitionSpec{
+			Group: "platform.example.org",
+			Names: extv1.CustomResourceDefinitionNames{Kind: "EKSCluster", Plural: "eksclusters"},
+			Scope: xpv2.CompositeResourceScopeNamespaced,
+			Versions: []xpv2.CompositeResourceDefinitionVersion{
+				{Name: "v1alpha1", Served: true},
+				{Name: "v1beta1", Served: true, Referenceable: true, Schema: &xpv2.CompositeResourceValidation{OpenAPIV3Schema: runtime.RawExtension{Raw: raw}}},
+			},
+		},
+	}
+	for _, m := range mods {
+		m(x)
+	}
+	return x
+}
+
+func TestCheck(t *testing.T) {
+	type want struct {
+		a      *Adaptation
+		reason string
+		err    string
+	}
+	cases := map[string]struct {
+		reason string
+		xrd    *xpv2.CompositeResourceDefinition
+		want   want
+	}{
+		"ForeignInfraCluster": {
+			reason: "a platform team's own XRD of another group and kind is adapted at its referenceable version",
+			xrd:    xrd("InfraCluster", clusterSchema),
+			want: want{a: &Adaptation{Contract: "InfraCluster", GVK: schema.GroupVersionKind{
+				Group: "platform.example.org", Version: "v1beta1", Kind: "EKSCluster",
+			}}},
+		},
+		"UnknownContract": {
+			reason: "only the two infrastructure contracts exist",
+			xrd:    xrd("InfraWidget", clusterSchema),
+			want:   want{reason: ReasonUnknownContract, err: `metadata.labels[capxp.dev/contract]: Unsupported value: "InfraWidget": supported values: "InfraCluster", "InfraMachine"`},
+		},
+		"ClusterScoped": {
+			reason: "CAPI's references are namespaced",
+			xrd:    xrd("InfraCluster", clusterSchema, func(x *xpv2.CompositeResourceDefinition) { x.Spec.Scope = xpv2.CompositeResourceScopeCluster }),
+			want:   want{reason: ReasonInvalidScope, err: `spec.scope: Invalid value: "Cluster": must be Namespaced: CAPI's infrastructureRef is namespaced`},
+		},
+		"PluralCAPICannotFind": {
+			reason: "CAPI computes the CRD name from the kind; another plural is never found",
+			xrd: xrd("InfraCluster", clusterSchema, func(x *xpv2.CompositeResourceDefinition) {
+				x.Spec.Names.Plural = "ekss"
+			}),
+			want: want{reason: ReasonInvalidNames, err: `spec.names.plural: Invalid value: "ekss": must be "eksclusters": CAPI looks up the CRD eksclusters.platform.example.org`},
+		},
+		"MissingContractFields": {
+			reason: "the XR must be able to hold what CAPI reads and the bridge writes",
+			xrd: xrd("InfraCluster", props(map[string]extv1.JSONSchemaProps{
+				"spec": props(map[string]extv1.JSONSchemaProps{
+					"controlPlaneEndpoint": props(map[string]extv1.JSONSchemaProps{"host": {Type: "string"}, "port": {Type: "string"}}),
+				}),
+			})),
+			want: want{reason: ReasonMissingSchemaPath, err: "spec.versions[1].schema.openAPIV3Schema.properties[spec.controlPlaneEndpoint.port]: Invalid value: \"string\": must be of type integer"},
+		},
+		"InfraMachineNeedsProviderID": {
+			reason: "a machine XRD without spec.providerID cannot implement InfraMachine",
+			xrd:    xrd("InfraMachine", clusterSchema),
+			want:   want{reason: ReasonMissingSchemaPath, err: "properties[spec.providerID]: Required value: CAPI's InfraMachine contract needs spec.providerID of type string"},
+		},
+		"NoReferenceableVersion": {
+			reason: "CAPI needs one version to read",
+			xrd: xrd("InfraCluster", clusterSchema, func(x *xpv2.CompositeResourceDefinition) {
+				x.Spec.Versions = x.Spec.Versions[:1]
+			}),
+			want: want{reason: ReasonNoReferenceable, err: "spec.versions: Required value: one version must be referenceable"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			a, p := Check(tc.xrd)
+			if diff := cmp.Diff(tc.want.a, a); diff != "" {
+				t.Errorf("%s\nCheck(...): -want, +got:\n%s", tc.reason, diff)
+			}
+			if tc.want.reason == "" {
+				if p != nil {
+					t.Errorf("%s\nCheck(...): unexpected problem %v", tc.reason, p)
+				}
+				return
+			}
+			if p == nil {
+				t.Fatalf("%s\nCheck(...): want problem %s, got none", tc.reason, tc.want.reason)
+			}
+			if p.Reason != tc.want.reason {
+				t.Errorf("%s\nCheck(...) reason: want %s, got %s", tc.reason, tc.want.reason, p.Reason)
+			}
+			if got := p.Error(); !strings.Contains(got, tc.want.err) {
+				t.Errorf("%s\nCheck(...) error: want it to contain %q, got %q", tc.reason, tc.want.err, got)
+			}
+		})
+	}
+}
