@@ -2,7 +2,9 @@ package envtest
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/ptr"
@@ -18,6 +20,8 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 )
 
+var capiManagers atomic.Int64
+
 // CAPI is CAPI's core controller manager running in-process against the
 // test API server.
 type CAPI struct {
@@ -31,15 +35,16 @@ type CAPI struct {
 // StartCAPI starts a manager running CAPI's real Cluster reconciler (with its
 // ClusterCache and indexes), configured as CAPI's own main configures them.
 func (e *Environment) StartCAPI(ctx context.Context) (*CAPI, error) {
-	const name = "capi-controller-manager"
+	// CAPI names its informers after the manager, process-wide: each manager
+	// started in one test binary needs its own name.
+	name := fmt.Sprintf("capi-controller-manager-%d", capiManagers.Add(1))
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
 		Scheme:                 e.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  setup.ManagerCacheOptions(e.Scheme, name, "", 10*time.Minute),
 		Client:                 setup.ManagerClientOptions(),
-		// Each test may start its own manager in one binary.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Controller:             ctrlConfig(),
 	})
 	if err != nil {
 		return nil, errors.Wrap(err, "cannot create CAPI's manager")
@@ -81,6 +86,11 @@ func (e *Environment) StartCAPI(ctx context.Context) (*CAPI, error) {
 		return nil, errors.New("CAPI's manager cache did not sync")
 	}
 	return c, nil
+}
+
+// ctrlConfig lets each test start its own managers in one test binary.
+func ctrlConfig() config.Controller {
+	return config.Controller{SkipNameValidation: ptr.To(true)}
 }
 
 // Stop stops the manager and waits for it; it returns the manager's error.

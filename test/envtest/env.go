@@ -198,3 +198,27 @@ func (e *Environment) NewNamespace(ctx context.Context, prefix string) (string, 
 	}
 	return ns.Name, nil
 }
+
+// SyncXRD regenerates an XRD's CRD from the XRD as it is now stored and
+// updates it, as Crossplane's XRD controller does when an XRD changes (its
+// labels, for example).
+func (e *Environment) SyncXRD(ctx context.Context, name string) (*extv1.CustomResourceDefinition, error) {
+	xrd := &xpv2.CompositeResourceDefinition{}
+	if err := e.Client.Get(ctx, client.ObjectKey{Name: name}, xrd); err != nil {
+		return nil, errors.Wrapf(err, "cannot get XRD %s", name)
+	}
+	want, err := CRDForXRD(xrd)
+	if err != nil {
+		return nil, err
+	}
+	crd := &extv1.CustomResourceDefinition{}
+	if err := e.Client.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+		return nil, errors.Wrapf(err, "cannot get CRD %s", name)
+	}
+	crd.Labels = want.Labels
+	crd.Spec = want.Spec
+	if err := e.Client.Update(ctx, crd); err != nil {
+		return nil, errors.Wrapf(err, "cannot update CRD %s", name)
+	}
+	return crd, nil
+}

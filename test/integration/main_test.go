@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
@@ -31,6 +34,12 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	// Controller logs are noise in a passing run; CAPXP_TEST_LOGS=1 shows them.
+	if os.Getenv("CAPXP_TEST_LOGS") != "" {
+		ctrl.SetLogger(klog.Background())
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
 	var cancel context.CancelFunc
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()

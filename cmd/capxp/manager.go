@@ -1,0 +1,91 @@
+package main
+
+import (
+	"flag"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+)
+
+type managerFlags struct {
+	metricsAddr, healthAddr    string
+	leaderElect                bool
+	leaderElectionID           string
+	leaseDuration, renewDeadln time.Duration
+	retryPeriod, syncPeriod    time.Duration
+	namespace, watchFilter     string
+	concurrency                int
+	qps                        float32
+	burst                      int
+}
+
+func (f *managerFlags) add(fs *pflag.FlagSet) {
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
+	fs.StringVar(&f.healthAddr, "health-addr", ":9440", "Address the health and readiness probes bind to.")
+	fs.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader, so that only one replica reconciles at a time.")
+	fs.StringVar(&f.leaderElectionID, "leader-election-id", "capxp-manager.capxp.dev", "Name of the leader election lease.")
+	fs.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "Leader election lease duration.")
+	fs.DurationVar(&f.renewDeadln, "leader-elect-renew-deadline", 10*time.Second, "Leader election renew deadline.")
+	fs.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "Leader election retry period.")
+	fs.DurationVar(&f.syncPeriod, "sync-period", 10*time.Minute, "How often every watched object is reconciled again, as a safety net.")
+	fs.StringVar(&f.namespace, "namespace", "", "Namespace to watch; all namespaces when empty.")
+	fs.StringVar(&f.watchFilter, "watch-filter", "", "Only reconcile objects labelled cluster.x-k8s.io/watch-filter with this value.")
+	fs.IntVar(&f.concurrency, "concurrency", 10, "Composite resources of one kind reconciled at once.")
+	fs.Float32Var(&f.qps, "kube-api-qps", 20, "Queries per second to the API server.")
+	fs.IntVar(&f.burst, "kube-api-burst", 30, "Burst of queries to the API server.")
+}
+
+func runManager(args []string) error {
+	f := &managerFlags{}
+	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+	f.add(fs)
+	gfs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(gfs)
+	fs.AddGoFlagSet(gfs)
+	kubeconfig := fs.String("kubeconfig", "", "Path to a kubeconfig; in-cluster configuration when empty.")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctrl.SetLogger(klog.Background())
+
+	cfg, err := loadConfig(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = f.qps, f.burst
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  controllers.NewScheme(),
+		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress:  f.healthAddr,
+		LeaderElection:          f.leaderElect,
+		LeaderElectionID:        f.leaderElectionID,
+		LeaseDuration:           &f.leaseDuration,
+		RenewDeadline:           &f.renewDeadln,
+		RetryPeriod:             &f.retryPeriod,
+		LeaderElectionNamespace: f.namespace,
+		Cache:                   controllers.CacheOptions(f.namespace, f.syncPeriod),
+		Client:                  controllers.ClientOptions(),
+	})
+	if err != nil {
+		return errors.Wrap(err, "cannot create manager")
+	}
+	if err := controllers.Setup(mgr, controllers.Options{Concurrency: f.concurrency, WatchFilter: f.watchFilter}); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return errors.Wrap(err, "cannot add health check")
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return errors.Wrap(err, "cannot add readiness check")
+	}
+	return errors.Wrap(mgr.Start(ctrl.SetupSignalHandler()), "manager stopped")
+}

@@ -1,0 +1,166 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/external"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/predicates"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/xrd"
+)
+
+// Kinds runs one controller per adapted XR kind. Controllers are started and
+// stopped at run time, as XRDs come and go, on the manager's shared cache.
+type Kinds struct {
+	mgr     manager.Manager
+	options controller.Options
+	filter  string
+
+	mu      sync.Mutex
+	base    context.Context //nolint:containedctx // the manager's context, handed to Start.
+	running map[schema.GroupVersionKind]*kind
+	started chan struct{}
+}
+
+type kind struct {
+	contract string
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// NewKinds returns a Kinds to add to the manager. watchFilter is CAPI's
+// --watch-filter label value; empty watches everything.
+func NewKinds(mgr manager.Manager, o controller.Options, watchFilter string) *Kinds {
+	return &Kinds{mgr: mgr, options: o, filter: watchFilter, running: map[schema.GroupVersionKind]*kind{}, started: make(chan struct{})}
+}
+
+// Start implements manager.Runnable: controllers start once the manager has.
+func (k *Kinds) Start(ctx context.Context) error {
+	k.mu.Lock()
+	k.base = ctx
+	close(k.started)
+	k.mu.Unlock()
+	<-ctx.Done()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for gvk, r := range k.running {
+		r.cancel()
+		<-r.done
+		delete(k.running, gvk)
+	}
+	return nil
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable.
+func (k *Kinds) NeedLeaderElection() bool { return true }
+
+// Running reports whether a controller runs for the kind.
+func (k *Kinds) Running(gvk schema.GroupVersionKind) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	_, ok := k.running[gvk]
+	return ok
+}
+
+// Ensure runs a controller for an adapted kind, once.
+func (k *Kinds) Ensure(ctx context.Context, a xrd.Adaptation) error {
+	select {
+	case <-k.started:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if r, ok := k.running[a.GVK]; ok && r.contract == a.Contract {
+		return nil
+	}
+	k.stopLocked(a.GVK)
+
+	log := k.mgr.GetLogger().WithValues("controller", controllerName(a.GVK), "contract", a.Contract)
+	opts := k.options
+	opts.SkipNameValidation = ptr.To(true)
+	opts.LogConstructor = func(req *ctrl.Request) logr.Logger {
+		if req == nil {
+			return log
+		}
+		return log.WithValues(a.GVK.Kind, req.NamespacedName.String())
+	}
+	tracker := &external.ObjectTracker{Cache: k.mgr.GetCache(), Scheme: k.mgr.GetScheme(), PredicateLogger: &log}
+	switch a.Contract {
+	case infrav1.ContractInfraCluster:
+		opts.Reconciler = NewInfraClusterReconciler(k.mgr.GetClient(), a.GVK, k.mgr.GetEventRecorderFor(controllerName(a.GVK)), tracker)
+	default:
+		return errors.Errorf("the bridge does not implement the %s contract yet", a.Contract)
+	}
+	c, err := controller.NewUnmanaged(controllerName(a.GVK), opts)
+	if err != nil {
+		return errors.Wrap(err, "cannot create controller")
+	}
+	tracker.Controller = c
+
+	xr := &unstructured.Unstructured{}
+	xr.SetGroupVersionKind(a.GVK)
+	filter := predicates.ResourceHasFilterLabel(k.mgr.GetScheme(), log, k.filter)
+	if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), xr, &handler.EnqueueRequestForObject{}, filter)); err != nil {
+		return errors.Wrap(err, "cannot watch composite resources")
+	}
+	if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), &clusterv1.Cluster{},
+		handler.EnqueueRequestsFromMapFunc(util.ClusterToInfrastructureMapFunc(k.base, a.GVK, k.mgr.GetClient(), xr)), filter)); err != nil {
+		return errors.Wrap(err, "cannot watch Clusters")
+	}
+
+	cctx, cancel := context.WithCancel(k.base)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := c.Start(cctx); err != nil {
+			log.Error(err, "Controller stopped")
+		}
+	}()
+	k.running[a.GVK] = &kind{contract: a.Contract, cancel: cancel, done: done}
+	log.Info("Adapted composite resource kind", "gvk", a.GVK.String())
+	return nil
+}
+
+// Stop stops the controller of a kind, if one runs.
+func (k *Kinds) Stop(gvk schema.GroupVersionKind) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.stopLocked(gvk)
+}
+
+func (k *Kinds) stopLocked(gvk schema.GroupVersionKind) {
+	r, ok := k.running[gvk]
+	if !ok {
+		return
+	}
+	r.cancel()
+	<-r.done
+	delete(k.running, gvk)
+	xr := &unstructured.Unstructured{}
+	xr.SetGroupVersionKind(gvk)
+	_ = k.mgr.GetCache().RemoveInformer(k.base, xr)
+	k.mgr.GetLogger().Info("Stopped adapting composite resource kind", "gvk", gvk.String())
+}
+
+func controllerName(gvk schema.GroupVersionKind) string {
+	return fmt.Sprintf("capxp-%s.%s", strings.ToLower(gvk.Kind), gvk.Group)
+}

@@ -1,0 +1,75 @@
+package controllers
+
+import (
+	"time"
+
+	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
+	xpv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
+	corev1 "k8s.io/api/core/v1"
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+)
+
+// Options configure the bridge's controllers.
+type Options struct {
+	// Concurrency is the number of XRs of one kind reconciled at once.
+	Concurrency int
+	// WatchFilter is CAPI's watch filter label value; empty means all.
+	WatchFilter string
+}
+
+// NewScheme returns the scheme the manager needs.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(extv1.AddToScheme(s))
+	utilruntime.Must(clusterv1.AddToScheme(s))
+	utilruntime.Must(xpv1.AddToScheme(s))
+	utilruntime.Must(xpv2.AddToScheme(s))
+	utilruntime.Must(infrav1.AddToScheme(s))
+	return s
+}
+
+// CacheOptions are the manager's cache options (DESIGN.md §5): managed fields
+// stripped from everything cached, an optional watch namespace.
+func CacheOptions(namespace string, syncPeriod time.Duration) cache.Options {
+	o := cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		SyncPeriod:       &syncPeriod,
+	}
+	if namespace != "" {
+		o.DefaultNamespaces = map[string]cache.Config{namespace: {}}
+	}
+	return o
+}
+
+// ClientOptions read XRs from the cache (unstructured caching on) and never
+// cache Secrets or ConfigMaps.
+func ClientOptions() client.Options {
+	return client.Options{Cache: &client.CacheOptions{
+		Unstructured: true,
+		DisableFor:   []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}},
+	}}
+}
+
+// Setup adds the bridge's controllers to a manager.
+func Setup(mgr ctrl.Manager, o Options) error {
+	co := controller.Options{MaxConcurrentReconciles: max(o.Concurrency, 1)}
+	kinds := NewKinds(mgr, co, o.WatchFilter)
+	if err := mgr.Add(kinds); err != nil {
+		return errors.Wrap(err, "cannot add the kind controllers")
+	}
+	xrds := NewXRDReconciler(mgr.GetClient(), mgr.GetAPIReader(), kinds, mgr.GetEventRecorderFor("capxp-xrd"))
+	return errors.Wrap(xrds.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 1}), "cannot set up the XRD controller")
+}

@@ -1,0 +1,121 @@
+package controllers
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+)
+
+// FieldManager is the bridge's server-side apply field manager.
+const FieldManager = "capxp-bridge"
+
+const (
+	errApplyStatus = "cannot apply the bridge's status fields"
+	errPatch       = "cannot patch object"
+)
+
+// statusApply is what the bridge owns of an object's status: some fields and
+// some condition types. Nothing else is sent, so Crossplane's and CAPI's own
+// status fields are never touched.
+type statusApply struct {
+	fields     map[string]any
+	conditions []metav1.Condition
+}
+
+// condition sets a condition the bridge owns. Its transition time is kept
+// from the object when the status did not change, so a condition only moves
+// when its meaning does.
+func (s *statusApply) condition(obj *unstructured.Unstructured, c metav1.Condition) {
+	c.LastTransitionTime = metav1.Now()
+	if old, ok := findCondition(obj, c.Type); ok && old.Status == c.Status {
+		c.LastTransitionTime = old.LastTransitionTime
+	}
+	s.conditions = append(s.conditions, c)
+}
+
+// changed reports whether applying s would change obj.
+func (s *statusApply) changed(obj *unstructured.Unstructured) bool {
+	for path, want := range s.fields {
+		got, found, _ := unstructured.NestedFieldNoCopy(obj.Object, splitPath(path)...)
+		if !found || got != want {
+			return true
+		}
+	}
+	for _, want := range s.conditions {
+		got, ok := findCondition(obj, want.Type)
+		if !ok || got.Status != want.Status || got.Reason != want.Reason || got.Message != want.Message || got.ObservedGeneration != want.ObservedGeneration {
+			return true
+		}
+	}
+	return false
+}
+
+// apply writes s to obj's status subresource with server-side apply, only if
+// it changes anything. It reports whether it wrote.
+func (s *statusApply) apply(ctx context.Context, c client.Client, obj *unstructured.Unstructured) (bool, error) {
+	if !s.changed(obj) {
+		return false, nil
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetAPIVersion(obj.GetAPIVersion())
+	u.SetKind(obj.GetKind())
+	u.SetNamespace(obj.GetNamespace())
+	u.SetName(obj.GetName())
+	for path, v := range s.fields {
+		if err := unstructured.SetNestedField(u.Object, v, splitPath(path)...); err != nil {
+			return false, errors.Wrap(err, errApplyStatus)
+		}
+	}
+	if len(s.conditions) > 0 {
+		sort.Slice(s.conditions, func(i, j int) bool { return s.conditions[i].Type < s.conditions[j].Type })
+		cs := make([]any, 0, len(s.conditions))
+		for _, c := range s.conditions {
+			m, err := runtimeToUnstructured(c)
+			if err != nil {
+				return false, errors.Wrap(err, errApplyStatus)
+			}
+			cs = append(cs, m)
+		}
+		if err := unstructured.SetNestedSlice(u.Object, cs, "status", "conditions"); err != nil {
+			return false, errors.Wrap(err, errApplyStatus)
+		}
+	}
+	err := c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership)
+	return err == nil, errors.Wrap(err, errApplyStatus)
+}
+
+func findCondition(obj *unstructured.Unstructured, t string) (metav1.Condition, bool) {
+	cs, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, raw := range cs {
+		m, ok := raw.(map[string]any)
+		if !ok || m["type"] != t {
+			continue
+		}
+		c := metav1.Condition{Type: t}
+		status, _ := m["status"].(string)
+		c.Status = metav1.ConditionStatus(status)
+		c.Reason, _ = m["reason"].(string)
+		c.Message, _ = m["message"].(string)
+		if g, ok := m["observedGeneration"].(int64); ok {
+			c.ObservedGeneration = g
+		}
+		if ts, ok := m["lastTransitionTime"].(string); ok {
+			_ = c.LastTransitionTime.UnmarshalQueryParameter(ts)
+		}
+		return c, true
+	}
+	return metav1.Condition{}, false
+}
+
+func splitPath(p string) []string { return strings.Split(p, ".") }
+
+func runtimeToUnstructured(c metav1.Condition) (map[string]any, error) {
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(&c)
+}

@@ -1,0 +1,202 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
+	xpcorev2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/xcrd"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/xrd"
+)
+
+// The condition the bridge owns on an XRD, and its reasons beyond the ones
+// package xrd returns.
+const (
+	// ContractAdaptedCondition on an XRD says whether the bridge adapted it.
+	// `kubectl get xrd NAME -o yaml` (or describe) shows it.
+	ContractAdaptedCondition = "CAPIContractAdapted"
+
+	reasonAdapted      = "Adapted"
+	reasonWaitingOnCRD = "WaitingForCRD"
+	reasonNotAdaptable = "NotAdaptable"
+)
+
+const (
+	errGetXRD = "cannot get CompositeResourceDefinition"
+	errGetCRD = "cannot get CustomResourceDefinition"
+)
+
+// XRDReconciler adapts every XRD labelled capxp.dev/contract: it checks the
+// XRD, completes its contract label so that Crossplane copies it onto the CRD,
+// waits for the CRD, and then runs a controller for the XR kind.
+type XRDReconciler struct {
+	client    client.Client
+	apiReader client.Reader
+	kinds     *Kinds
+	recorder  record.EventRecorder
+
+	mu      sync.Mutex
+	adapted map[string]schema.GroupVersionKind // XRD name -> kind
+}
+
+// NewXRDReconciler returns an XRDReconciler that runs kind controllers with k.
+func NewXRDReconciler(c client.Client, apiReader client.Reader, k *Kinds, rec record.EventRecorder) *XRDReconciler {
+	return &XRDReconciler{client: c, apiReader: apiReader, kinds: k, recorder: rec, adapted: map[string]schema.GroupVersionKind{}}
+}
+
+// SetupWithManager watches contract XRDs and their CRDs (metadata only).
+func (r *XRDReconciler) SetupWithManager(mgr ctrl.Manager, o controller.Options) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("capxp-xrd").
+		WithOptions(o).
+		For(&xpv2.CompositeResourceDefinition{}, builder.WithPredicates(contractLabelled())).
+		Watches(&extv1.CustomResourceDefinition{},
+			handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
+			}),
+			builder.OnlyMetadata, builder.WithPredicates(contractLabelled())).
+		Complete(r)
+}
+
+// contractLabelled passes objects that carry, or carried, the contract label.
+func contractLabelled() predicate.Funcs {
+	has := func(o client.Object) bool { _, ok := o.GetLabels()[infrav1.ContractLabel]; return ok }
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return has(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return has(e.ObjectOld) || has(e.ObjectNew) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return has(e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool { return has(e.Object) },
+	}
+}
+
+// Reconcile adapts one XRD.
+func (r *XRDReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	x := &xpv2.CompositeResourceDefinition{}
+	if err := r.client.Get(ctx, req.NamespacedName, x); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			r.forget(req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, errors.Wrap(err, errGetXRD)
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("CompositeResourceDefinition", klog.KObj(x))
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	if _, ok := x.Labels[infrav1.ContractLabel]; !ok || !x.DeletionTimestamp.IsZero() {
+		r.forget(x.Name)
+		return ctrl.Result{}, nil
+	}
+
+	a, p := xrd.Check(x)
+	if p != nil {
+		r.forget(x.Name)
+		msg := "Not adapted: " + p.Error()
+		if !hasCondition(x.Status.Conditions, ContractAdaptedCondition, p.Reason, msg) {
+			r.recorder.Event(x, "Warning", p.Reason, msg)
+			log.Info("Cannot adapt XRD", "reason", p.Reason, "problem", p.Error())
+		}
+		return ctrl.Result{}, r.setCondition(ctx, x, metav1.ConditionFalse, p.Reason, msg)
+	}
+
+	// CAPI reads the contract version off the CRD, and Crossplane copies an
+	// XRD's labels onto its CRD: declaring the contract is enough.
+	if err := patchIfChanged(ctx, r.client, unstructuredXRD(x), func(o *unstructured.Unstructured) {
+		labels := o.GetLabels()
+		labels[infrav1.CAPIContractLabel] = withVersion(labels[infrav1.CAPIContractLabel], a.GVK.Version)
+		o.SetLabels(labels)
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	crd := &extv1.CustomResourceDefinition{}
+	if err := r.apiReader.Get(ctx, types.NamespacedName{Name: x.Name}, crd); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, errors.Wrap(err, errGetCRD)
+	}
+	if !xcrd.IsEstablished(crd.Status) || !slices.Contains(strings.Split(crd.Labels[infrav1.CAPIContractLabel], "_"), a.GVK.Version) {
+		return ctrl.Result{}, r.setCondition(ctx, x, metav1.ConditionFalse, reasonWaitingOnCRD,
+			fmt.Sprintf("Waiting for Crossplane to establish CRD %s with label %s including %s", x.Name, infrav1.CAPIContractLabel, a.GVK.Version))
+	}
+
+	if err := r.kinds.Ensure(ctx, *a); err != nil {
+		return ctrl.Result{}, errors.Wrapf(err, "cannot adapt %s", a.GVK)
+	}
+	r.mu.Lock()
+	r.adapted[x.Name] = a.GVK
+	r.mu.Unlock()
+	return ctrl.Result{}, r.setCondition(ctx, x, metav1.ConditionTrue, reasonAdapted,
+		fmt.Sprintf("%s %s is a CAPI %s", a.GVK.Kind, a.GVK.GroupVersion(), a.Contract))
+}
+
+// forget stops the controller of an XRD that is gone or no longer adaptable.
+func (r *XRDReconciler) forget(name string) {
+	r.mu.Lock()
+	gvk, ok := r.adapted[name]
+	delete(r.adapted, name)
+	r.mu.Unlock()
+	if ok {
+		r.kinds.Stop(gvk)
+	}
+}
+
+func (r *XRDReconciler) setCondition(ctx context.Context, x *xpv2.CompositeResourceDefinition, s metav1.ConditionStatus, reason, msg string) error {
+	u := unstructuredXRD(x)
+	st := &statusApply{}
+	st.condition(u, metav1.Condition{Type: ContractAdaptedCondition, Status: s, Reason: reason, Message: msg, ObservedGeneration: x.Generation})
+	_, err := st.apply(ctx, r.client, u)
+	return err
+}
+
+func unstructuredXRD(x *xpv2.CompositeResourceDefinition) *unstructured.Unstructured {
+	m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(x) //nolint:errcheck // a typed XRD always converts.
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(xpv2.CompositeResourceDefinitionGroupVersionKind)
+	if u.GetLabels() == nil {
+		u.SetLabels(map[string]string{})
+	}
+	return u
+}
+
+// withVersion adds a version to a CAPI contract label value, a list
+// separated by underscores.
+func withVersion(value, version string) string {
+	if value == "" {
+		return version
+	}
+	if slices.Contains(strings.Split(value, "_"), version) {
+		return value
+	}
+	return value + "_" + version
+}
+
+func hasCondition(cs []xpcorev2.Condition, t, reason, msg string) bool {
+	for _, c := range cs {
+		if string(c.Type) == t && string(c.Reason) == reason && c.Message == msg {
+			return true
+		}
+	}
+	return false
+}

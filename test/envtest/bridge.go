@@ -1,0 +1,138 @@
+package envtest
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+)
+
+// Writes counts the API writes a manager's client made, per object.
+type Writes struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+// Count returns the writes made to an object of a kind.
+func (w *Writes) Count(kind, namespace, name string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.counts[kind+"/"+namespace+"/"+name]
+}
+
+func (w *Writes) add(c client.WithWatch, obj client.Object) {
+	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
+	if err != nil {
+		gvk = obj.GetObjectKind().GroupVersionKind()
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.counts[gvk.Kind+"/"+obj.GetNamespace()+"/"+obj.GetName()]++
+}
+
+// Manager is a controller manager running in a test.
+type Manager struct {
+	ctrl.Manager
+	// Writes counts what the manager's client wrote.
+	Writes *Writes
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+// Stop stops the manager and waits for it.
+func (m *Manager) Stop() error {
+	m.cancel()
+	<-m.done
+	return m.err
+}
+
+// StartBridge starts CAPXP's bridge as `capxp manager` runs it, with a client
+// that counts writes, plus the test composition engine for the given kinds.
+func (e *Environment) StartBridge(ctx context.Context, engineDelay time.Duration, engineKinds ...schema.GroupVersionKind) (*Manager, error) {
+	w := &Writes{counts: map[string]int{}}
+	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+		Scheme:                 controllers.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  controllers.CacheOptions("", 10*time.Minute),
+		Client:                 controllers.ClientOptions(),
+		Controller:             ctrlConfig(),
+		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
+			c, err := client.NewWithWatch(cfg, o)
+			if err != nil {
+				return nil, err
+			}
+			return interceptor.NewClient(c, interceptor.Funcs{
+				Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+					w.add(c, obj)
+					return c.Create(ctx, obj, opts...)
+				},
+				Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+					w.add(c, obj)
+					return c.Update(ctx, obj, opts...)
+				},
+				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+					w.add(c, obj)
+					return c.Patch(ctx, obj, p, opts...)
+				},
+				Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+					w.add(c, obj)
+					return c.Delete(ctx, obj, opts...)
+				},
+				SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+					w.add(c.(client.WithWatch), obj)
+					return c.SubResource(sub).Update(ctx, obj, opts...)
+				},
+				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+					w.add(c.(client.WithWatch), obj)
+					return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+				},
+			}), nil
+		},
+	})
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot create the bridge's manager")
+	}
+	if err := controllers.Setup(mgr, controllers.Options{Concurrency: 2}); err != nil {
+		return nil, err
+	}
+	// The engine stands in for another process: its writes must not count as
+	// the bridge's, so it has a client of its own.
+	ec, err := client.New(e.Config, client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot create the engine's client")
+	}
+	for _, gvk := range engineKinds {
+		if err := (&Engine{Client: ec, GVK: gvk, Delay: engineDelay}).SetupWithManager(mgr); err != nil {
+			return nil, errors.Wrap(err, "cannot set up the test composition engine")
+		}
+	}
+	return start(ctx, mgr, w)
+}
+
+func start(ctx context.Context, mgr ctrl.Manager, w *Writes) (*Manager, error) {
+	mctx, cancel := context.WithCancel(ctx)
+	m := &Manager{Manager: mgr, Writes: w, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		m.err = mgr.Start(mctx)
+	}()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		_ = m.Stop()
+		return nil, errors.New("the manager's cache did not sync")
+	}
+	return m, nil
+}

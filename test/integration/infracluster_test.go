@@ -1,0 +1,361 @@
+package integration
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
+)
+
+var clusterGVK = infrav1.GroupVersion.WithKind(infrav1.CrossplaneClusterKind)
+
+const engineDelay = 300 * time.Millisecond
+
+// stack runs CAPI's Cluster reconciler, the bridge and the test composition
+// engine for the duration of one test.
+func stack(t *testing.T, engineKinds ...schema.GroupVersionKind) *envtest.Manager {
+	t.Helper()
+	g := NewWithT(t)
+	capi, err := env.StartCAPI(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	bridge, err := env.StartBridge(ctx, engineDelay, append([]schema.GroupVersionKind{clusterGVK}, engineKinds...)...)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		g.Expect(bridge.Stop()).To(Succeed())
+		g.Expect(capi.Stop()).To(Succeed())
+	})
+	return bridge
+}
+
+// script is what the engine reports in the XR's status once composed.
+func script(status map[string]any) string {
+	b, _ := json.Marshal(status)
+	return string(b)
+}
+
+var goodStatus = map[string]any{
+	"outputs": map[string]any{"controlPlaneEndpoint": map[string]any{"host": "lb-1.elb.eu-west-1.amazonaws.com", "port": 6443}},
+	"failureDomains": []any{
+		map[string]any{"name": "eu-west-1a", "controlPlane": true},
+		map[string]any{"name": "eu-west-1b", "controlPlane": true},
+	},
+}
+
+// newCluster creates a CAPI Cluster and the XR it points at, of any kind.
+func newCluster(t *testing.T, ns, name string, gvk schema.GroupVersionKind, annotations map[string]string) (*clusterv1.Cluster, *unstructured.Unstructured) {
+	t.Helper()
+	g := NewWithT(t)
+	xr := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{}}}
+	xr.SetGroupVersionKind(gvk)
+	xr.SetNamespace(ns)
+	xr.SetName(name)
+	xr.SetAnnotations(annotations)
+	g.Expect(env.Client.Create(ctx, xr)).To(Succeed())
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+			APIGroup: gvk.Group, Kind: gvk.Kind, Name: name,
+		}},
+	}
+	g.Expect(env.Client.Create(ctx, cluster)).To(Succeed())
+	return cluster, xr
+}
+
+func getXR(g Gomega, xr *unstructured.Unstructured) *unstructured.Unstructured {
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(xr.GroupVersionKind())
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(xr), got)).To(Succeed())
+	return got
+}
+
+func getCluster(g Gomega, c *clusterv1.Cluster) *clusterv1.Cluster {
+	got := &clusterv1.Cluster{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(c), got)).To(Succeed())
+	return got
+}
+
+func xrCondition(u *unstructured.Unstructured, t string) map[string]any {
+	cs, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range cs {
+		if m, ok := c.(map[string]any); ok && m["type"] == t {
+			return m
+		}
+	}
+	return nil
+}
+
+func provisioned(u *unstructured.Unstructured) bool {
+	p, _, _ := unstructured.NestedBool(u.Object, "status", "initialization", "provisioned")
+	return p
+}
+
+// A CAPI Cluster whose composition reports an endpoint becomes provisioned,
+// with the endpoint and failure domains, and says so in its conditions.
+func TestClusterInfrastructureIsProvisioned(t *testing.T) {
+	stack(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	cluster, xr := newCluster(t, ns, "alpha", clusterGVK, map[string]string{envtest.EngineOutputsAnnotation: script(goodStatus)})
+
+	g.Eventually(func(g Gomega) {
+		c := getCluster(g, cluster)
+		g.Expect(ptr.Deref(c.Status.Initialization.InfrastructureProvisioned, false)).To(BeTrue())
+		g.Expect(c.Spec.ControlPlaneEndpoint).To(Equal(clusterv1.APIEndpoint{Host: "lb-1.elb.eu-west-1.amazonaws.com", Port: 6443}))
+		g.Expect(c.Status.FailureDomains).To(HaveLen(2))
+		g.Expect(conditions.IsTrue(c, clusterv1.ClusterInfrastructureReadyCondition)).To(BeTrue())
+		g.Expect(conditions.IsTrue(c, infrav1.CrossplaneInfrastructureReadyCondition)).To(BeTrue())
+	}, timeout, interval).Should(Succeed())
+
+	got := getXR(g, xr)
+	g.Expect(provisioned(got)).To(BeTrue())
+	g.Expect(got.GetFinalizers()).To(ContainElement(infrav1.Finalizer))
+	g.Expect(xrCondition(got, infrav1.ContractReadyCondition)).To(HaveKeyWithValue("status", "True"))
+	g.Expect(xrCondition(got, infrav1.PausedCondition)).To(HaveKeyWithValue("status", "False"))
+	// Crossplane's conditions are untouched next to the bridge's.
+	g.Expect(xrCondition(got, "Ready")).To(HaveKeyWithValue("reason", "Available"))
+}
+
+// A failing composition's own message reaches the CAPI Cluster's conditions,
+// and the infrastructure is never reported provisioned.
+func TestCompositionFailureSurfacesOnTheCluster(t *testing.T) {
+	stack(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	const msg = `pipeline step "patch-and-transform" returned a fatal result: cannot render vpc: spec.forProvider.cidrBlock is required`
+	cluster, xr := newCluster(t, ns, "failing", clusterGVK, map[string]string{
+		envtest.EngineOutputsAnnotation: script(goodStatus),
+		envtest.EngineFailAnnotation:    msg,
+	})
+
+	g.Eventually(func(g Gomega) {
+		c := conditions.Get(getCluster(g, cluster), infrav1.CrossplaneInfrastructureReadyCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(infrav1.CompositionFailedReason))
+		g.Expect(c.Message).To(ContainSubstring(msg))
+	}, timeout, interval).Should(Succeed())
+
+	g.Consistently(func(g Gomega) {
+		g.Expect(provisioned(getXR(g, xr))).To(BeFalse())
+		g.Expect(ptr.Deref(getCluster(g, cluster).Status.Initialization.InfrastructureProvisioned, false)).To(BeFalse())
+	}, "1s", interval).Should(Succeed())
+}
+
+// Malformed outputs give a condition naming the field and the value, and the
+// infrastructure is never reported provisioned.
+func TestBadOutputsGiveAClearCondition(t *testing.T) {
+	stack(t)
+	ns := namespace(t)
+	cases := map[string]struct {
+		status map[string]any
+		reason string
+		want   string
+	}{
+		"port-zero": {
+			status: map[string]any{"outputs": map[string]any{"controlPlaneEndpoint": map[string]any{"host": "lb.example.org", "port": 0}}},
+			reason: infrav1.InvalidOutputsReason,
+			want:   "status.outputs.controlPlaneEndpoint.port: Invalid value: 0: must be between 1 and 65535",
+		},
+		"port-too-high": {
+			status: map[string]any{"outputs": map[string]any{"controlPlaneEndpoint": map[string]any{"host": "lb.example.org", "port": 70000}}},
+			reason: infrav1.InvalidOutputsReason,
+			want:   "status.outputs.controlPlaneEndpoint.port: Invalid value: 70000",
+		},
+		"empty-host": {
+			status: map[string]any{"outputs": map[string]any{"controlPlaneEndpoint": map[string]any{"host": "", "port": 6443}}},
+			reason: infrav1.InvalidOutputsReason,
+			want:   "status.outputs.controlPlaneEndpoint.host: Required value",
+		},
+		"duplicate-failure-domains": {
+			status: map[string]any{
+				"outputs":        map[string]any{"controlPlaneEndpoint": map[string]any{"host": "lb.example.org", "port": 6443}},
+				"failureDomains": []any{map[string]any{"name": "a"}, map[string]any{"name": "a"}},
+			},
+			reason: infrav1.InvalidOutputsReason,
+			want:   `status.failureDomains[1].name: Duplicate value: "a"`,
+		},
+		"missing-endpoint": {
+			status: map[string]any{"outputs": map[string]any{}},
+			reason: infrav1.MissingOutputsReason,
+			want:   "status.outputs.controlPlaneEndpoint: Required value",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			cluster, xr := newCluster(t, ns, name, clusterGVK, map[string]string{envtest.EngineOutputsAnnotation: script(tc.status)})
+			g.Eventually(func(g Gomega) {
+				c := xrCondition(getXR(g, xr), infrav1.ContractReadyCondition)
+				g.Expect(c).To(HaveKeyWithValue("status", "False"))
+				g.Expect(c).To(HaveKeyWithValue("reason", tc.reason))
+				g.Expect(c["message"]).To(ContainSubstring(tc.want))
+				cc := conditions.Get(getCluster(g, cluster), infrav1.CrossplaneInfrastructureReadyCondition)
+				g.Expect(cc).NotTo(BeNil())
+				g.Expect(cc.Message).To(ContainSubstring(tc.want))
+			}, timeout, interval).Should(Succeed())
+			g.Consistently(func(g Gomega) {
+				got := getXR(g, xr)
+				g.Expect(provisioned(got)).To(BeFalse())
+				_, found, _ := unstructured.NestedMap(got.Object, "spec", "controlPlaneEndpoint")
+				g.Expect(found).To(BeFalse())
+			}, "500ms", interval).Should(Succeed())
+		})
+	}
+}
+
+// Pausing the CAPI Cluster pauses Crossplane on the XR; unpausing resumes it.
+func TestPausedClusterPausesComposition(t *testing.T) {
+	stack(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	cluster, xr := newCluster(t, ns, "pausing", clusterGVK, map[string]string{envtest.EngineOutputsAnnotation: script(goodStatus)})
+	g.Eventually(func(g Gomega) { g.Expect(provisioned(getXR(g, xr))).To(BeTrue()) }, timeout, interval).Should(Succeed())
+
+	c := getCluster(g, cluster)
+	c.Spec.Paused = ptr.To(true)
+	g.Expect(env.Client.Update(ctx, c)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := getXR(g, xr)
+		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+		g.Expect(xrCondition(got, infrav1.PausedCondition)).To(And(HaveKeyWithValue("status", "True"), HaveKeyWithValue("message", ContainSubstring("Cluster spec.paused is true"))))
+		// Crossplane (the engine) stops composing.
+		g.Expect(xrCondition(got, "Synced")).To(HaveKeyWithValue("reason", "ReconcilePaused"))
+	}, timeout, interval).Should(Succeed())
+
+	c = getCluster(g, cluster)
+	c.Spec.Paused = ptr.To(false)
+	g.Expect(env.Client.Update(ctx, c)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := getXR(g, xr)
+		g.Expect(got.GetAnnotations()).NotTo(HaveKey(infrav1.CrossplanePausedAnnotation))
+		g.Expect(xrCondition(got, infrav1.PausedCondition)).To(HaveKeyWithValue("status", "False"))
+		g.Expect(xrCondition(got, "Synced")).To(HaveKeyWithValue("reason", "ReconcileSuccess"))
+	}, timeout, interval).Should(Succeed())
+
+	// CAPI's pause annotation on the XR itself pauses it too.
+	got := getXR(g, xr)
+	anns := got.GetAnnotations()
+	anns[clusterv1.PausedAnnotation] = ""
+	got.SetAnnotations(anns)
+	g.Expect(env.Client.Update(ctx, got)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := getXR(g, xr)
+		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+		g.Expect(xrCondition(got, infrav1.PausedCondition)).To(HaveKeyWithValue("message", ContainSubstring("the composite resource has the cluster.x-k8s.io/paused annotation")))
+	}, timeout, interval).Should(Succeed())
+}
+
+// An XR marked as externally managed is left entirely alone.
+func TestExternallyManagedInfrastructureIsLeftAlone(t *testing.T) {
+	bridge := stack(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	_, xr := newCluster(t, ns, "external", clusterGVK, map[string]string{
+		envtest.EngineOutputsAnnotation: script(goodStatus),
+		clusterv1.ManagedByAnnotation:   "someone-else",
+	})
+	// Crossplane (the engine) composes it, CAPI adopts it ...
+	g.Eventually(func(g Gomega) {
+		got := getXR(g, xr)
+		g.Expect(xrCondition(got, "Ready")).To(HaveKeyWithValue("status", "True"))
+		g.Expect(got.GetLabels()).To(HaveKey(clusterv1.ClusterNameLabel))
+	}, timeout, interval).Should(Succeed())
+	// ... and the bridge writes nothing at all.
+	g.Consistently(func(g Gomega) {
+		got := getXR(g, xr)
+		g.Expect(got.GetFinalizers()).NotTo(ContainElement(infrav1.Finalizer))
+		g.Expect(xrCondition(got, infrav1.ContractReadyCondition)).To(BeNil())
+		g.Expect(provisioned(got)).To(BeFalse())
+		g.Expect(bridge.Writes.Count(infrav1.CrossplaneClusterKind, ns, "external")).To(BeZero())
+	}, "1s", interval).Should(Succeed())
+}
+
+// Deleting a Cluster deletes the XR's composed resources, and the XR stays
+// until every one of them is gone.
+func TestDeletionWaitsForComposedResources(t *testing.T) {
+	stack(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	cluster, xr := newCluster(t, ns, "deleting", clusterGVK, map[string]string{envtest.EngineOutputsAnnotation: script(goodStatus)})
+	g.Eventually(func(g Gomega) { g.Expect(provisioned(getXR(g, xr))).To(BeTrue()) }, timeout, interval).Should(Succeed())
+
+	g.Expect(env.Client.Delete(ctx, cluster)).To(Succeed())
+
+	composed := &corev1.ConfigMap{}
+	key := client.ObjectKey{Namespace: ns, Name: "deleting-composed"}
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, key, composed)).To(Succeed())
+		g.Expect(composed.DeletionTimestamp.IsZero()).To(BeFalse(), "the bridge deletes composed resources")
+		c := xrCondition(getXR(g, xr), infrav1.DeletingCondition)
+		g.Expect(c).To(HaveKeyWithValue("message", "Waiting for 1 composed resources to be deleted: ConfigMap/deleting-composed"))
+	}, timeout, interval).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		got := getXR(g, xr)
+		g.Expect(got.GetFinalizers()).To(ContainElement(infrav1.Finalizer))
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{})).To(Succeed())
+	}, "1s", interval).Should(Succeed())
+
+	// The provider finishes deleting the composed resource.
+	g.Expect(env.Client.Get(ctx, key, composed)).To(Succeed())
+	controllerutil.RemoveFinalizer(composed, envtest.EngineHoldFinalizer)
+	g.Expect(env.Client.Update(ctx, composed)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(xr), getEmpty(xr))
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the XR is released once nothing composed remains")
+		err = env.Client.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "CAPI then deletes the Cluster")
+	}, timeout, interval).Should(Succeed())
+}
+
+func getEmpty(xr *unstructured.Unstructured) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(xr.GroupVersionKind())
+	return u
+}
+
+// Once provisioned, reconciling again writes nothing: every write wakes
+// Crossplane.
+func TestNothingIsWrittenWhenNothingChanged(t *testing.T) {
+	bridge := stack(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	cluster, xr := newCluster(t, ns, "steady", clusterGVK, map[string]string{envtest.EngineOutputsAnnotation: script(goodStatus)})
+	g.Eventually(func(g Gomega) {
+		g.Expect(conditions.IsTrue(getCluster(g, cluster), infrav1.CrossplaneInfrastructureReadyCondition)).To(BeTrue())
+	}, timeout, interval).Should(Succeed())
+	// Let in-flight events settle, then count.
+	time.Sleep(time.Second)
+	xrWrites := bridge.Writes.Count(infrav1.CrossplaneClusterKind, ns, "steady")
+	clusterWrites := bridge.Writes.Count("Cluster", ns, "steady")
+	// From creation to provisioned: finalizer, endpoint, and status a few
+	// times as Crossplane's conditions move (Creating, then Available).
+	g.Expect(xrWrites).To(BeNumerically("<=", 6))
+
+	// Wake the bridge many times without changing anything it maps.
+	for i := range 5 {
+		got := getXR(g, xr)
+		labels := got.GetLabels()
+		labels["touch"] = string(rune('a' + i))
+		got.SetLabels(labels)
+		g.Expect(env.Client.Update(ctx, got)).To(Succeed())
+	}
+	g.Consistently(func(g Gomega) {
+		g.Expect(bridge.Writes.Count(infrav1.CrossplaneClusterKind, ns, "steady")).To(Equal(xrWrites))
+		g.Expect(bridge.Writes.Count("Cluster", ns, "steady")).To(Equal(clusterWrites))
+	}, "2s", interval).Should(Succeed())
+}
