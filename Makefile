@@ -73,5 +73,6 @@ reviewable: generate lint test ## Generate, lint and test: what a change needs b
 ##@ Build
 
 .PHONY: build
-build: ## Compile every package.
+build: ## Build bin/capxp (and compile every package).
 	go build ./...
+	go build -o bin/capxp ./cmd/capxp

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/external"
 	"sigs.k8s.io/cluster-api/util"
@@ -97,26 +98,45 @@ func (r *InfraClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, r.removeFinalizer(ctx, xr)
 	}
 
-	if !xr.GetDeletionTimestamp().IsZero() {
-		return r.reconcileDelete(ctx, xr)
-	}
-
 	cluster, err := util.GetOwnerCluster(ctx, r.client, metav1.ObjectMeta{Namespace: xr.GetNamespace(), OwnerReferences: xr.GetOwnerReferences()})
-	if err != nil {
+	if client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, errors.Wrap(err, errGetOwnerCluster)
 	}
-	if cluster == nil {
+	deleting := !xr.GetDeletionTimestamp().IsZero()
+	if cluster == nil && !deleting {
 		log.V(4).Info("Waiting for CAPI to set the owner Cluster")
 		return ctrl.Result{}, nil
 	}
-	log = log.WithValues("Cluster", klog.KObj(cluster))
-	ctx = ctrl.LoggerInto(ctx, log)
+	if cluster != nil {
+		log = log.WithValues("Cluster", klog.KObj(cluster))
+		ctx = ctrl.LoggerInto(ctx, log)
+	}
 
-	if !controllerutil.ContainsFinalizer(xr, infrav1.Finalizer) {
+	if !deleting && !controllerutil.ContainsFinalizer(xr, infrav1.Finalizer) {
 		return ctrl.Result{}, r.patch(ctx, xr, func(o *unstructured.Unstructured) { controllerutil.AddFinalizer(o, infrav1.Finalizer) })
 	}
 
+	// A paused XR is left as it is, even while being deleted: clusterctl move
+	// pauses a cluster and then deletes the source objects, whose composed
+	// resources now belong to the target.
+	if annotations.HasPaused(xr) || cluster != nil && annotations.IsPaused(cluster, xr) {
+		return ctrl.Result{}, r.reconcilePaused(ctx, cluster, xr)
+	}
+	if deleting {
+		return r.reconcileDelete(ctx, xr)
+	}
 	return ctrl.Result{}, r.reconcileNormal(ctx, cluster, xr)
+}
+
+// reconcilePaused carries CAPI's pause to Crossplane and says so.
+func (r *InfraClusterReconciler) reconcilePaused(ctx context.Context, cluster *clusterv1.Cluster, xr *composite.Unstructured) error {
+	if err := r.patch(ctx, xr, func(o *unstructured.Unstructured) { setPausedAnnotation(o, true) }); err != nil {
+		return err
+	}
+	status := &statusApply{}
+	status.condition(&xr.Unstructured, pausedCondition(cluster, xr, true))
+	_, err := status.apply(ctx, r.client, &xr.Unstructured)
+	return err
 }
 
 // reconcileNormal carries pause to Crossplane, maps the endpoint into spec
@@ -124,31 +144,28 @@ func (r *InfraClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 // only when something differs.
 func (r *InfraClusterReconciler) reconcileNormal(ctx context.Context, cluster *clusterv1.Cluster, xr *composite.Unstructured) error {
 	u := &xr.Unstructured
-	paused := annotations.IsPaused(cluster, xr)
 	status := &statusApply{fields: map[string]any{}}
-	status.condition(u, pausedCondition(cluster, xr, paused))
+	status.condition(u, pausedCondition(cluster, xr, false))
 
+	c, obs := r.observe(xr)
+	status.condition(u, c)
 	var endpoint *infrav1.APIEndpoint
-	if !paused {
-		c, obs := r.observe(xr)
-		status.condition(u, c)
-		if c.Status == metav1.ConditionTrue {
-			endpoint = &obs.Endpoint
-		}
-		// provisioned is a one-time milestone: once reached, it stays.
-		provisioned := c.Status == metav1.ConditionTrue || isProvisioned(u)
-		status.fields["status.initialization.provisioned"] = provisioned
-		status.fields["status.ready"] = provisioned
-		if provisioned && !isProvisioned(u) {
-			r.recorder.Eventf(xr, "Normal", "Provisioned", "Infrastructure provisioned; control plane endpoint %s:%d", obs.Endpoint.Host, obs.Endpoint.Port)
-		}
-		if c.Reason == infrav1.InvalidOutputsReason && !sameCondition(u, c) {
-			r.recorder.Event(xr, "Warning", c.Reason, c.Message)
-		}
+	if c.Status == metav1.ConditionTrue {
+		endpoint = &obs.Endpoint
+	}
+	// provisioned is a one-time milestone: once reached, it stays.
+	provisioned := c.Status == metav1.ConditionTrue || isProvisioned(u)
+	status.fields["status.initialization.provisioned"] = provisioned
+	status.fields["status.ready"] = provisioned
+	if provisioned && !isProvisioned(u) {
+		r.recorder.Eventf(xr, "Normal", "Provisioned", "Infrastructure provisioned; control plane endpoint %s:%d", obs.Endpoint.Host, obs.Endpoint.Port)
+	}
+	if c.Reason == infrav1.InvalidOutputsReason && !sameCondition(u, c) {
+		r.recorder.Event(xr, "Warning", c.Reason, c.Message)
 	}
 
 	if err := r.patch(ctx, xr, func(o *unstructured.Unstructured) {
-		setPausedAnnotation(o, paused)
+		setPausedAnnotation(o, false)
 		if endpoint != nil {
 			_ = unstructured.SetNestedMap(o.Object, map[string]any{"host": endpoint.Host, "port": int64(endpoint.Port)}, "spec", "controlPlaneEndpoint")
 		}
@@ -158,10 +175,7 @@ func (r *InfraClusterReconciler) reconcileNormal(ctx context.Context, cluster *c
 	if _, err := status.apply(ctx, r.client, u); err != nil {
 		return err
 	}
-	if !paused {
-		return r.mirrorToCluster(ctx, cluster, status)
-	}
-	return nil
+	return r.mirrorToCluster(ctx, cluster, status)
 }
 
 // observe computes the ContractReady condition: Crossplane's view first, then
@@ -287,10 +301,10 @@ func pausedCondition(cluster *clusterv1.Cluster, xr metav1.Object, paused bool) 
 	}
 	c.Status, c.Reason = metav1.ConditionTrue, infrav1.PausedReason
 	var why []string
-	if cluster.Spec.Paused != nil && *cluster.Spec.Paused {
+	if cluster != nil && ptr.Deref(cluster.Spec.Paused, false) {
 		why = append(why, "Cluster spec.paused is true")
 	}
-	if annotations.HasPaused(cluster) {
+	if cluster != nil && annotations.HasPaused(cluster) {
 		why = append(why, "Cluster has the "+clusterv1.PausedAnnotation+" annotation")
 	}
 	if annotations.HasPaused(xr) {

@@ -225,9 +225,7 @@ func TestPausedClusterPausesComposition(t *testing.T) {
 	cluster, xr := newCluster(t, ns, "pausing", clusterGVK, map[string]string{envtest.EngineOutputsAnnotation: script(goodStatus)})
 	g.Eventually(func(g Gomega) { g.Expect(provisioned(getXR(g, xr))).To(BeTrue()) }, timeout, interval).Should(Succeed())
 
-	c := getCluster(g, cluster)
-	c.Spec.Paused = ptr.To(true)
-	g.Expect(env.Client.Update(ctx, c)).To(Succeed())
+	change(g, cluster, func() { cluster.Spec.Paused = ptr.To(true) })
 	g.Eventually(func(g Gomega) {
 		got := getXR(g, xr)
 		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
@@ -236,9 +234,7 @@ func TestPausedClusterPausesComposition(t *testing.T) {
 		g.Expect(xrCondition(got, "Synced")).To(HaveKeyWithValue("reason", "ReconcilePaused"))
 	}, timeout, interval).Should(Succeed())
 
-	c = getCluster(g, cluster)
-	c.Spec.Paused = ptr.To(false)
-	g.Expect(env.Client.Update(ctx, c)).To(Succeed())
+	change(g, cluster, func() { cluster.Spec.Paused = ptr.To(false) })
 	g.Eventually(func(g Gomega) {
 		got := getXR(g, xr)
 		g.Expect(got.GetAnnotations()).NotTo(HaveKey(infrav1.CrossplanePausedAnnotation))
@@ -247,11 +243,11 @@ func TestPausedClusterPausesComposition(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 
 	// CAPI's pause annotation on the XR itself pauses it too.
-	got := getXR(g, xr)
-	anns := got.GetAnnotations()
-	anns[clusterv1.PausedAnnotation] = ""
-	got.SetAnnotations(anns)
-	g.Expect(env.Client.Update(ctx, got)).To(Succeed())
+	change(g, xr, func() {
+		anns := xr.GetAnnotations()
+		anns[clusterv1.PausedAnnotation] = ""
+		xr.SetAnnotations(anns)
+	})
 	g.Eventually(func(g Gomega) {
 		got := getXR(g, xr)
 		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
@@ -310,9 +306,7 @@ func TestDeletionWaitsForComposedResources(t *testing.T) {
 	}, "1s", interval).Should(Succeed())
 
 	// The provider finishes deleting the composed resource.
-	g.Expect(env.Client.Get(ctx, key, composed)).To(Succeed())
-	controllerutil.RemoveFinalizer(composed, envtest.EngineHoldFinalizer)
-	g.Expect(env.Client.Update(ctx, composed)).To(Succeed())
+	change(g, composed, func() { controllerutil.RemoveFinalizer(composed, envtest.EngineHoldFinalizer) })
 
 	g.Eventually(func(g Gomega) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(xr), getEmpty(xr))
@@ -348,14 +342,46 @@ func TestNothingIsWrittenWhenNothingChanged(t *testing.T) {
 
 	// Wake the bridge many times without changing anything it maps.
 	for i := range 5 {
-		got := getXR(g, xr)
-		labels := got.GetLabels()
-		labels["touch"] = string(rune('a' + i))
-		got.SetLabels(labels)
-		g.Expect(env.Client.Update(ctx, got)).To(Succeed())
+		change(g, xr, func() {
+			labels := xr.GetLabels()
+			labels["touch"] = string(rune('a' + i))
+			xr.SetLabels(labels)
+		})
 	}
 	g.Consistently(func(g Gomega) {
 		g.Expect(bridge.Writes.Count(infrav1.CrossplaneClusterKind, ns, "steady")).To(Equal(xrWrites))
 		g.Expect(bridge.Writes.Count("Cluster", ns, "steady")).To(Equal(clusterWrites))
 	}, "2s", interval).Should(Succeed())
+}
+
+// A paused cluster's XR is not torn down, even when deleted: clusterctl move
+// pauses a cluster and deletes the source objects, whose composed resources
+// now belong to the target. Once unpaused, deletion proceeds.
+func TestAPausedClusterIsNotTornDown(t *testing.T) {
+	stack(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	cluster, xr := newCluster(t, ns, "moving", clusterGVK, map[string]string{envtest.EngineOutputsAnnotation: script(goodStatus)})
+	g.Eventually(func(g Gomega) { g.Expect(provisioned(getXR(g, xr))).To(BeTrue()) }, timeout, interval).Should(Succeed())
+
+	change(g, cluster, func() { cluster.Spec.Paused = ptr.To(true) })
+	g.Eventually(func(g Gomega) {
+		g.Expect(getXR(g, xr).GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+	}, timeout, interval).Should(Succeed())
+
+	g.Expect(env.Client.Delete(ctx, getXR(g, xr))).To(Succeed())
+	key := client.ObjectKey{Namespace: ns, Name: "moving-composed"}
+	g.Consistently(func(g Gomega) {
+		composed := &corev1.ConfigMap{}
+		g.Expect(env.Client.Get(ctx, key, composed)).To(Succeed())
+		g.Expect(composed.DeletionTimestamp.IsZero()).To(BeTrue(), "a paused XR's composed resources are left alone")
+		g.Expect(getXR(g, xr).GetFinalizers()).To(ContainElement(infrav1.Finalizer))
+	}, "1s", interval).Should(Succeed())
+
+	change(g, cluster, func() { cluster.Spec.Paused = ptr.To(false) })
+	g.Eventually(func(g Gomega) {
+		composed := &corev1.ConfigMap{}
+		g.Expect(env.Client.Get(ctx, key, composed)).To(Succeed())
+		g.Expect(composed.DeletionTimestamp.IsZero()).To(BeFalse(), "unpaused, deletion proceeds")
+	}, timeout, interval).Should(Succeed())
 }

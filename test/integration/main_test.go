@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
@@ -65,4 +66,14 @@ func namespace(t *testing.T) string {
 	ns, err := env.NewNamespace(ctx, "capxp-test")
 	g.Expect(err).NotTo(HaveOccurred())
 	return ns
+}
+
+// change gets obj afresh, applies mutate and sends the difference as a merge
+// patch, as kubectl edit does: controllers write the same objects
+// concurrently, and a whole-object update would lose to their writes.
+func change(g Gomega, obj client.Object, mutate func()) {
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+	before := obj.DeepCopyObject().(client.Object)
+	mutate()
+	g.Expect(env.Client.Patch(ctx, obj, client.MergeFrom(before))).To(Succeed())
 }

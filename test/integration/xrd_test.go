@@ -1,0 +1,170 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
+)
+
+// platformXRD is a platform team's own cluster abstraction: CAPXP's cluster
+// schema under another group and kind, declaring only capxp.dev/contract.
+func platformXRD(t *testing.T, group, kind, plural string) *xpv2.CompositeResourceDefinition {
+	t.Helper()
+	xrds, err := envtest.ReadXRDs(envtest.RepoRoot() + "/compositions/xrds")
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	var x *xpv2.CompositeResourceDefinition
+	for _, candidate := range xrds {
+		if candidate.Spec.Names.Kind == infrav1.CrossplaneClusterKind {
+			x = candidate.DeepCopy()
+		}
+	}
+	x.Spec.Group = group
+	x.Spec.Names = extNames(kind, plural)
+	x.Name = plural + "." + group
+	x.Labels = map[string]string{infrav1.ContractLabel: infrav1.ContractInfraCluster}
+	return x
+}
+
+func xrdCondition(g Gomega, name string) *metav1.Condition {
+	x := &xpv2.CompositeResourceDefinition{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: name}, x)).To(Succeed())
+	for _, c := range x.Status.Conditions {
+		if string(c.Type) == controllers.ContractAdaptedCondition {
+			return &metav1.Condition{Type: string(c.Type), Status: metav1.ConditionStatus(c.Status), Reason: string(c.Reason), Message: c.Message}
+		}
+	}
+	return nil
+}
+
+// A platform team publishes its own XRD (another group, another kind). The
+// bridge completes its contract label, Crossplane copies it to the CRD, and a
+// CAPI Cluster can then use the new kind exactly like CrossplaneCluster.
+func TestAPlatformTeamsOwnXRDWorksTheSame(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	group := uniqueGroup(ns, "platform")
+	x := platformXRD(t, group, "EKSCluster", "eksclusters")
+	_, err := env.InstallXRD(ctx, x)
+	g.Expect(err).NotTo(HaveOccurred())
+	gvk := schema.GroupVersionKind{Group: group, Version: "v1alpha1", Kind: "EKSCluster"}
+	stack(t, gvk)
+
+	g.Eventually(func(g Gomega) {
+		got := &xpv2.CompositeResourceDefinition{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: x.Name}, got)).To(Succeed())
+		g.Expect(got.Labels).To(HaveKeyWithValue(infrav1.CAPIContractLabel, "v1alpha1"))
+		c := xrdCondition(g, x.Name)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal("WaitingForCRD"))
+	}, timeout, interval).Should(Succeed())
+
+	// Crossplane's XRD controller regenerates the CRD from the labelled XRD.
+	_, err = env.SyncXRD(ctx, x.Name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		c := xrdCondition(g, x.Name)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(c.Message).To(Equal("EKSCluster " + group + "/v1alpha1 is a CAPI InfraCluster"))
+	}, timeout, interval).Should(Succeed())
+
+	cluster, _ := newCluster(t, ns, "eks", gvk, map[string]string{envtest.EngineOutputsAnnotation: script(goodStatus)})
+	g.Eventually(func(g Gomega) {
+		c := getCluster(g, cluster)
+		g.Expect(ptr.Deref(c.Status.Initialization.InfrastructureProvisioned, false)).To(BeTrue())
+		g.Expect(c.Spec.ControlPlaneEndpoint.Host).To(Equal("lb-1.elb.eu-west-1.amazonaws.com"))
+	}, timeout, interval).Should(Succeed())
+
+	// The platform team withdraws the contract: the bridge stops adapting the
+	// kind at run time, and a new XR of it is no longer taken on.
+	got := &xpv2.CompositeResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: x.Name}}
+	change(g, got, func() { delete(got.Labels, infrav1.ContractLabel) })
+	_, later := newCluster(t, ns, "eks-later", gvk, map[string]string{envtest.EngineOutputsAnnotation: script(goodStatus)})
+	g.Consistently(func(g Gomega) {
+		g.Expect(getXR(g, later).GetFinalizers()).NotTo(ContainElement(infrav1.Finalizer))
+	}, "1s", interval).Should(Succeed())
+}
+
+// An XRD that declares the contract but cannot implement it is reported on
+// the XRD (condition and event) and its kind is not adapted.
+func TestAMalformedXRDIsReportedAndNotAdapted(t *testing.T) {
+	cases := map[string]struct {
+		xrd    func(ns string) *xpv2.CompositeResourceDefinition
+		reason string
+		want   string
+	}{
+		"plural-capi-cannot-find": {
+			xrd: func(ns string) *xpv2.CompositeResourceDefinition {
+				return platformXRD(t, uniqueGroup(ns, "odd"), "Widget", "widgetz")
+			},
+			reason: "InvalidNames",
+			want:   `spec.names.plural: Invalid value: "widgetz": must be "widgets": CAPI looks up the CRD widgets.`,
+		},
+		"missing-contract-field": {
+			xrd: func(ns string) *xpv2.CompositeResourceDefinition {
+				x := platformXRD(t, uniqueGroup(ns, "thin"), "ThinCluster", "thinclusters")
+				x.Spec.Versions[0].Schema.OpenAPIV3Schema.Raw = []byte(`{"type":"object","properties":{"spec":{"type":"object","properties":{"controlPlaneEndpoint":{"type":"object","properties":{"host":{"type":"string"},"port":{"type":"integer"}}}}}}}`)
+				return x
+			},
+			reason: "MissingSchemaField",
+			want:   "CAPI's InfraCluster contract needs status.initialization.provisioned of type boolean",
+		},
+	}
+	stack(t)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			ns := namespace(t)
+			x := tc.xrd(ns)
+			_, err := env.InstallXRD(ctx, x)
+			g.Expect(err).NotTo(HaveOccurred())
+
+			g.Eventually(func(g Gomega) {
+				c := xrdCondition(g, x.Name)
+				g.Expect(c).NotTo(BeNil())
+				g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+				g.Expect(c.Reason).To(Equal(tc.reason))
+				g.Expect(c.Message).To(ContainSubstring(tc.want))
+				events := &corev1.EventList{}
+				g.Expect(env.Client.List(ctx, events, client.MatchingFields{"involvedObject.name": x.Name})).To(Succeed())
+				g.Expect(events.Items).To(ContainElement(And(
+					HaveField("Type", "Warning"), HaveField("Reason", tc.reason), HaveField("Message", ContainSubstring(tc.want)),
+				)))
+			}, timeout, interval).Should(Succeed())
+
+			// The kind is not adapted: an XR of it is never taken on.
+			gvk := schema.GroupVersionKind{Group: x.Spec.Group, Version: "v1alpha1", Kind: x.Spec.Names.Kind}
+			_, xr := newCluster(t, ns, "unadapted", gvk, nil)
+			g.Consistently(func(g Gomega) {
+				got := getXR(g, xr)
+				g.Expect(got.GetFinalizers()).NotTo(ContainElement(infrav1.Finalizer))
+				g.Expect(xrCondition(got, infrav1.ContractReadyCondition)).To(BeNil())
+			}, "1s", interval).Should(Succeed())
+		})
+	}
+}
+
+func extNames(kind, plural string) extv1.CustomResourceDefinitionNames {
+	return extv1.CustomResourceDefinitionNames{
+		Kind: kind, ListKind: kind + "List", Plural: plural, Singular: strings.ToLower(kind),
+		Categories: []string{"cluster-api"},
+	}
+}
+
+// uniqueGroup names an API group after a test's namespace, so that a test can
+// run again (go test -count) in the same API server.
+func uniqueGroup(ns, prefix string) string {
+	return prefix + "-" + strings.TrimPrefix(ns, "capxp-test-") + ".example.org"
+}
