@@ -15,7 +15,7 @@ KUBEBUILDER_ASSETS := $(TOOLS_CACHE)/assets
 GEN_DIR := .cache/gen
 
 # Generated files `verify` checks.
-GENERATED := apis config compositions/xrds
+GENERATED := apis/infrastructure/v1alpha1/zz_generated.deepcopy.go config/crd/bases compositions/xrds
 
 GO_TEST_FLAGS ?= -count=1
 PKGS ?= ./...
@@ -47,11 +47,12 @@ manifests: ## Generate the template CRDs and the XRDs from apis/.
 	go run ./hack/manifestgen -crds $(GEN_DIR)/crd -xrds compositions/xrds -out-crds config/crd/bases
 
 .PHONY: verify
-verify: generate ## Fail when generated files are stale (regenerates, then compares with git).
-	@if ! git diff --quiet -- $(GENERATED) || [ -n "$$(git ls-files --others --exclude-standard -- $(GENERATED))" ]; then \
-		git status --short -- $(GENERATED); git diff -- $(GENERATED) | head -50; \
-		echo "generated files are stale: run 'make generate' and commit the result"; exit 1; \
-	fi
+verify: ## Fail when generated files are stale (regenerates and compares) or go.mod is untidy.
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	tar -cf "$$tmp/before.tar" $(GENERATED); mkdir "$$tmp/before"; tar -xf "$$tmp/before.tar" -C "$$tmp/before"; \
+	$(MAKE) --no-print-directory generate >/dev/null; \
+	stale=; for f in $(GENERATED); do diff -r "$$tmp/before/$$f" "$$f" >/dev/null || { diff -r "$$tmp/before/$$f" "$$f" | head -20; stale=1; }; done; \
+	if [ -n "$$stale" ]; then echo "generated files are stale: run 'make generate' and commit the result"; exit 1; fi
 	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
 	@echo "generated files are up to date"
 

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -104,11 +105,14 @@ func (k *Kinds) Ensure(ctx context.Context, a xrd.Adaptation) error {
 		return log.WithValues(a.GVK.Kind, req.NamespacedName.String())
 	}
 	tracker := &external.ObjectTracker{Cache: k.mgr.GetCache(), Scheme: k.mgr.GetScheme(), PredicateLogger: &log}
+	rec := k.mgr.GetEventRecorderFor(controllerName(a.GVK))
 	switch a.Contract {
 	case infrav1.ContractInfraCluster:
-		opts.Reconciler = NewInfraClusterReconciler(k.mgr.GetClient(), a.GVK, k.mgr.GetEventRecorderFor(controllerName(a.GVK)), tracker)
+		opts.Reconciler = NewInfraClusterReconciler(k.mgr.GetClient(), a.GVK, rec, tracker)
+	case infrav1.ContractInfraMachine:
+		opts.Reconciler = NewInfraMachineReconciler(k.mgr.GetClient(), a.GVK, rec, tracker)
 	default:
-		return errors.Errorf("the bridge does not implement the %s contract yet", a.Contract)
+		return errors.Errorf("unknown contract %s", a.Contract)
 	}
 	c, err := controller.NewUnmanaged(controllerName(a.GVK), opts)
 	if err != nil {
@@ -122,9 +126,10 @@ func (k *Kinds) Ensure(ctx context.Context, a xrd.Adaptation) error {
 	if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), xr, &handler.EnqueueRequestForObject{}, filter)); err != nil {
 		return errors.Wrap(err, "cannot watch composite resources")
 	}
-	if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), &clusterv1.Cluster{},
-		handler.EnqueueRequestsFromMapFunc(util.ClusterToInfrastructureMapFunc(k.base, a.GVK, k.mgr.GetClient(), xr)), filter)); err != nil {
-		return errors.Wrap(err, "cannot watch Clusters")
+	for _, w := range k.watches(a, xr) {
+		if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), w.obj, handler.EnqueueRequestsFromMapFunc(w.fn), filter)); err != nil {
+			return errors.Wrapf(err, "cannot watch %T", w.obj)
+		}
 	}
 
 	cctx, cancel := context.WithCancel(k.base)
@@ -163,4 +168,51 @@ func (k *Kinds) stopLocked(gvk schema.GroupVersionKind) {
 
 func controllerName(gvk schema.GroupVersionKind) string {
 	return fmt.Sprintf("capxp-%s.%s", strings.ToLower(gvk.Kind), gvk.Group)
+}
+
+type watch struct {
+	obj client.Object
+	fn  handler.MapFunc
+}
+
+// watches are the CAPI objects whose changes concern an XR kind, beyond the
+// XRs themselves.
+func (k *Kinds) watches(a xrd.Adaptation, xr *unstructured.Unstructured) []watch {
+	c := k.mgr.GetClient()
+	switch a.Contract {
+	case infrav1.ContractInfraCluster:
+		return []watch{
+			// The Cluster's pause and ownership.
+			{&clusterv1.Cluster{}, util.ClusterToInfrastructureMapFunc(k.base, a.GVK, c, xr)},
+			// A deleting cluster XR waits for the cluster's Machines.
+			{&clusterv1.Machine{}, machineToClusterInfrastructure(c, a.GVK)},
+		}
+	default:
+		return []watch{
+			// The Machine's bootstrap data and failure domain.
+			{&clusterv1.Machine{}, util.MachineToInfrastructureMapFunc(a.GVK)},
+			// The Cluster's pause and infrastructure provisioning.
+			{&clusterv1.Cluster{}, listByCluster(c, a.GVK)},
+		}
+	}
+}
+
+// machineToClusterInfrastructure maps a Machine to its Cluster's
+// infrastructure XR, when that is of the given kind.
+func machineToClusterInfrastructure(c client.Client, gvk schema.GroupVersionKind) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		name := o.GetLabels()[clusterv1.ClusterNameLabel]
+		if name == "" {
+			return nil
+		}
+		cluster := &clusterv1.Cluster{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: name}, cluster); err != nil {
+			return nil
+		}
+		ref := cluster.Spec.InfrastructureRef
+		if ref.APIGroup != gvk.Group || ref.Kind != gvk.Kind {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}}}
+	}
 }

@@ -60,12 +60,12 @@ type XRDReconciler struct {
 	recorder  record.EventRecorder
 
 	mu      sync.Mutex
-	adapted map[string]schema.GroupVersionKind // XRD name -> kind
+	adapted map[string]xrd.Adaptation // XRD name -> what it was adapted as
 }
 
 // NewXRDReconciler returns an XRDReconciler that runs kind controllers with k.
 func NewXRDReconciler(c client.Client, apiReader client.Reader, k *Kinds, rec record.EventRecorder) *XRDReconciler {
-	return &XRDReconciler{client: c, apiReader: apiReader, kinds: k, recorder: rec, adapted: map[string]schema.GroupVersionKind{}}
+	return &XRDReconciler{client: c, apiReader: apiReader, kinds: k, recorder: rec, adapted: map[string]xrd.Adaptation{}}
 }
 
 // SetupWithManager watches contract XRDs and their CRDs (metadata only).
@@ -98,8 +98,7 @@ func (r *XRDReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	x := &xpv2.CompositeResourceDefinition{}
 	if err := r.client.Get(ctx, req.NamespacedName, x); err != nil {
 		if client.IgnoreNotFound(err) == nil {
-			r.forget(req.Name)
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, r.forget(ctx, req.Name)
 		}
 		return ctrl.Result{}, errors.Wrap(err, errGetXRD)
 	}
@@ -107,13 +106,14 @@ func (r *XRDReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	ctx = ctrl.LoggerInto(ctx, log)
 
 	if _, ok := x.Labels[infrav1.ContractLabel]; !ok || !x.DeletionTimestamp.IsZero() {
-		r.forget(x.Name)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.forget(ctx, x.Name)
 	}
 
 	a, p := xrd.Check(x)
 	if p != nil {
-		r.forget(x.Name)
+		if err := r.forget(ctx, x.Name); err != nil {
+			return ctrl.Result{}, err
+		}
 		msg := "Not adapted: " + p.Error()
 		if !hasCondition(x.Status.Conditions, ContractAdaptedCondition, p.Reason, msg) {
 			r.recorder.Event(x, "Warning", p.Reason, msg)
@@ -141,25 +141,60 @@ func (r *XRDReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 			fmt.Sprintf("Waiting for Crossplane to establish CRD %s with label %s including %s", x.Name, infrav1.CAPIContractLabel, a.GVK.Version))
 	}
 
+	// New machine XRs of the kind must be paused at admission before the
+	// kind's controller runs.
+	if a.Contract == infrav1.ContractInfraMachine {
+		if err := r.syncGatePolicy(ctx, x.Name, a); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if err := r.kinds.Ensure(ctx, *a); err != nil {
 		return ctrl.Result{}, errors.Wrapf(err, "cannot adapt %s", a.GVK)
 	}
 	r.mu.Lock()
-	r.adapted[x.Name] = a.GVK
+	r.adapted[x.Name] = *a
 	r.mu.Unlock()
 	return ctrl.Result{}, r.setCondition(ctx, x, metav1.ConditionTrue, reasonAdapted,
 		fmt.Sprintf("%s %s is a CAPI %s", a.GVK.Kind, a.GVK.GroupVersion(), a.Contract))
 }
 
 // forget stops the controller of an XRD that is gone or no longer adaptable.
-func (r *XRDReconciler) forget(name string) {
+func (r *XRDReconciler) forget(ctx context.Context, name string) error {
 	r.mu.Lock()
-	gvk, ok := r.adapted[name]
+	a, ok := r.adapted[name]
 	delete(r.adapted, name)
 	r.mu.Unlock()
-	if ok {
-		r.kinds.Stop(gvk)
+	if !ok {
+		return nil
 	}
+	r.kinds.Stop(a.GVK)
+	if a.Contract == infrav1.ContractInfraMachine {
+		return r.syncGatePolicy(ctx, "", nil)
+	}
+	return nil
+}
+
+// syncGatePolicy applies the gate policy for every adapted InfraMachine kind,
+// plus the one being adapted (named by its XRD) when a is set.
+func (r *XRDReconciler) syncGatePolicy(ctx context.Context, name string, a *xrd.Adaptation) error {
+	r.mu.Lock()
+	var resources []schema.GroupResource
+	for n, ad := range r.adapted {
+		if ad.Contract == infrav1.ContractInfraMachine && n != name {
+			resources = append(resources, groupResource(n))
+		}
+	}
+	r.mu.Unlock()
+	if a != nil {
+		resources = append(resources, groupResource(name))
+	}
+	return ensureGatePolicy(ctx, r.client, resources)
+}
+
+// groupResource splits an XRD's name, <plural>.<group>.
+func groupResource(xrdName string) schema.GroupResource {
+	plural, group, _ := strings.Cut(xrdName, ".")
+	return schema.GroupResource{Group: group, Resource: plural}
 }
 
 func (r *XRDReconciler) setCondition(ctx context.Context, x *xpv2.CompositeResourceDefinition, s metav1.ConditionStatus, reason, msg string) error {

@@ -10,6 +10,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/core/reconcilers/cluster"
+	"sigs.k8s.io/cluster-api/core/reconcilers/machine"
+	"sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
+	"sigs.k8s.io/cluster-api/core/reconcilers/machineset"
 	"sigs.k8s.io/cluster-api/core/setup"
 	"sigs.k8s.io/cluster-api/util/index"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,13 +30,15 @@ var capiManagers atomic.Int64
 type CAPI struct {
 	Manager ctrl.Manager
 
-	cancel context.CancelFunc
-	done   sync.WaitGroup
-	err    error
+	cancel   context.CancelFunc
+	shutdown func()
+	done     sync.WaitGroup
+	err      error
 }
 
-// StartCAPI starts a manager running CAPI's real Cluster reconciler (with its
-// ClusterCache and indexes), configured as CAPI's own main configures them.
+// StartCAPI starts a manager running CAPI's real Cluster, Machine, MachineSet
+// and MachineDeployment reconcilers (with their ClusterCache and indexes),
+// configured as CAPI's own main configures them.
 func (e *Environment) StartCAPI(ctx context.Context) (*CAPI, error) {
 	// CAPI names its informers after the manager, process-wide: each manager
 	// started in one test binary needs its own name.
@@ -72,8 +77,29 @@ func (e *Environment) StartCAPI(ctx context.Context) (*CAPI, error) {
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return nil, errors.Wrap(err, "cannot set up CAPI's Cluster reconciler")
 	}
+	if err := (&machine.Reconciler{
+		Client:                      mgr.GetClient(),
+		APIReader:                   mgr.GetAPIReader(),
+		ClusterCache:                cc,
+		RemoteConditionsGracePeriod: 5 * time.Minute,
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+		return nil, errors.Wrap(err, "cannot set up CAPI's Machine reconciler")
+	}
+	if err := (&machineset.Reconciler{
+		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
+		ClusterCache: cc,
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+		return nil, errors.Wrap(err, "cannot set up CAPI's MachineSet reconciler")
+	}
+	if err := (&machinedeployment.Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+		return nil, errors.Wrap(err, "cannot set up CAPI's MachineDeployment reconciler")
+	}
 
-	c := &CAPI{Manager: mgr}
+	c := &CAPI{Manager: mgr, shutdown: cc.(interface{ Shutdown() }).Shutdown}
 	mctx, cancel := context.WithCancel(ctx)
 	c.cancel = cancel
 	c.done.Add(1)
@@ -97,5 +123,9 @@ func ctrlConfig() config.Controller {
 func (c *CAPI) Stop() error {
 	c.cancel()
 	c.done.Wait()
+	// The ClusterCache's connections to workload clusters outlive the
+	// manager until shut down, and would keep those API servers from
+	// stopping.
+	c.shutdown()
 	return c.err
 }

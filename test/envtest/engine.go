@@ -3,6 +3,7 @@ package envtest
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
@@ -25,7 +26,8 @@ import (
 // Annotations that script the test composition engine.
 const (
 	// EngineOutputsAnnotation holds JSON merged into the XR's status once it
-	// is composed: outputs, failureDomains, addresses...
+	// is composed: outputs, failureDomains, addresses... Every {{name}} in it
+	// is replaced by the XR's name, so that one template scripts many XRs.
 	EngineOutputsAnnotation = "engine.test.capxp.dev/status"
 	// EngineFailAnnotation makes composition fail with its value as message.
 	EngineFailAnnotation = "engine.test.capxp.dev/fail"
@@ -114,6 +116,7 @@ func (e *Engine) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 
 	if raw, ok := xr.GetAnnotations()[EngineOutputsAnnotation]; ok {
 		status := map[string]any{}
+		raw = strings.ReplaceAll(raw, "{{name}}", xr.GetName())
 		if err := json.Unmarshal([]byte(raw), &status); err != nil {
 			return ctrl.Result{}, errors.Wrap(err, "bad engine script")
 		}

@@ -18,6 +18,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -92,6 +94,7 @@ func Start(ctx context.Context) (*Environment, error) {
 			filepath.Join(capi, "core", "config", "crd", "bases"),
 			filepath.Join(xp, "cluster", "crds"),
 			filepath.Join(RepoRoot(), "config", "crd", "bases"),
+			filepath.Join(RepoRoot(), "test", "envtest", "testdata", "crds"),
 		},
 		ErrorIfCRDPathMissing: true,
 	}
@@ -222,3 +225,44 @@ func (e *Environment) SyncXRD(ctx context.Context, name string) (*extv1.CustomRe
 	}
 	return crd, nil
 }
+
+// Workload is a second API server standing in for a workload cluster.
+type Workload struct {
+	env *ctrlenvtest.Environment
+	// Client reaches the workload cluster as an administrator.
+	Client client.Client
+	// Kubeconfig reaches it too, for CAPI's <cluster>-kubeconfig secret.
+	Kubeconfig []byte
+}
+
+// StartWorkload starts an API server for a workload cluster.
+func StartWorkload() (*Workload, error) {
+	assets, err := AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	env := &ctrlenvtest.Environment{BinaryAssetsDirectory: assets}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot start the workload cluster's API server")
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		_ = env.Stop()
+		return nil, errors.Wrap(err, "cannot create the workload cluster's client")
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["workload"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["workload"] = &clientcmdapi.Context{Cluster: "workload", AuthInfo: "admin"}
+	kc.CurrentContext = "workload"
+	raw, err := clientcmd.Write(*kc)
+	if err != nil {
+		_ = env.Stop()
+		return nil, errors.Wrap(err, "cannot write the workload cluster's kubeconfig")
+	}
+	return &Workload{env: env, Client: c, Kubeconfig: raw}, nil
+}
+
+// Stop stops the workload cluster's API server.
+func (w *Workload) Stop() error { return w.env.Stop() }

@@ -52,6 +52,19 @@ const (
 	NotPausedReason = "NotPaused"
 	// DeletingReason: composed resources are being deleted.
 	DeletingReason = "Deleting"
+	// WaitingForMachinesReason: a cluster XR being deleted waits for its
+	// cluster's Machines (and so their machine XRs) to be gone.
+	WaitingForMachinesReason = "WaitingForMachines"
+
+	// WaitingForClusterInfrastructureReason: a machine XR stays paused until
+	// its cluster's infrastructure is provisioned.
+	WaitingForClusterInfrastructureReason = "WaitingForClusterInfrastructure"
+	// WaitingForBootstrapDataReason: a machine XR stays paused until its
+	// Machine's bootstrap data secret is set.
+	WaitingForBootstrapDataReason = "WaitingForBootstrapData"
+	// InvalidFailureDomainReason: the Machine asks for a failure domain the
+	// cluster does not have.
+	InvalidFailureDomainReason = "InvalidFailureDomain"
 )
 
 // Finalizer is the bridge's finalizer on adapted XRs: it holds an XR until

@@ -1,0 +1,169 @@
+// Package gate decides when a machine XR may be composed, and what the bridge
+// injects into its spec when it may. Crossplane composes an XR the moment it
+// exists, but a CAPI InfraMachine must wait for its cluster's infrastructure
+// and its bootstrap data; the bridge keeps the XR paused until this gate
+// opens, then injects and unpauses it in one patch.
+package gate
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+)
+
+// BootstrapDataKey is the key of CAPI's bootstrap data secrets.
+const BootstrapDataKey = "value"
+
+// Inputs are the objects the gate looks at.
+type Inputs struct {
+	// Machine owns the machine XR.
+	Machine *clusterv1.Machine
+	// Cluster is the Machine's cluster.
+	Cluster *clusterv1.Cluster
+	// ClusterXR is the cluster's infrastructure XR (any InfraCluster kind);
+	// nil when it cannot be read.
+	ClusterXR *unstructured.Unstructured
+	// XR is the machine XR.
+	XR *unstructured.Unstructured
+}
+
+// Decision is the gate's verdict.
+type Decision struct {
+	// Open is true when the machine XR may be composed.
+	Open bool
+	// Reason and Message say why not, when closed.
+	Reason, Message string
+	// Spec holds the spec fields to inject, keyed by their name under spec;
+	// empty when there is nothing to inject (the gate opened before).
+	Spec map[string]any
+}
+
+// Decide opens the gate once the cluster's infrastructure is provisioned and
+// the Machine's bootstrap data secret is set, and computes what to inject:
+// the bootstrap secret reference (never the data), the failure domain
+// (checked against the cluster's), the subnet and security groups of that
+// failure domain from the cluster XR's network outputs, and the cluster's
+// credentials unless the machine names its own. Once injected, the gate stays
+// open.
+func Decide(in Inputs) Decision {
+	xr := fieldpath.Pave(in.XR.Object)
+	if name, _ := xr.GetString("spec.bootstrap.dataSecretRef.name"); name != "" {
+		return Decision{Open: true}
+	}
+	if !ptr.Deref(in.Cluster.Status.Initialization.InfrastructureProvisioned, false) {
+		return Decision{Reason: infrav1.WaitingForClusterInfrastructureReason,
+			Message: fmt.Sprintf("Waiting for the infrastructure of Cluster %s to be provisioned", in.Cluster.Name)}
+	}
+	secret := ptr.Deref(in.Machine.Spec.Bootstrap.DataSecretName, "")
+	if secret == "" {
+		return Decision{Reason: infrav1.WaitingForBootstrapDataReason,
+			Message: fmt.Sprintf("Waiting for the bootstrap data secret of Machine %s", in.Machine.Name)}
+	}
+
+	spec := map[string]any{
+		"bootstrap": map[string]any{"dataSecretRef": map[string]any{"name": secret, "key": BootstrapDataKey}},
+	}
+	var cluster *fieldpath.Paved
+	if in.ClusterXR != nil {
+		cluster = fieldpath.Pave(in.ClusterXR.Object)
+	}
+
+	fd := in.Machine.Spec.FailureDomain
+	if fd != "" {
+		known := failureDomains(cluster)
+		if !slices.Contains(known, fd) {
+			msg := fmt.Sprintf("Machine.spec.failureDomain %q is not one of the cluster's failure domains", fd)
+			if len(known) == 0 {
+				msg = fmt.Sprintf("Machine.spec.failureDomain %q is set but the cluster reports no failure domains", fd)
+			} else {
+				msg += ": " + strings.Join(known, ", ")
+			}
+			return Decision{Reason: infrav1.InvalidFailureDomainReason, Message: msg}
+		}
+		spec["failureDomain"] = fd
+	}
+
+	if n := network(cluster, fd, isControlPlane(in.Machine)); len(n) > 0 {
+		spec["network"] = n
+	}
+	if _, err := xr.GetValue("spec.providerConfigRef"); fieldpath.IsNotFound(err) && cluster != nil {
+		if ref, err := cluster.GetValue("spec.providerConfigRef"); err == nil && ref != nil {
+			spec["providerConfigRef"] = ref
+		}
+	}
+	return Decision{Open: true, Spec: spec}
+}
+
+func isControlPlane(m *clusterv1.Machine) bool {
+	_, ok := m.Labels[clusterv1.MachineControlPlaneLabel]
+	return ok
+}
+
+func failureDomains(cluster *fieldpath.Paved) []string {
+	if cluster == nil {
+		return nil
+	}
+	var fds []map[string]any
+	if err := cluster.GetValueInto("status.failureDomains", &fds); err != nil {
+		return nil
+	}
+	names := make([]string, 0, len(fds))
+	for _, fd := range fds {
+		if n, ok := fd["name"].(string); ok && n != "" {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// network picks, from the cluster XR's status.outputs.network, the network,
+// the subnet of the machine's failure domain (private subnets first) and the
+// security groups of its role.
+func network(cluster *fieldpath.Paved, fd string, controlPlane bool) map[string]any {
+	if cluster == nil {
+		return nil
+	}
+	var n infrav1.NetworkOutputs
+	if err := cluster.GetValueInto("status.outputs.network", &n); err != nil {
+		return nil
+	}
+	out := map[string]any{}
+	if n.ID != "" {
+		out["networkID"] = n.ID
+	}
+	var subnet string
+	for _, s := range n.Subnets {
+		if fd != "" && s.FailureDomain != fd {
+			continue
+		}
+		if subnet == "" || s.Role == string(infrav1.SubnetRolePrivate) {
+			subnet = s.ID
+		}
+		if s.Role == string(infrav1.SubnetRolePrivate) {
+			break
+		}
+	}
+	if subnet != "" {
+		out["subnetID"] = subnet
+	}
+	var groups []any
+	for _, g := range n.SecurityGroups {
+		if g.ID != "" && (g.Role == "Node" || controlPlane && g.Role == "ControlPlane") {
+			groups = append(groups, g.ID)
+		}
+	}
+	if len(groups) > 0 {
+		out["securityGroupIDs"] = groups
+	}
+	return out
+}

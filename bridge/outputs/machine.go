@@ -1,0 +1,138 @@
+package outputs
+
+import (
+	"fmt"
+	"regexp"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+)
+
+// Field paths of the InfraMachine contract.
+var (
+	specProviderID   = field.NewPath("spec", "providerID")
+	outputProviderID = field.NewPath("status", "outputs", "providerID")
+	addresses        = field.NewPath("status", "addresses")
+	specFailure      = field.NewPath("spec", "failureDomain")
+	statusFailure    = field.NewPath("status", "failureDomain")
+)
+
+// providerIDFormat is what Kubernetes' Node.spec.providerID looks like:
+// <scheme>://<provider-specific part>, for example aws:///eu-west-1a/i-0123.
+var providerIDFormat = regexp.MustCompile(`^[a-z][a-z0-9+.-]*://.+$`)
+
+// addressTypes are CAPI's MachineAddress types.
+var addressTypes = map[string]bool{"Hostname": true, "ExternalIP": true, "InternalIP": true, "ExternalDNS": true, "InternalDNS": true}
+
+// Machine is what the bridge maps from an InfraMachine XR.
+type Machine struct {
+	// ProviderID spec.providerID must hold. Empty while unknown.
+	ProviderID string
+}
+
+// MachineMapper maps an InfraMachine XR's outputs onto the contract.
+type MachineMapper interface {
+	MapMachine(xr *unstructured.Unstructured) (Machine, field.ErrorList)
+}
+
+// MachineMapperFn adapts a function to MachineMapper.
+type MachineMapperFn func(xr *unstructured.Unstructured) (Machine, field.ErrorList)
+
+// MapMachine calls fn.
+func (fn MachineMapperFn) MapMachine(xr *unstructured.Unstructured) (Machine, field.ErrorList) {
+	return fn(xr)
+}
+
+// MapMachine reads status.outputs.providerID, status.addresses and
+// status.failureDomain. spec.providerID never changes once set, so outputs
+// that disagree with it are an error.
+func MapMachine(xr *unstructured.Unstructured) (Machine, field.ErrorList) {
+	p := fieldpath.Pave(xr.Object)
+	var errs field.ErrorList
+
+	spec, specErrs := str(p, specProviderID)
+	errs = append(errs, specErrs...)
+	out, outErrs := str(p, outputProviderID)
+	errs = append(errs, outErrs...)
+
+	var m Machine
+	switch {
+	case len(errs) > 0:
+	case out == "" && spec == "":
+		errs = append(errs, field.Required(outputProviderID, "the composition has not reported the machine's provider ID"))
+	case out == "":
+		m.ProviderID = spec
+	case !providerIDFormat.MatchString(out):
+		errs = append(errs, field.Invalid(outputProviderID, out, "must have the form <scheme>://<id>, for example aws:///eu-west-1a/i-0123"))
+	case spec != "" && spec != out:
+		errs = append(errs, field.Invalid(outputProviderID, out, fmt.Sprintf("differs from %s %q, which is immutable once set", specProviderID, spec)))
+	default:
+		m.ProviderID = out
+	}
+
+	errs = append(errs, checkAddresses(p)...)
+
+	want, wErrs := str(p, specFailure)
+	got, gErrs := str(p, statusFailure)
+	errs = append(errs, wErrs...)
+	errs = append(errs, gErrs...)
+	if want != "" && got != "" && want != got {
+		errs = append(errs, field.Invalid(statusFailure, got, fmt.Sprintf("the machine was placed in %q but %s is %q", got, specFailure, want)))
+	}
+	return m, errs
+}
+
+// str reads an optional string.
+func str(p *fieldpath.Paved, path *field.Path) (string, field.ErrorList) {
+	v, err := p.GetValue(path.String())
+	if fieldpath.IsNotFound(err) || v == nil {
+		return "", nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", field.ErrorList{field.Invalid(path, v, "must be a string")}
+	}
+	return s, nil
+}
+
+func checkAddresses(p *fieldpath.Paved) field.ErrorList {
+	v, err := p.GetValue(addresses.String())
+	if fieldpath.IsNotFound(err) || v == nil {
+		return nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return field.ErrorList{field.Invalid(addresses, v, "must be a list of addresses")}
+	}
+	var errs field.ErrorList
+	for i, item := range list {
+		path := addresses.Index(i)
+		a, ok := item.(map[string]any)
+		if !ok {
+			errs = append(errs, field.Invalid(path, item, "must be an object with type and address"))
+			continue
+		}
+		t, _ := a["type"].(string)
+		addr, _ := a["address"].(string)
+		if !addressTypes[t] {
+			errs = append(errs, field.NotSupported(path.Child("type"), a["type"], []string{"Hostname", "ExternalIP", "InternalIP", "ExternalDNS", "InternalDNS"}))
+			continue
+		}
+		switch {
+		case addr == "":
+			errs = append(errs, field.Required(path.Child("address"), "must not be empty"))
+		case t == "ExternalIP" || t == "InternalIP":
+			if validation.IsValidIP(nil, addr) != nil {
+				errs = append(errs, field.Invalid(path.Child("address"), addr, "must be an IP address"))
+			}
+		default:
+			for _, msg := range validation.IsDNS1123Subdomain(addr) {
+				errs = append(errs, field.Invalid(path.Child("address"), addr, msg))
+			}
+		}
+	}
+	return errs
+}

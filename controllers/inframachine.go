@@ -1,0 +1,174 @@
+package controllers
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/external"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/annotations"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/gate"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/outputs"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
+)
+
+const (
+	errGetOwnerMachine = "cannot get the owner Machine"
+	errGetCluster      = "cannot get the Machine's Cluster"
+)
+
+// InfraMachineReconciler makes one XR kind a CAPI InfraMachine: it keeps each
+// XR paused until the gate opens, injects what the composition needs in one
+// patch and unpauses it, then maps its outputs onto the contract.
+type InfraMachineReconciler struct {
+	xrBase
+	outputs outputs.MachineMapper
+}
+
+// An InfraMachineOption configures an InfraMachineReconciler.
+type InfraMachineOption func(*InfraMachineReconciler)
+
+// WithMachineOutputs replaces the output mapper.
+func WithMachineOutputs(m outputs.MachineMapper) InfraMachineOption {
+	return func(r *InfraMachineReconciler) { r.outputs = m }
+}
+
+// NewInfraMachineReconciler returns a reconciler for XRs of the given kind.
+func NewInfraMachineReconciler(c client.Client, gvk schema.GroupVersionKind, rec record.EventRecorder, t *external.ObjectTracker, opts ...InfraMachineOption) *InfraMachineReconciler {
+	r := &InfraMachineReconciler{
+		xrBase:  xrBase{client: c, gvk: gvk, recorder: rec, tracker: t, readiness: readiness.ObserverFn(readiness.Observe)},
+		outputs: outputs.MachineMapperFn(outputs.MapMachine),
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// Reconcile maps one machine XR onto the InfraMachine contract, in CAPI's
+// order.
+func (r *InfraMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	xr, err := r.get(ctx, req.NamespacedName)
+	if err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues(r.gvk.Kind, klog.KObj(xr))
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	if annotations.IsExternallyManaged(xr) {
+		log.V(4).Info("Composite resource is externally managed, skipping")
+		return ctrl.Result{}, r.removeFinalizer(ctx, xr)
+	}
+	deleting := !xr.GetDeletionTimestamp().IsZero()
+
+	machine, err := util.GetOwnerMachine(ctx, r.client, metav1.ObjectMeta{Namespace: xr.GetNamespace(), OwnerReferences: xr.GetOwnerReferences()})
+	if client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, errors.Wrap(err, errGetOwnerMachine)
+	}
+	var cluster *clusterv1.Cluster
+	if machine != nil {
+		cluster, err = util.GetClusterFromMetadata(ctx, r.client, machine.ObjectMeta)
+		if client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, errors.Wrap(err, errGetCluster)
+		}
+	}
+	if (machine == nil || cluster == nil) && !deleting {
+		// Nothing to compose for yet. The admission policy paused the XR at
+		// creation; an XR it did not catch (created before its kind was
+		// adapted) is paused here, unless Crossplane composed it already.
+		log.V(4).Info("Waiting for the owner Machine and its Cluster")
+		if len(xr.GetResourceReferences()) == 0 {
+			return ctrl.Result{}, r.patch(ctx, xr, func(o *unstructured.Unstructured) { setPausedAnnotation(o, true) })
+		}
+		return ctrl.Result{}, nil
+	}
+	if machine != nil {
+		ctx = ctrl.LoggerInto(ctx, log.WithValues("Machine", klog.KObj(machine)))
+	}
+
+	if !deleting && !controllerutil.ContainsFinalizer(xr, infrav1.Finalizer) {
+		return ctrl.Result{}, r.addFinalizer(ctx, xr)
+	}
+	if capiPaused(cluster, xr) {
+		return ctrl.Result{}, r.reconcilePaused(ctx, cluster, xr)
+	}
+	if deleting {
+		return r.reconcileDelete(ctx, xr, nil)
+	}
+	return ctrl.Result{}, r.reconcileNormal(ctx, cluster, machine, xr)
+}
+
+func (r *InfraMachineReconciler) reconcileNormal(ctx context.Context, cluster *clusterv1.Cluster, machine *clusterv1.Machine, xr *composite.Unstructured) error {
+	u := &xr.Unstructured
+	status := &statusApply{fields: map[string]any{}}
+	status.condition(u, pausedCondition(cluster, xr, false))
+
+	// The cluster's XR holds the failure domains and network the machine
+	// needs; while it cannot be read, the machine waits like any other input.
+	clusterXR, err := external.GetObjectFromContractVersionedRef(ctx, r.client, cluster.Spec.InfrastructureRef, cluster.Namespace)
+	if err != nil {
+		clusterXR = nil
+	}
+	d := gate.Decide(gate.Inputs{Machine: machine, Cluster: cluster, ClusterXR: clusterXR, XR: u})
+	if !d.Open {
+		status.condition(u, metav1.Condition{Type: infrav1.ContractReadyCondition, Status: metav1.ConditionFalse,
+			Reason: d.Reason, Message: d.Message, ObservedGeneration: xr.GetGeneration()})
+		if err := r.patch(ctx, xr, func(o *unstructured.Unstructured) { setPausedAnnotation(o, true) }); err != nil {
+			return err
+		}
+		if _, err := status.apply(ctx, r.client, u); err != nil {
+			return err
+		}
+		return r.mirror(ctx, machine, status)
+	}
+
+	var out outputs.Machine
+	c := r.contract(xr, func() field.ErrorList {
+		var errs field.ErrorList
+		out, errs = r.outputs.MapMachine(u)
+		return errs
+	})
+	status.condition(u, c)
+	r.warnOnce(xr, c)
+	provisioned := c.Status == metav1.ConditionTrue || isProvisioned(u)
+	status.fields["status.initialization.provisioned"] = provisioned
+	status.fields["status.ready"] = provisioned
+	if provisioned && !isProvisioned(u) {
+		r.recorder.Eventf(xr, "Normal", "Provisioned", "Machine provisioned as %s", out.ProviderID)
+	}
+
+	// One patch injects what the composition needs and unpauses the XR, so
+	// Crossplane never composes a half-configured machine.
+	if len(d.Spec) > 0 {
+		r.recorder.Event(xr, "Normal", "Composing", "Cluster infrastructure and bootstrap data are ready; composing the machine")
+	}
+	if err := r.patch(ctx, xr, func(o *unstructured.Unstructured) {
+		for k, v := range d.Spec {
+			_ = unstructured.SetNestedField(o.Object, v, "spec", k)
+		}
+		if c.Status == metav1.ConditionTrue {
+			_ = unstructured.SetNestedField(o.Object, out.ProviderID, "spec", "providerID")
+		}
+		setPausedAnnotation(o, false)
+	}); err != nil {
+		return err
+	}
+	if _, err := status.apply(ctx, r.client, u); err != nil {
+		return err
+	}
+	return r.mirror(ctx, machine, status)
+}

@@ -1,0 +1,389 @@
+package integration
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
+)
+
+var (
+	machineGVK   = infrav1.GroupVersion.WithKind(infrav1.CrossplaneMachineKind)
+	bootstrapGVK = schema.GroupVersionKind{Group: "bootstrap.test.capxp.dev", Version: "v1alpha1", Kind: "TestBootstrapConfig"}
+)
+
+// networkStatus is what an AWS-like cluster composition reports.
+var networkStatus = map[string]any{
+	"outputs": map[string]any{
+		"controlPlaneEndpoint": map[string]any{"host": "lb-1.elb.eu-west-1.amazonaws.com", "port": 6443},
+		"network": map[string]any{
+			"id": "vpc-1",
+			"subnets": []any{
+				map[string]any{"id": "subnet-pub-a", "failureDomain": "eu-west-1a", "role": "Public"},
+				map[string]any{"id": "subnet-priv-a", "failureDomain": "eu-west-1a", "role": "Private"},
+			},
+			"securityGroups": []any{map[string]any{"id": "sg-node", "role": "Node"}, map[string]any{"id": "sg-cp", "role": "ControlPlane"}},
+		},
+	},
+	"failureDomains": []any{map[string]any{"name": "eu-west-1a", "controlPlane": true}},
+}
+
+// workloadCluster starts a CAPI Cluster whose infrastructure is provisioned
+// through the bridge, with a real API server as its workload cluster.
+func workloadCluster(t *testing.T, w *envtest.Workload, ns, name string) *clusterv1.Cluster {
+	t.Helper()
+	g := NewWithT(t)
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-kubeconfig", Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
+		Data:       map[string][]byte{"value": w.Kubeconfig},
+	})).To(Succeed())
+
+	cluster, xr := newCluster(t, ns, name, clusterGVK, map[string]string{envtest.EngineOutputsAnnotation: script(networkStatus)})
+	change(g, xr, func() {
+		g.Expect(unstructured.SetNestedMap(xr.Object, map[string]any{"apiGroup": "aws.m.upbound.io", "kind": "ProviderConfig", "name": "team-a"}, "spec", "providerConfigRef")).To(Succeed())
+	})
+	g.Eventually(func(g Gomega) {
+		g.Expect(ptr.Deref(getCluster(g, cluster).Status.Initialization.InfrastructureProvisioned, false)).To(BeTrue())
+	}, timeout, interval).Should(Succeed())
+	return cluster
+}
+
+// startWorkload starts a workload cluster's API server for one test. Call it
+// before stack: cleanups run last-in first-out, and the API server must stop
+// after the controllers connected to it.
+func startWorkload(t *testing.T) *envtest.Workload {
+	t.Helper()
+	w, err := envtest.StartWorkload()
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { NewWithT(t).Expect(w.Stop()).To(Succeed()) })
+	return w
+}
+
+func machineXRs(g Gomega, ns, cluster string) []unstructured.Unstructured {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(machineGVK.GroupVersion().WithKind("CrossplaneMachineList"))
+	g.Expect(env.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster})).To(Succeed())
+	return list.Items
+}
+
+// bootstrap plays the bootstrap provider: it writes each config's data secret
+// (with a token that must never leak) and reports it created.
+func bootstrap(g Gomega, ns, cluster string) []string {
+	configs := &unstructured.UnstructuredList{}
+	configs.SetGroupVersionKind(bootstrapGVK.GroupVersion().WithKind("TestBootstrapConfigList"))
+	g.Expect(env.Client.List(ctx, configs, client.InNamespace(ns))).To(Succeed())
+	var tokens []string
+	for i := range configs.Items {
+		c := &configs.Items[i]
+		token := "bootstrap-token-" + c.GetName()
+		tokens = append(tokens, token)
+		secret := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.GetName(), Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
+			Type:       clusterv1.ClusterSecretType,
+			Data:       map[string][]byte{"value": []byte("#cloud-config\nwrite_files: [{path: /etc/token, content: " + token + "}]\n")},
+		}
+		if err := env.Client.Create(ctx, secret); client.IgnoreAlreadyExists(err) != nil {
+			g.Expect(err).NotTo(HaveOccurred())
+		}
+		before := c.DeepCopy()
+		g.Expect(unstructured.SetNestedField(c.Object, c.GetName(), "status", "dataSecretName")).To(Succeed())
+		g.Expect(unstructured.SetNestedField(c.Object, true, "status", "initialization", "dataSecretCreated")).To(Succeed())
+		g.Expect(env.Client.Status().Patch(ctx, c, client.MergeFrom(before))).To(Succeed())
+	}
+	return tokens
+}
+
+// node registers the machine's Node in the workload cluster, as a kubelet
+// would once the machine boots.
+func node(g Gomega, w *envtest.Workload, name, providerID string) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: providerID}}
+	if err := w.Client.Create(ctx, n); client.IgnoreAlreadyExists(err) != nil {
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+}
+
+func machineDeployment(ns, cluster, name, infraTemplate string, replicas int32) *clusterv1.MachineDeployment {
+	labels := map[string]string{clusterv1.ClusterNameLabel: cluster, clusterv1.MachineDeploymentNameLabel: name}
+	return &clusterv1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: clusterv1.MachineDeploymentSpec{
+			ClusterName: cluster,
+			Replicas:    ptr.To(replicas),
+			Selector:    metav1.LabelSelector{MatchLabels: labels},
+			// What CAPI's defaulting webhook would set; no webhook runs here.
+			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
+				Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
+				RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
+					MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1)),
+				},
+			}},
+			Deletion: clusterv1.MachineDeploymentDeletionSpec{Order: clusterv1.NewestMachineSetDeletionOrder},
+			Template: clusterv1.MachineTemplateSpec{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
+				Spec: clusterv1.MachineSpec{
+					ClusterName:   cluster,
+					Version:       "v1.36.0",
+					FailureDomain: "eu-west-1a",
+					Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: bootstrapGVK.Group, Kind: "TestBootstrapConfigTemplate", Name: "workers",
+					}},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.CrossplaneMachineTemplateKind, Name: infraTemplate,
+					},
+				},
+			},
+		},
+	}
+}
+
+func machineTemplate(ns, name string, status map[string]any) *infrav1.CrossplaneMachineTemplate {
+	return &infrav1.CrossplaneMachineTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: infrav1.CrossplaneMachineTemplateSpec{Template: infrav1.CrossplaneMachineTemplateResource{
+			ObjectMeta: infrav1.TemplateObjectMeta{Annotations: map[string]string{envtest.EngineOutputsAnnotation: script(status)}},
+			Spec:       infrav1.CrossplaneMachineSpec{Parameters: infrav1.CrossplaneMachineParameters{Size: "m6i.large"}},
+		}},
+	}
+}
+
+var workerStatus = map[string]any{
+	"outputs":       map[string]any{"providerID": "kubernetes://local/{{name}}"},
+	"addresses":     []any{map[string]any{"type": "InternalIP", "address": "10.0.1.10"}, map[string]any{"type": "Hostname", "address": "{{name}}"}},
+	"failureDomain": "eu-west-1a",
+}
+
+// A MachineDeployment of three gets three machine XRs that stay paused
+// until their bootstrap data exists, are then composed with the secret's
+// reference (never its data), the failure domain and the network injected,
+// report provider IDs, and bring their Machines to Running once the Nodes
+// register.
+func TestAMachineDeploymentIsProvisionedWithGatedMachines(t *testing.T) {
+	workload := startWorkload(t)
+	stack(t, machineGVK)
+	g := NewWithT(t)
+	ns := namespace(t)
+	cluster := workloadCluster(t, workload, ns, "beta")
+
+	g.Expect(env.Client.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": bootstrapGVK.GroupVersion().String(), "kind": "TestBootstrapConfigTemplate",
+		"metadata": map[string]any{"namespace": ns, "name": "workers"},
+		"spec":     map[string]any{"template": map[string]any{"spec": map[string]any{}}},
+	}})).To(Succeed())
+	g.Expect(env.Client.Create(ctx, machineTemplate(ns, "workers-v1", workerStatus))).To(Succeed())
+	g.Expect(env.Client.Create(ctx, machineDeployment(ns, cluster.Name, "workers", "workers-v1", 3))).To(Succeed())
+
+	// Three machine XRs, gated: paused, nothing composed.
+	g.Eventually(func(g Gomega) {
+		xrs := machineXRs(g, ns, cluster.Name)
+		g.Expect(xrs).To(HaveLen(3))
+		for i := range xrs {
+			xr := &xrs[i]
+			g.Expect(xr.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+			g.Expect(xrCondition(xr, infrav1.ContractReadyCondition)).To(HaveKeyWithValue("reason", infrav1.WaitingForBootstrapDataReason))
+		}
+	}, timeout, interval).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		for _, xr := range machineXRs(g, ns, cluster.Name) {
+			g.Expect(xrCondition(&xr, "Synced")).To(HaveKeyWithValue("reason", "ReconcilePaused"), "Crossplane composes nothing while gated")
+			g.Expect(xr.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+			_, composed, _ := unstructured.NestedSlice(xr.Object, "spec", "crossplane", "resourceRefs")
+			g.Expect(composed).To(BeFalse(), "nothing composed while gated")
+			err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: xr.GetName() + "-composed"}, &corev1.ConfigMap{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "nothing composed while gated")
+		}
+	}, "1s", interval).Should(Succeed())
+
+	// The Nodes will register as the machines boot.
+	for _, xr := range machineXRs(g, ns, cluster.Name) {
+		node(g, workload, xr.GetName(), "kubernetes://local/"+xr.GetName())
+	}
+	tokens := bootstrap(g, ns, cluster.Name)
+	g.Expect(tokens).To(HaveLen(3))
+
+	g.Eventually(func(g Gomega) {
+		xrs := machineXRs(g, ns, cluster.Name)
+		g.Expect(xrs).To(HaveLen(3))
+		for i := range xrs {
+			xr := &xrs[i]
+			g.Expect(xr.GetAnnotations()).NotTo(HaveKey(infrav1.CrossplanePausedAnnotation))
+			g.Expect(provisioned(xr)).To(BeTrue())
+			spec, _, _ := unstructured.NestedMap(xr.Object, "spec")
+			g.Expect(spec).To(HaveKeyWithValue("providerID", "kubernetes://local/"+xr.GetName()))
+			g.Expect(spec).To(HaveKeyWithValue("failureDomain", "eu-west-1a"))
+			g.Expect(spec["bootstrap"]).To(HaveKeyWithValue("dataSecretRef", HaveKeyWithValue("key", "value")))
+			g.Expect(spec["network"]).To(Equal(map[string]any{"networkID": "vpc-1", "subnetID": "subnet-priv-a", "securityGroupIDs": []any{"sg-node"}}))
+			g.Expect(spec["providerConfigRef"]).To(HaveKeyWithValue("name", "team-a"))
+		}
+		machines := &clusterv1.MachineList{}
+		g.Expect(env.Client.List(ctx, machines, client.InNamespace(ns))).To(Succeed())
+		g.Expect(machines.Items).To(HaveLen(3))
+		for _, m := range machines.Items {
+			g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)))
+			g.Expect(m.Status.NodeRef.Name).To(Equal(m.Spec.InfrastructureRef.Name))
+			g.Expect(m.Status.Addresses).To(ContainElement(HaveField("Address", "10.0.1.10")))
+			g.Expect(conditions.IsTrue(&m, infrav1.CrossplaneInfrastructureReadyCondition)).To(BeTrue())
+		}
+	}, timeout, interval).Should(Succeed())
+
+	// Bootstrap data is a secret: it appears in no XR and no composed object.
+	var everything []any
+	for _, xr := range machineXRs(g, ns, cluster.Name) {
+		everything = append(everything, xr.Object)
+	}
+	clusterXR := &unstructured.Unstructured{}
+	clusterXR.SetGroupVersionKind(clusterGVK)
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster.Name}, clusterXR)).To(Succeed())
+	everything = append(everything, clusterXR.Object)
+	composed := &corev1.ConfigMapList{}
+	g.Expect(env.Client.List(ctx, composed, client.InNamespace(ns))).To(Succeed())
+	g.Expect(composed.Items).NotTo(BeEmpty())
+	for _, c := range composed.Items {
+		everything = append(everything, c)
+	}
+	raw, err := json.Marshal(everything)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, token := range tokens {
+		g.Expect(strings.Contains(string(raw), token)).To(BeFalse(), "bootstrap data leaked: %s", token)
+	}
+	g.Expect(strings.Contains(string(raw), "cloud-config")).To(BeFalse())
+
+	// Scale down: one machine goes, and its XR waits for what it composed.
+	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "workers"}}
+	change(g, md, func() { md.Spec.Replicas = ptr.To[int32](2) })
+	var leaving *unstructured.Unstructured
+	g.Eventually(func(g Gomega) {
+		for _, xr := range machineXRs(g, ns, cluster.Name) {
+			if !xr.GetDeletionTimestamp().IsZero() {
+				leaving = xr.DeepCopy()
+			}
+		}
+		g.Expect(leaving).NotTo(BeNil())
+		g.Expect(xrCondition(leaving, infrav1.DeletingCondition)).To(HaveKeyWithValue("message", ContainSubstring("Waiting for 1 composed resources to be deleted")))
+	}, timeout, interval).Should(Succeed())
+	g.Consistently(func(g Gomega) { getXR(g, leaving) }, "500ms", interval).Should(Succeed())
+	release(g, ns, leaving.GetName()+"-composed")
+	g.Eventually(func(g Gomega) {
+		g.Expect(machineXRs(g, ns, cluster.Name)).To(HaveLen(2))
+		machines := &clusterv1.MachineList{}
+		g.Expect(env.Client.List(ctx, machines, client.InNamespace(ns))).To(Succeed())
+		g.Expect(machines.Items).To(HaveLen(2))
+	}, timeout, interval).Should(Succeed())
+}
+
+// release lets a composed resource go, as its provider would once the
+// external resource is deleted.
+func release(g Gomega, ns, name string) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	change(g, cm, func() { controllerutil.RemoveFinalizer(cm, envtest.EngineHoldFinalizer) })
+}
+
+// A composition reporting a malformed provider ID or address gets a
+// condition naming the field and the value, on the XR and on its Machine, and
+// the machine is never reported provisioned.
+func TestBadMachineOutputsGiveAClearCondition(t *testing.T) {
+	workload := startWorkload(t)
+	stack(t, machineGVK)
+	ns := namespace(t)
+	cluster := workloadCluster(t, workload, ns, "gamma")
+	cases := map[string]struct {
+		status map[string]any
+		want   string
+	}{
+		"provider-id-without-scheme": {
+			status: map[string]any{"outputs": map[string]any{"providerID": "i-0123"}},
+			want:   `status.outputs.providerID: Invalid value: "i-0123": must have the form <scheme>://<id>`,
+		},
+		"address-of-unknown-type": {
+			status: map[string]any{"outputs": map[string]any{"providerID": "kubernetes://local/x"}, "addresses": []any{map[string]any{"type": "PrivateIP", "address": "10.0.0.1"}}},
+			want:   `status.addresses[0].type: Unsupported value: "PrivateIP"`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			xr := &infrav1.CrossplaneMachine{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{envtest.EngineOutputsAnnotation: script(tc.status)}},
+				Spec:       infrav1.CrossplaneMachineSpec{Parameters: infrav1.CrossplaneMachineParameters{Size: "small"}},
+			}
+			g.Expect(env.Client.Create(ctx, xr)).To(Succeed())
+			m := &clusterv1.Machine{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster.Name}},
+				Spec: clusterv1.MachineSpec{
+					ClusterName: cluster.Name,
+					Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(name + "-bootstrap")},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.CrossplaneMachineKind, Name: name,
+					},
+				},
+			}
+			g.Expect(env.Client.Create(ctx, m)).To(Succeed())
+			g.Eventually(func(g Gomega) {
+				got := getXR(g, toU(xr))
+				c := xrCondition(got, infrav1.ContractReadyCondition)
+				g.Expect(c).To(HaveKeyWithValue("reason", infrav1.InvalidOutputsReason))
+				g.Expect(c["message"]).To(ContainSubstring(tc.want))
+				mc := conditions.Get(getMachine(g, m), infrav1.CrossplaneInfrastructureReadyCondition)
+				g.Expect(mc).NotTo(BeNil())
+				g.Expect(mc.Message).To(ContainSubstring(tc.want))
+			}, timeout, interval).Should(Succeed())
+			g.Consistently(func(g Gomega) {
+				got := getXR(g, toU(xr))
+				g.Expect(provisioned(got)).To(BeFalse())
+				_, found, _ := unstructured.NestedString(got.Object, "spec", "providerID")
+				g.Expect(found).To(BeFalse())
+			}, "500ms", interval).Should(Succeed())
+		})
+	}
+}
+
+func getMachine(g Gomega, m *clusterv1.Machine) *clusterv1.Machine {
+	got := &clusterv1.Machine{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(m), got)).To(Succeed())
+	return got
+}
+
+func toU(xr *infrav1.CrossplaneMachine) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(machineGVK)
+	u.SetNamespace(xr.Namespace)
+	u.SetName(xr.Name)
+	return u
+}
+
+// A machine XR is paused from the moment it exists: the API server adds
+// crossplane.io/paused at admission, so no watcher (Crossplane included) ever
+// sees it unpaused, whoever creates it and whatever its template says.
+func TestNewMachineXRsArePausedAtAdmission(t *testing.T) {
+	stack(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	g.Eventually(func(g Gomega) {
+		xr := &infrav1.CrossplaneMachine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "probe-"},
+			Spec:       infrav1.CrossplaneMachineSpec{Parameters: infrav1.CrossplaneMachineParameters{Size: "small"}},
+		}
+		g.Expect(env.Client.Create(ctx, xr)).To(Succeed())
+		// The object the API server stored and returned, before any controller ran.
+		g.Expect(xr.Annotations).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+	}, timeout, interval).Should(Succeed())
+
+	// Cluster XRs are not gated.
+	c := &infrav1.CrossplaneCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "not-gated"}}
+	g.Expect(env.Client.Create(ctx, c)).To(Succeed())
+	g.Expect(c.Annotations).NotTo(HaveKey(infrav1.CrossplanePausedAnnotation))
+}
