@@ -74,6 +74,49 @@ func startWorkload(t *testing.T) *envtest.Workload {
 	return w
 }
 
+// workerXRs are the machine XRs of the "workers" MachineDeployment.
+func workerXRs(g Gomega, ns string) []unstructured.Unstructured {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(machineGVK.GroupVersion().WithKind("CrossplaneMachineList"))
+	g.Expect(env.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: "workers"})).To(Succeed())
+	return list.Items
+}
+
+// controlPlane gives the cluster a control-plane Machine with its Node, so
+// that CAPI considers the control plane initialized (for a cluster without a
+// control plane provider: a control-plane Machine with a Node). It checks the
+// control-plane machine joins the control-plane security group.
+func controlPlane(t *testing.T, w *envtest.Workload, ns, cluster string) {
+	t.Helper()
+	g := NewWithT(t)
+	name := cluster + "-cp-0"
+	node(g, w, name, "kubernetes://local/"+name)
+	xr := &infrav1.CrossplaneMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{envtest.EngineOutputsAnnotation: script(workerStatus)}},
+		Spec:       infrav1.CrossplaneMachineSpec{Parameters: infrav1.CrossplaneMachineParameters{Size: "m6i.xlarge"}},
+	}
+	g.Expect(env.Client.Create(ctx, xr)).To(Succeed())
+	m := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster, clusterv1.MachineControlPlaneLabel: ""}},
+		Spec: clusterv1.MachineSpec{
+			ClusterName:       cluster,
+			Version:           "v1.36.0",
+			FailureDomain:     "eu-west-1a",
+			Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To(name + "-bootstrap")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.CrossplaneMachineKind, Name: name},
+		},
+	}
+	g.Expect(env.Client.Create(ctx, m)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := getXR(g, toU(xr))
+		sgs, _, _ := unstructured.NestedStringSlice(got.Object, "spec", "network", "securityGroupIDs")
+		g.Expect(sgs).To(Equal([]string{"sg-node", "sg-cp"}))
+		c := &clusterv1.Cluster{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster}, c)).To(Succeed())
+		g.Expect(conditions.IsTrue(c, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue())
+	}, timeout, interval).Should(Succeed())
+}
+
 func machineXRs(g Gomega, ns, cluster string) []unstructured.Unstructured {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(machineGVK.GroupVersion().WithKind("CrossplaneMachineList"))
@@ -108,13 +151,22 @@ func bootstrap(g Gomega, ns, cluster string) []string {
 	return tokens
 }
 
-// node registers the machine's Node in the workload cluster, as a kubelet
-// would once the machine boots.
+// node registers the machine's Node in the workload cluster, Ready, as a
+// kubelet would once the machine boots.
 func node(g Gomega, w *envtest.Workload, name, providerID string) {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: providerID}}
-	if err := w.Client.Create(ctx, n); client.IgnoreAlreadyExists(err) != nil {
-		g.Expect(err).NotTo(HaveOccurred())
+	if err := w.Client.Create(ctx, n); err != nil {
+		g.Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
+		return
 	}
+	now := metav1.Now()
+	for t, s := range map[corev1.NodeConditionType]corev1.ConditionStatus{
+		corev1.NodeReady: corev1.ConditionTrue, corev1.NodeMemoryPressure: corev1.ConditionFalse,
+		corev1.NodeDiskPressure: corev1.ConditionFalse, corev1.NodePIDPressure: corev1.ConditionFalse,
+	} {
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: t, Status: s, Reason: "Kubelet", LastHeartbeatTime: now, LastTransitionTime: now})
+	}
+	g.Expect(w.Client.Status().Update(ctx, n)).To(Succeed())
 }
 
 func machineDeployment(ns, cluster, name, infraTemplate string, replicas int32) *clusterv1.MachineDeployment {
@@ -185,11 +237,12 @@ func TestAMachineDeploymentIsProvisionedWithGatedMachines(t *testing.T) {
 		"spec":     map[string]any{"template": map[string]any{"spec": map[string]any{}}},
 	}})).To(Succeed())
 	g.Expect(env.Client.Create(ctx, machineTemplate(ns, "workers-v1", workerStatus))).To(Succeed())
+	controlPlane(t, workload, ns, cluster.Name)
 	g.Expect(env.Client.Create(ctx, machineDeployment(ns, cluster.Name, "workers", "workers-v1", 3))).To(Succeed())
 
 	// Three machine XRs, gated: paused, nothing composed.
 	g.Eventually(func(g Gomega) {
-		xrs := machineXRs(g, ns, cluster.Name)
+		xrs := workerXRs(g, ns)
 		g.Expect(xrs).To(HaveLen(3))
 		for i := range xrs {
 			xr := &xrs[i]
@@ -198,7 +251,7 @@ func TestAMachineDeploymentIsProvisionedWithGatedMachines(t *testing.T) {
 		}
 	}, timeout, interval).Should(Succeed())
 	g.Consistently(func(g Gomega) {
-		for _, xr := range machineXRs(g, ns, cluster.Name) {
+		for _, xr := range workerXRs(g, ns) {
 			g.Expect(xrCondition(&xr, "Synced")).To(HaveKeyWithValue("reason", "ReconcilePaused"), "Crossplane composes nothing while gated")
 			g.Expect(xr.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
 			_, composed, _ := unstructured.NestedSlice(xr.Object, "spec", "crossplane", "resourceRefs")
@@ -209,14 +262,14 @@ func TestAMachineDeploymentIsProvisionedWithGatedMachines(t *testing.T) {
 	}, "1s", interval).Should(Succeed())
 
 	// The Nodes will register as the machines boot.
-	for _, xr := range machineXRs(g, ns, cluster.Name) {
+	for _, xr := range workerXRs(g, ns) {
 		node(g, workload, xr.GetName(), "kubernetes://local/"+xr.GetName())
 	}
 	tokens := bootstrap(g, ns, cluster.Name)
 	g.Expect(tokens).To(HaveLen(3))
 
 	g.Eventually(func(g Gomega) {
-		xrs := machineXRs(g, ns, cluster.Name)
+		xrs := workerXRs(g, ns)
 		g.Expect(xrs).To(HaveLen(3))
 		for i := range xrs {
 			xr := &xrs[i]
@@ -230,7 +283,7 @@ func TestAMachineDeploymentIsProvisionedWithGatedMachines(t *testing.T) {
 			g.Expect(spec["providerConfigRef"]).To(HaveKeyWithValue("name", "team-a"))
 		}
 		machines := &clusterv1.MachineList{}
-		g.Expect(env.Client.List(ctx, machines, client.InNamespace(ns))).To(Succeed())
+		g.Expect(env.Client.List(ctx, machines, client.InNamespace(ns), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: "workers"})).To(Succeed())
 		g.Expect(machines.Items).To(HaveLen(3))
 		for _, m := range machines.Items {
 			g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)))
@@ -267,7 +320,7 @@ func TestAMachineDeploymentIsProvisionedWithGatedMachines(t *testing.T) {
 	change(g, md, func() { md.Spec.Replicas = ptr.To[int32](2) })
 	var leaving *unstructured.Unstructured
 	g.Eventually(func(g Gomega) {
-		for _, xr := range machineXRs(g, ns, cluster.Name) {
+		for _, xr := range workerXRs(g, ns) {
 			if !xr.GetDeletionTimestamp().IsZero() {
 				leaving = xr.DeepCopy()
 			}
@@ -278,11 +331,77 @@ func TestAMachineDeploymentIsProvisionedWithGatedMachines(t *testing.T) {
 	g.Consistently(func(g Gomega) { getXR(g, leaving) }, "500ms", interval).Should(Succeed())
 	release(g, ns, leaving.GetName()+"-composed")
 	g.Eventually(func(g Gomega) {
-		g.Expect(machineXRs(g, ns, cluster.Name)).To(HaveLen(2))
+		g.Expect(workerXRs(g, ns)).To(HaveLen(2))
 		machines := &clusterv1.MachineList{}
-		g.Expect(env.Client.List(ctx, machines, client.InNamespace(ns))).To(Succeed())
+		g.Expect(env.Client.List(ctx, machines, client.InNamespace(ns), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: "workers"})).To(Succeed())
 		g.Expect(machines.Items).To(HaveLen(2))
 	}, timeout, interval).Should(Succeed())
+
+	// A new template rolls the machines: CAPI replaces them, the bridge
+	// gates the new ones until their bootstrap data exists, and the old XRs
+	// go once what they composed is gone.
+	g.Expect(env.Client.Create(ctx, machineTemplate(ns, "workers-v2", workerStatus))).To(Succeed())
+	change(g, md, func() { md.Spec.Template.Spec.InfrastructureRef.Name = "workers-v2" })
+	g.Eventually(func(g Gomega) {
+		operate(g, ns, cluster.Name, workload)
+		xrs := workerXRs(g, ns)
+		g.Expect(xrs).To(HaveLen(2))
+		for i := range xrs {
+			g.Expect(xrs[i].GetAnnotations()).To(HaveKeyWithValue(clusterv1.TemplateClonedFromNameAnnotation, "workers-v2"))
+			g.Expect(provisioned(&xrs[i])).To(BeTrue())
+		}
+	}, 2*timeout, interval).Should(Succeed())
+
+	// Deleting the cluster's XR directly does not take the network from
+	// under its machines: it waits for the Machines first.
+	clusterXR = &unstructured.Unstructured{}
+	clusterXR.SetGroupVersionKind(clusterGVK)
+	clusterXR.SetNamespace(ns)
+	clusterXR.SetName(cluster.Name)
+	g.Expect(env.Client.Delete(ctx, clusterXR)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(xrCondition(getXR(g, clusterXR), infrav1.DeletingCondition)).To(HaveKeyWithValue("reason", infrav1.WaitingForMachinesReason))
+	}, timeout, interval).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		cm := &corev1.ConfigMap{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster.Name + "-composed"}, cm)).To(Succeed())
+		g.Expect(cm.DeletionTimestamp.IsZero()).To(BeTrue(), "the cluster's network stays while machines use it")
+	}, "1s", interval).Should(Succeed())
+
+	// Deleting the Cluster tears everything down, machines first, and
+	// leaves nothing behind.
+	g.Expect(env.Client.Delete(ctx, cluster)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		operate(g, ns, cluster.Name, workload)
+		g.Expect(machineXRs(g, ns, cluster.Name)).To(BeEmpty())
+		g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(clusterXR), getEmpty(clusterXR)))).To(BeTrue())
+		g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{}))).To(BeTrue())
+		left := &corev1.ConfigMapList{}
+		g.Expect(env.Client.List(ctx, left, client.InNamespace(ns), client.HasLabels{})).To(Succeed())
+		for _, cm := range left.Items {
+			g.Expect(cm.Name).NotTo(HaveSuffix("-composed"), "composed resource left behind")
+		}
+	}, 2*timeout, interval).Should(Succeed())
+}
+
+// operate plays everything outside CAPXP and CAPI for one round: the
+// bootstrap provider writes data secrets, kubelets register Ready Nodes, and
+// providers finish deleting composed resources. Nodes register ahead of
+// their machines' provider IDs: CAPI only watches a workload cluster's Nodes
+// once its control plane is initialized, which a cluster without a control
+// plane never is, so a Machine finds its Node when its provider ID arrives.
+func operate(g Gomega, ns, cluster string, w *envtest.Workload) {
+	bootstrap(g, ns, cluster)
+	for _, xr := range machineXRs(g, ns, cluster) {
+		node(g, w, xr.GetName(), "kubernetes://local/"+xr.GetName())
+	}
+	cms := &corev1.ConfigMapList{}
+	g.Expect(env.Client.List(ctx, cms, client.InNamespace(ns))).To(Succeed())
+	for _, cm := range cms.Items {
+		if !cm.DeletionTimestamp.IsZero() && controllerutil.ContainsFinalizer(&cm, envtest.EngineHoldFinalizer) {
+			release(g, ns, cm.Name)
+		}
+	}
 }
 
 // release lets a composed resource go, as its provider would once the
