@@ -29,6 +29,34 @@ const (
 	// DeletingCondition on an XR is True while the bridge waits for its
 	// composed resources to be deleted.
 	DeletingCondition = "Deleting"
+
+	// CredentialsReadyCondition on an XR says whether the credentials its
+	// spec.providerConfigRef names may be used and are complete: the
+	// referenced config exists (a ProviderConfig in the XR's own namespace,
+	// or a ClusterProviderConfig granted to that namespace) and its
+	// credentials secret exists. When False the XR is paused: nothing new is
+	// composed with credentials the namespace may not use.
+	CredentialsReadyCondition = "CredentialsReady"
+)
+
+// Reasons of the CredentialsReady condition.
+const (
+	// CredentialsReadyReason: the credentials may be used.
+	CredentialsReadyReason = "Ready"
+	// CompositionDefaultCredentialsReason: no providerConfigRef; the
+	// composition's default applies.
+	CompositionDefaultCredentialsReason = "CompositionDefault"
+	// ProviderConfigNotFoundReason: the referenced config does not exist.
+	ProviderConfigNotFoundReason = "ProviderConfigNotFound"
+	// ProviderConfigNotGrantedReason: no grant lets the namespace use the
+	// ClusterProviderConfig.
+	ProviderConfigNotGrantedReason = "NotGranted"
+	// CredentialsSecretNotFoundReason: the config's credentials secret does
+	// not exist.
+	CredentialsSecretNotFoundReason = "SecretNotFound"
+	// CredentialsNotReadyReason on ContractReady: the XR waits for its
+	// credentials.
+	CredentialsNotReadyReason = "CredentialsNotReady"
 )
 
 // Reasons of the bridge's conditions. They are stable: messages carry the

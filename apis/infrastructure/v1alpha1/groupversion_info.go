@@ -27,8 +27,9 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 
 // Kinds of this group, as CAPI's infrastructureRef names them.
 const (
-	CrossplaneClusterKind         = "CrossplaneCluster"
-	CrossplaneMachineKind         = "CrossplaneMachine"
-	CrossplaneClusterTemplateKind = "CrossplaneClusterTemplate"
-	CrossplaneMachineTemplateKind = "CrossplaneMachineTemplate"
+	CrossplaneClusterKind          = "CrossplaneCluster"
+	CrossplaneMachineKind          = "CrossplaneMachine"
+	CrossplaneClusterTemplateKind  = "CrossplaneClusterTemplate"
+	CrossplaneMachineTemplateKind  = "CrossplaneMachineTemplate"
+	ClusterProviderConfigGrantKind = "ClusterProviderConfigGrant"
 )

@@ -1,0 +1,163 @@
+package credentials
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+)
+
+// RecheckSecretAfter is how long the bridge waits before looking for a
+// missing credentials secret again. The bridge does not watch Secrets, so
+// that it needs no list or watch permission on them (least privilege); this
+// is the one time-based wait of the credentials check.
+const RecheckSecretAfter = 30 * time.Second
+
+// Resolver resolves an XR's credentials.
+type Resolver interface {
+	Resolve(ctx context.Context, namespace string, ref *infrav1.ProviderConfigReference) (Result, error)
+}
+
+// ResolverFn adapts a function to Resolver.
+type ResolverFn func(ctx context.Context, namespace string, ref *infrav1.ProviderConfigReference) (Result, error)
+
+// Resolve calls fn.
+func (fn ResolverFn) Resolve(ctx context.Context, namespace string, ref *infrav1.ProviderConfigReference) (Result, error) {
+	return fn(ctx, namespace, ref)
+}
+
+// APIResolver resolves credentials against the API server.
+type APIResolver struct {
+	client  client.Client
+	secrets client.Reader
+	all     bool
+}
+
+// An APIResolverOption configures an APIResolver.
+type APIResolverOption func(*APIResolver)
+
+// WithSharedCredentialsForAllNamespaces grants every namespace every
+// ClusterProviderConfig: for single-tenant management clusters only.
+func WithSharedCredentialsForAllNamespaces() APIResolverOption {
+	return func(r *APIResolver) { r.all = true }
+}
+
+// NewAPIResolver reads configs, grants and namespaces with c (cached) and
+// only the metadata of Secrets with secrets (uncached: Secrets are not
+// cached).
+func NewAPIResolver(c client.Client, secrets client.Reader, opts ...APIResolverOption) *APIResolver {
+	r := &APIResolver{client: c, secrets: secrets}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// Resolve checks the referenced config exists where it may be looked up, is
+// granted when shared, and has its credentials secret.
+func (r *APIResolver) Resolve(ctx context.Context, namespace string, ref *infrav1.ProviderConfigReference) (Result, error) {
+	if ref == nil {
+		return Result{Ready: true, Reason: infrav1.CompositionDefaultCredentialsReason,
+			Message: "spec.providerConfigRef is not set: the composition's default credentials apply"}, nil
+	}
+	gk := schema.GroupKind{Group: ref.APIGroup, Kind: string(ref.Kind)}
+	m, err := r.client.RESTMapper().RESTMapping(gk)
+	if meta.IsNoMatchError(err) {
+		return Result{Reason: infrav1.ProviderConfigNotFoundReason,
+			Message: fmt.Sprintf("the API serves no kind %s in group %s: is the provider installed?", ref.Kind, ref.APIGroup)}, nil
+	}
+	if err != nil {
+		return Result{}, errors.Wrapf(err, "cannot map %s", gk)
+	}
+	cfg := &unstructured.Unstructured{}
+	cfg.SetGroupVersionKind(m.GroupVersionKind)
+	key := types.NamespacedName{Name: ref.Name}
+	where := ""
+	if ref.Kind == infrav1.ProviderConfigKindNamespaced {
+		// A namespaced ProviderConfig is only ever looked up in the XR's
+		// own namespace: a tenant cannot name another tenant's.
+		key.Namespace, where = namespace, " in namespace "+namespace
+	}
+	if err := r.client.Get(ctx, key, cfg); err != nil {
+		if apierrors.IsNotFound(err) {
+			return Result{Reason: infrav1.ProviderConfigNotFoundReason,
+				Message: fmt.Sprintf("%s %s/%s not found%s", ref.Kind, ref.APIGroup, ref.Name, where)}, nil
+		}
+		return Result{}, errors.Wrapf(err, "cannot get %s %s", ref.Kind, ref.Name)
+	}
+
+	if ref.Kind == infrav1.ProviderConfigKindCluster && !r.all {
+		ok, msg, err := r.granted(ctx, namespace, infrav1.ClusterProviderConfigReference{APIGroup: ref.APIGroup, Name: ref.Name})
+		if err != nil {
+			return Result{}, err
+		}
+		if !ok {
+			return Result{Reason: infrav1.ProviderConfigNotGrantedReason, Message: msg}, nil
+		}
+	}
+
+	if res, ok, err := r.secret(ctx, cfg, ref, namespace); err != nil || !ok {
+		return res, err
+	}
+	return Result{Ready: true, Reason: infrav1.CredentialsReadyReason,
+		Message: fmt.Sprintf("%s %s/%s%s may be used", ref.Kind, ref.APIGroup, ref.Name, where)}, nil
+}
+
+// Granted reports whether a namespace may use a ClusterProviderConfig.
+func (r *APIResolver) Granted(ctx context.Context, namespace string, ref infrav1.ClusterProviderConfigReference) (bool, string, error) {
+	if r.all {
+		return true, "", nil
+	}
+	return r.granted(ctx, namespace, ref)
+}
+
+func (r *APIResolver) granted(ctx context.Context, namespace string, ref infrav1.ClusterProviderConfigReference) (bool, string, error) {
+	ns := &corev1.Namespace{}
+	if err := r.client.Get(ctx, types.NamespacedName{Name: namespace}, ns); err != nil {
+		return false, "", errors.Wrapf(err, "cannot get namespace %s", namespace)
+	}
+	grants := &infrav1.ClusterProviderConfigGrantList{}
+	if err := r.client.List(ctx, grants); err != nil {
+		return false, "", errors.Wrap(err, "cannot list ClusterProviderConfigGrants")
+	}
+	return Granted(grants.Items, ref, ns)
+}
+
+// secret checks the credentials secret a config names, when its credentials
+// come from a Secret. It reads only the Secret's metadata.
+func (r *APIResolver) secret(ctx context.Context, cfg *unstructured.Unstructured, ref *infrav1.ProviderConfigReference, namespace string) (Result, bool, error) {
+	p := fieldpath.Pave(cfg.Object)
+	if src, _ := p.GetString("spec.credentials.source"); src != "Secret" {
+		return Result{}, true, nil
+	}
+	name, _ := p.GetString("spec.credentials.secretRef.name")
+	ns, _ := p.GetString("spec.credentials.secretRef.namespace")
+	if ns == "" {
+		ns = namespace
+	}
+	s := &metav1.PartialObjectMetadata{}
+	s.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	err := r.secrets.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)
+	switch {
+	case err == nil:
+		return Result{}, true, nil
+	case apierrors.IsNotFound(err):
+		return Result{Reason: infrav1.CredentialsSecretNotFoundReason,
+			Message: fmt.Sprintf("Secret %s/%s named by %s %s spec.credentials.secretRef does not exist", ns, name, ref.Kind, ref.Name)}, false, nil
+	default:
+		return Result{}, false, errors.Wrapf(err, "cannot get Secret %s/%s", ns, name)
+	}
+}

@@ -1,0 +1,93 @@
+package credentials
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+)
+
+var shared = infrav1.ClusterProviderConfigReference{APIGroup: "aws.m.upbound.io", Name: "shared"}
+
+func grant(name string, ref infrav1.ClusterProviderConfigReference, a infrav1.AllowedNamespaces) infrav1.ClusterProviderConfigGrant {
+	return infrav1.ClusterProviderConfigGrant{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: infrav1.ClusterProviderConfigGrantSpec{ProviderConfigRef: ref, AllowedNamespaces: a}}
+}
+
+func ns(name string, labels map[string]string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+}
+
+func TestGranted(t *testing.T) {
+	type want struct {
+		ok  bool
+		msg string
+	}
+	cases := map[string]struct {
+		reason string
+		grants []infrav1.ClusterProviderConfigGrant
+		ns     *corev1.Namespace
+		want   want
+	}{
+		"NoGrant": {
+			reason: "shared credentials are denied until granted",
+			ns:     ns("team-a", nil),
+			want:   want{msg: "namespace team-a may not use ClusterProviderConfig aws.m.upbound.io/shared: no ClusterProviderConfigGrant allows it"},
+		},
+		"ByName": {
+			reason: "a namespace listed by name is granted",
+			grants: []infrav1.ClusterProviderConfigGrant{grant("g", shared, infrav1.AllowedNamespaces{Names: []string{"team-b", "team-a"}})},
+			ns:     ns("team-a", nil),
+			want:   want{ok: true},
+		},
+		"BySelector": {
+			reason: "a namespace whose labels match is granted",
+			grants: []infrav1.ClusterProviderConfigGrant{grant("g", shared, infrav1.AllowedNamespaces{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}})},
+			ns:     ns("team-a", map[string]string{"tier": "gold"}),
+			want:   want{ok: true},
+		},
+		"EmptySelectorGrantsNothing": {
+			reason: "an empty selector matches no namespace, unlike elsewhere in Kubernetes",
+			grants: []infrav1.ClusterProviderConfigGrant{grant("everyone?", shared, infrav1.AllowedNamespaces{Selector: &metav1.LabelSelector{}})},
+			ns:     ns("team-a", map[string]string{"tier": "gold"}),
+			want:   want{msg: "namespace team-a may not use ClusterProviderConfig aws.m.upbound.io/shared: no ClusterProviderConfigGrant allows it (grants for it that do not cover team-a: everyone?)"},
+		},
+		"EveryNamespaceOnPurpose": {
+			reason: "every namespace can be granted with an explicit expression",
+			grants: []infrav1.ClusterProviderConfigGrant{grant("all", shared, infrav1.AllowedNamespaces{Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpExists}}}})},
+			ns:     ns("team-a", map[string]string{"kubernetes.io/metadata.name": "team-a"}),
+			want:   want{ok: true},
+		},
+		"GrantsAddUp": {
+			reason: "several grants for one config add up",
+			grants: []infrav1.ClusterProviderConfigGrant{
+				grant("b", shared, infrav1.AllowedNamespaces{Names: []string{"team-b"}}),
+				grant("a", shared, infrav1.AllowedNamespaces{Names: []string{"team-a"}}),
+			},
+			ns:   ns("team-a", nil),
+			want: want{ok: true},
+		},
+		"GrantForAnotherConfig": {
+			reason: "a grant covers only the config it names",
+			grants: []infrav1.ClusterProviderConfigGrant{
+				grant("other", infrav1.ClusterProviderConfigReference{APIGroup: "aws.m.upbound.io", Name: "prod"}, infrav1.AllowedNamespaces{Names: []string{"team-a"}}),
+				grant("same-name-other-provider", infrav1.ClusterProviderConfigReference{APIGroup: "gcp.m.upbound.io", Name: "shared"}, infrav1.AllowedNamespaces{Names: []string{"team-a"}}),
+			},
+			ns:   ns("team-a", nil),
+			want: want{msg: "namespace team-a may not use ClusterProviderConfig aws.m.upbound.io/shared: no ClusterProviderConfigGrant allows it"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ok, msg, err := Granted(tc.grants, shared, tc.ns)
+			if err != nil {
+				t.Fatalf("%s\nGranted(...): %v", tc.reason, err)
+			}
+			if diff := cmp.Diff(tc.want, want{ok: ok, msg: msg}, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("%s\nGranted(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
