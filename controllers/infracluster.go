@@ -23,6 +23,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/outputs"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
 )
@@ -49,9 +50,9 @@ func WithClusterReadiness(o readiness.Observer) InfraClusterOption {
 // NewInfraClusterReconciler returns a reconciler for XRs of the given kind.
 // The tracker starts watches on composed resource kinds while XRs are being
 // deleted.
-func NewInfraClusterReconciler(c client.Client, gvk schema.GroupVersionKind, rec record.EventRecorder, t *external.ObjectTracker, opts ...InfraClusterOption) *InfraClusterReconciler {
+func NewInfraClusterReconciler(c client.Client, gvk schema.GroupVersionKind, rec record.EventRecorder, t *external.ObjectTracker, creds credentials.Resolver, opts ...InfraClusterOption) *InfraClusterReconciler {
 	r := &InfraClusterReconciler{
-		xrBase:  xrBase{client: c, gvk: gvk, recorder: rec, tracker: t, readiness: readiness.ObserverFn(readiness.Observe)},
+		xrBase:  xrBase{client: c, gvk: gvk, recorder: rec, tracker: t, readiness: readiness.ObserverFn(readiness.Observe), credentials: creds},
 		outputs: outputs.ClusterMapperFn(outputs.MapCluster),
 	}
 	for _, o := range opts {
@@ -102,15 +103,24 @@ func (r *InfraClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if deleting {
 		return r.reconcileDelete(ctx, xr, r.machinesGone(xr))
 	}
-	return ctrl.Result{}, r.reconcileNormal(ctx, cluster, xr)
+	return r.reconcileNormal(ctx, cluster, xr)
 }
 
 // reconcileNormal maps the endpoint into spec and readiness into status: one
 // spec patch and one status apply at most, each only when something differs.
-func (r *InfraClusterReconciler) reconcileNormal(ctx context.Context, cluster *clusterv1.Cluster, xr *composite.Unstructured) error {
+func (r *InfraClusterReconciler) reconcileNormal(ctx context.Context, cluster *clusterv1.Cluster, xr *composite.Unstructured) (ctrl.Result, error) {
 	u := &xr.Unstructured
 	status := &statusApply{fields: map[string]any{}}
 	status.condition(u, pausedCondition(cluster, xr, false))
+
+	cred, result, err := r.checkCredentials(ctx, xr, providerConfigRef(u))
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	status.condition(u, cred)
+	if cred.Status != metav1.ConditionTrue {
+		return result, r.reconcileCredentialsDenied(ctx, cluster, xr, status, cred)
+	}
 
 	var out outputs.Cluster
 	c := r.contract(xr, func() field.ErrorList {
@@ -135,12 +145,12 @@ func (r *InfraClusterReconciler) reconcileNormal(ctx context.Context, cluster *c
 			_ = unstructured.SetNestedMap(o.Object, map[string]any{"host": out.Endpoint.Host, "port": int64(out.Endpoint.Port)}, "spec", "controlPlaneEndpoint")
 		}
 	}); err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
 	if _, err := status.apply(ctx, r.client, u); err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
-	return r.mirror(ctx, cluster, status)
+	return ctrl.Result{}, r.mirror(ctx, cluster, status)
 }
 
 // machinesGone holds a cluster XR's deletion while Machines of its cluster

@@ -21,6 +21,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/gate"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/outputs"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
@@ -48,9 +49,9 @@ func WithMachineOutputs(m outputs.MachineMapper) InfraMachineOption {
 }
 
 // NewInfraMachineReconciler returns a reconciler for XRs of the given kind.
-func NewInfraMachineReconciler(c client.Client, gvk schema.GroupVersionKind, rec record.EventRecorder, t *external.ObjectTracker, opts ...InfraMachineOption) *InfraMachineReconciler {
+func NewInfraMachineReconciler(c client.Client, gvk schema.GroupVersionKind, rec record.EventRecorder, t *external.ObjectTracker, creds credentials.Resolver, opts ...InfraMachineOption) *InfraMachineReconciler {
 	r := &InfraMachineReconciler{
-		xrBase:  xrBase{client: c, gvk: gvk, recorder: rec, tracker: t, readiness: readiness.ObserverFn(readiness.Observe)},
+		xrBase:  xrBase{client: c, gvk: gvk, recorder: rec, tracker: t, readiness: readiness.ObserverFn(readiness.Observe), credentials: creds},
 		outputs: outputs.MachineMapperFn(outputs.MapMachine),
 	}
 	for _, o := range opts {
@@ -109,10 +110,10 @@ func (r *InfraMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if deleting {
 		return r.reconcileDelete(ctx, xr, nil)
 	}
-	return ctrl.Result{}, r.reconcileNormal(ctx, cluster, machine, xr)
+	return r.reconcileNormal(ctx, cluster, machine, xr)
 }
 
-func (r *InfraMachineReconciler) reconcileNormal(ctx context.Context, cluster *clusterv1.Cluster, machine *clusterv1.Machine, xr *composite.Unstructured) error {
+func (r *InfraMachineReconciler) reconcileNormal(ctx context.Context, cluster *clusterv1.Cluster, machine *clusterv1.Machine, xr *composite.Unstructured) (ctrl.Result, error) {
 	u := &xr.Unstructured
 	status := &statusApply{fields: map[string]any{}}
 	status.condition(u, pausedCondition(cluster, xr, false))
@@ -128,12 +129,27 @@ func (r *InfraMachineReconciler) reconcileNormal(ctx context.Context, cluster *c
 		status.condition(u, metav1.Condition{Type: infrav1.ContractReadyCondition, Status: metav1.ConditionFalse,
 			Reason: d.Reason, Message: d.Message, ObservedGeneration: xr.GetGeneration()})
 		if err := r.patch(ctx, xr, func(o *unstructured.Unstructured) { setPausedAnnotation(o, true) }); err != nil {
-			return err
+			return ctrl.Result{}, err
 		}
 		if _, err := status.apply(ctx, r.client, u); err != nil {
-			return err
+			return ctrl.Result{}, err
 		}
-		return r.mirror(ctx, machine, status)
+		return ctrl.Result{}, r.mirror(ctx, machine, status)
+	}
+
+	// The credentials the machine will compose with: its own, or the
+	// cluster's the gate is about to inject.
+	ref := providerConfigRef(u)
+	if inherited, ok := d.Spec["providerConfigRef"]; ok && ref == nil {
+		ref = providerConfigRef(&unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"providerConfigRef": inherited}}})
+	}
+	cred, result, err := r.checkCredentials(ctx, xr, ref)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	status.condition(u, cred)
+	if cred.Status != metav1.ConditionTrue {
+		return result, r.reconcileCredentialsDenied(ctx, machine, xr, status, cred)
 	}
 
 	var out outputs.Machine
@@ -165,10 +181,10 @@ func (r *InfraMachineReconciler) reconcileNormal(ctx context.Context, cluster *c
 		}
 		setPausedAnnotation(o, false)
 	}); err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
 	if _, err := status.apply(ctx, r.client, u); err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
-	return r.mirror(ctx, machine, status)
+	return ctrl.Result{}, r.mirror(ctx, machine, status)
 }

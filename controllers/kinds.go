@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
@@ -25,15 +26,17 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/xrd"
 )
 
 // Kinds runs one controller per adapted XR kind. Controllers are started and
 // stopped at run time, as XRDs come and go, on the manager's shared cache.
 type Kinds struct {
-	mgr     manager.Manager
-	options controller.Options
-	filter  string
+	mgr         manager.Manager
+	options     controller.Options
+	filter      string
+	credentials credentials.Resolver
 
 	mu      sync.Mutex
 	base    context.Context //nolint:containedctx // the manager's context, handed to Start.
@@ -49,8 +52,8 @@ type kind struct {
 
 // NewKinds returns a Kinds to add to the manager. watchFilter is CAPI's
 // --watch-filter label value; empty watches everything.
-func NewKinds(mgr manager.Manager, o controller.Options, watchFilter string) *Kinds {
-	return &Kinds{mgr: mgr, options: o, filter: watchFilter, running: map[schema.GroupVersionKind]*kind{}, started: make(chan struct{})}
+func NewKinds(mgr manager.Manager, o controller.Options, watchFilter string, creds credentials.Resolver) *Kinds {
+	return &Kinds{mgr: mgr, options: o, filter: watchFilter, credentials: creds, running: map[schema.GroupVersionKind]*kind{}, started: make(chan struct{})}
 }
 
 // Start implements manager.Runnable: controllers start once the manager has.
@@ -108,9 +111,9 @@ func (k *Kinds) Ensure(ctx context.Context, a xrd.Adaptation) error {
 	rec := k.mgr.GetEventRecorderFor(controllerName(a.GVK))
 	switch a.Contract {
 	case infrav1.ContractInfraCluster:
-		opts.Reconciler = NewInfraClusterReconciler(k.mgr.GetClient(), a.GVK, rec, tracker)
+		opts.Reconciler = NewInfraClusterReconciler(k.mgr.GetClient(), a.GVK, rec, tracker, k.credentials)
 	case infrav1.ContractInfraMachine:
-		opts.Reconciler = NewInfraMachineReconciler(k.mgr.GetClient(), a.GVK, rec, tracker)
+		opts.Reconciler = NewInfraMachineReconciler(k.mgr.GetClient(), a.GVK, rec, tracker, k.credentials)
 	default:
 		return errors.Errorf("unknown contract %s", a.Contract)
 	}
@@ -179,21 +182,38 @@ type watch struct {
 // XRs themselves.
 func (k *Kinds) watches(a xrd.Adaptation, xr *unstructured.Unstructured) []watch {
 	c := k.mgr.GetClient()
+	refs := &xrBase{client: c, gvk: a.GVK}
+	// A grant given or revoked, or a namespace relabelled, changes which
+	// XRs may use shared credentials.
+	creds := []watch{
+		{&infrav1.ClusterProviderConfigGrant{}, func(ctx context.Context, o client.Object) []reconcile.Request {
+			g, ok := o.(*infrav1.ClusterProviderConfigGrant)
+			if !ok {
+				return nil
+			}
+			return refs.referencing(ctx, "", func(r *infrav1.ProviderConfigReference) bool {
+				return r.Kind == infrav1.ProviderConfigKindCluster && r.APIGroup == g.Spec.ProviderConfigRef.APIGroup && r.Name == g.Spec.ProviderConfigRef.Name
+			})
+		}},
+		{&corev1.Namespace{}, func(ctx context.Context, o client.Object) []reconcile.Request {
+			return refs.referencing(ctx, o.GetName(), func(r *infrav1.ProviderConfigReference) bool { return r.Kind == infrav1.ProviderConfigKindCluster })
+		}},
+	}
 	switch a.Contract {
 	case infrav1.ContractInfraCluster:
-		return []watch{
+		return append(creds,
 			// The Cluster's pause and ownership.
-			{&clusterv1.Cluster{}, util.ClusterToInfrastructureMapFunc(k.base, a.GVK, c, xr)},
+			watch{&clusterv1.Cluster{}, util.ClusterToInfrastructureMapFunc(k.base, a.GVK, c, xr)},
 			// A deleting cluster XR waits for the cluster's Machines.
-			{&clusterv1.Machine{}, machineToClusterInfrastructure(c, a.GVK)},
-		}
+			watch{&clusterv1.Machine{}, machineToClusterInfrastructure(c, a.GVK)},
+		)
 	default:
-		return []watch{
+		return append(creds,
 			// The Machine's bootstrap data and failure domain.
-			{&clusterv1.Machine{}, util.MachineToInfrastructureMapFunc(a.GVK)},
+			watch{&clusterv1.Machine{}, util.MachineToInfrastructureMapFunc(a.GVK)},
 			// The Cluster's pause and infrastructure provisioning.
-			{&clusterv1.Cluster{}, listByCluster(c, a.GVK)},
-		}
+			watch{&clusterv1.Cluster{}, listByCluster(c, a.GVK)},
+		)
 	}
 }
 

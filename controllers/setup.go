@@ -19,6 +19,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 )
 
 // Options configure the bridge's controllers.
@@ -27,6 +28,9 @@ type Options struct {
 	Concurrency int
 	// WatchFilter is CAPI's watch filter label value; empty means all.
 	WatchFilter string
+	// SharedCredentialsForAllNamespaces lets every namespace use every
+	// ClusterProviderConfig without a grant: single-tenant clusters only.
+	SharedCredentialsForAllNamespaces bool
 }
 
 // NewScheme returns the scheme the manager needs.
@@ -63,10 +67,20 @@ func ClientOptions() client.Options {
 	}}
 }
 
+// Resolver is the credentials resolver the controllers (and the admission
+// webhook) use.
+func Resolver(mgr ctrl.Manager, o Options) *credentials.APIResolver {
+	var opts []credentials.APIResolverOption
+	if o.SharedCredentialsForAllNamespaces {
+		opts = append(opts, credentials.WithSharedCredentialsForAllNamespaces())
+	}
+	return credentials.NewAPIResolver(mgr.GetClient(), mgr.GetAPIReader(), opts...)
+}
+
 // Setup adds the bridge's controllers to a manager.
 func Setup(mgr ctrl.Manager, o Options) error {
 	co := controller.Options{MaxConcurrentReconciles: max(o.Concurrency, 1)}
-	kinds := NewKinds(mgr, co, o.WatchFilter)
+	kinds := NewKinds(mgr, co, o.WatchFilter, Resolver(mgr, o))
 	if err := mgr.Add(kinds); err != nil {
 		return errors.Wrap(err, "cannot add the kind controllers")
 	}

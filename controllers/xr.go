@@ -24,9 +24,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
 )
 
@@ -42,11 +44,12 @@ const (
 // kind, and the finalizer, pause, deletion and condition mirroring every
 // adapted XR gets.
 type xrBase struct {
-	client    client.Client
-	gvk       schema.GroupVersionKind
-	recorder  record.EventRecorder
-	tracker   *external.ObjectTracker
-	readiness readiness.Observer
+	client      client.Client
+	gvk         schema.GroupVersionKind
+	recorder    record.EventRecorder
+	tracker     *external.ObjectTracker
+	readiness   readiness.Observer
+	credentials credentials.Resolver
 }
 
 func (b *xrBase) get(ctx context.Context, key types.NamespacedName) (*composite.Unstructured, error) {
@@ -85,6 +88,91 @@ func (b *xrBase) reconcilePaused(ctx context.Context, cluster *clusterv1.Cluster
 	status.condition(&xr.Unstructured, pausedCondition(cluster, xr, true))
 	_, err := status.apply(ctx, b.client, &xr.Unstructured)
 	return err
+}
+
+// providerConfigRef reads an XR's spec.providerConfigRef; nil when unset.
+func providerConfigRef(u *unstructured.Unstructured) *infrav1.ProviderConfigReference {
+	ref := &infrav1.ProviderConfigReference{}
+	if err := fieldpath.Pave(u.Object).GetValueInto("spec.providerConfigRef", ref); err != nil || ref.Name == "" {
+		return nil
+	}
+	return ref
+}
+
+// checkCredentials resolves the credentials an XR uses into its
+// CredentialsReady condition, and watches the referenced config's kind so
+// that its creation or change wakes the XR. A missing Secret is looked for
+// again after a while: the bridge does not watch Secrets.
+func (b *xrBase) checkCredentials(ctx context.Context, xr *composite.Unstructured, ref *infrav1.ProviderConfigReference) (metav1.Condition, ctrl.Result, error) {
+	c := metav1.Condition{Type: infrav1.CredentialsReadyCondition, ObservedGeneration: xr.GetGeneration()}
+	if ref != nil {
+		if err := b.watchConfig(ctx, ref); err != nil {
+			return c, ctrl.Result{}, err
+		}
+	}
+	res, err := b.credentials.Resolve(ctx, xr.GetNamespace(), ref)
+	if err != nil {
+		return c, ctrl.Result{}, errors.Wrap(err, "cannot resolve credentials")
+	}
+	c.Status, c.Reason, c.Message = metav1.ConditionFalse, res.Reason, res.Message
+	if res.Ready {
+		c.Status = metav1.ConditionTrue
+	}
+	var result ctrl.Result
+	if res.Reason == infrav1.CredentialsSecretNotFoundReason {
+		result.RequeueAfter = credentials.RecheckSecretAfter
+	}
+	return c, result, nil
+}
+
+// watchConfig watches (metadata only) the kind of a referenced credentials
+// config, mapping each config to the XRs of this kind that name it.
+func (b *xrBase) watchConfig(ctx context.Context, ref *infrav1.ProviderConfigReference) error {
+	m, err := b.client.RESTMapper().RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: string(ref.Kind)})
+	if err != nil {
+		// Reported by the resolver; nothing to watch yet.
+		return nil //nolint:nilerr // the resolver reports a missing kind as a condition.
+	}
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(m.GroupVersionKind)
+	kind := ref.Kind
+	return errors.Wrap(b.tracker.Watch(ctrl.LoggerFrom(ctx), obj, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		return b.referencing(ctx, o.GetNamespace(), func(r *infrav1.ProviderConfigReference) bool {
+			return r.APIGroup == m.GroupVersionKind.Group && r.Kind == kind && r.Name == o.GetName()
+		})
+	})), "cannot watch credentials configs")
+}
+
+// referencing lists the XRs of this kind, in a namespace or all, whose
+// providerConfigRef matches.
+func (b *xrBase) referencing(ctx context.Context, namespace string, match func(*infrav1.ProviderConfigReference) bool) []reconcile.Request {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(b.gvk.GroupVersion().WithKind(b.gvk.Kind + "List"))
+	if err := b.client.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if ref := providerConfigRef(&list.Items[i]); ref != nil && match(ref) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
+}
+
+// reconcileCredentialsDenied pauses an XR whose credentials may not be used,
+// so that nothing new is composed with them, and says why on the XR and its
+// CAPI owner.
+func (b *xrBase) reconcileCredentialsDenied(ctx context.Context, owner client.Object, xr *composite.Unstructured, status *statusApply, c metav1.Condition) error {
+	status.condition(&xr.Unstructured, metav1.Condition{Type: infrav1.ContractReadyCondition, Status: metav1.ConditionFalse,
+		Reason: infrav1.CredentialsNotReadyReason, Message: c.Message, ObservedGeneration: xr.GetGeneration()})
+	if err := b.patch(ctx, xr, func(o *unstructured.Unstructured) { setPausedAnnotation(o, true) }); err != nil {
+		return err
+	}
+	if _, err := status.apply(ctx, b.client, &xr.Unstructured); err != nil {
+		return err
+	}
+	return b.mirror(ctx, owner, status)
 }
 
 // capiPaused reports whether CAPI pauses the XR.

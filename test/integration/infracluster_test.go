@@ -65,14 +65,21 @@ func newCluster(t *testing.T, ns, name string, gvk schema.GroupVersionKind, anno
 	xr.SetName(name)
 	xr.SetAnnotations(annotations)
 	g.Expect(env.Client.Create(ctx, xr)).To(Succeed())
-	cluster := &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-			APIGroup: gvk.Group, Kind: gvk.Kind, Name: name,
-		}},
-	}
+	cluster := capiCluster(ns, name)
+	cluster.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: gvk.Group, Kind: gvk.Kind, Name: name}
 	g.Expect(env.Client.Create(ctx, cluster)).To(Succeed())
 	return cluster, xr
+}
+
+// capiCluster is a Cluster whose infrastructure is the CrossplaneCluster of
+// the same name.
+func capiCluster(ns, name string) *clusterv1.Cluster {
+	return &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+			APIGroup: clusterGVK.Group, Kind: clusterGVK.Kind, Name: name,
+		}},
+	}
 }
 
 func getXR(g Gomega, xr *unstructured.Unstructured) *unstructured.Unstructured {

@@ -53,9 +53,10 @@ func workloadCluster(t *testing.T, w *envtest.Workload, ns, name string) *cluste
 		Data:       map[string][]byte{"value": w.Kubeconfig},
 	})).To(Succeed())
 
+	providerConfig(t, ns, "team-a", true)
 	cluster, xr := newCluster(t, ns, name, clusterGVK, map[string]string{envtest.EngineOutputsAnnotation: script(networkStatus)})
 	change(g, xr, func() {
-		g.Expect(unstructured.SetNestedMap(xr.Object, map[string]any{"apiGroup": "aws.m.upbound.io", "kind": "ProviderConfig", "name": "team-a"}, "spec", "providerConfigRef")).To(Succeed())
+		g.Expect(unstructured.SetNestedMap(xr.Object, map[string]any{"apiGroup": credsGroup, "kind": "ProviderConfig", "name": "team-a"}, "spec", "providerConfigRef")).To(Succeed())
 	})
 	g.Eventually(func(g Gomega) {
 		g.Expect(ptr.Deref(getCluster(g, cluster).Status.Initialization.InfrastructureProvisioned, false)).To(BeTrue())

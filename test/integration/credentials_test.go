@@ -1,0 +1,232 @@
+package integration
+
+import (
+	"fmt"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
+)
+
+// credsGroup is the test provider's API group (test/envtest/testdata/crds).
+const credsGroup = "creds.test.capxp.dev"
+
+// providerConfig creates a namespaced ProviderConfig whose credentials come
+// from a Secret, and the Secret when withSecret.
+func providerConfig(t *testing.T, ns, name string, withSecret bool) {
+	t.Helper()
+	credentialsConfig(t, "ProviderConfig", ns, name, withSecret)
+}
+
+// clusterProviderConfig creates a shared ClusterProviderConfig and its
+// Secret in secretNS.
+func clusterProviderConfig(t *testing.T, name, secretNS string) {
+	t.Helper()
+	credentialsConfig(t, "ClusterProviderConfig", secretNS, name, true)
+}
+
+func credentialsConfig(t *testing.T, kind, ns, name string, withSecret bool) {
+	g := NewWithT(t)
+	secretRef := map[string]any{"name": name + "-creds", "key": "credentials"}
+	cfg := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": credsGroup + "/v1beta1", "kind": kind,
+		"metadata": map[string]any{"name": name},
+		"spec":     map[string]any{"credentials": map[string]any{"source": "Secret", "secretRef": secretRef}},
+	}}
+	if kind == "ProviderConfig" {
+		cfg.SetNamespace(ns)
+	} else {
+		secretRef["namespace"] = ns
+	}
+	g.Expect(env.Client.Create(ctx, cfg)).To(Succeed())
+	if withSecret {
+		g.Expect(env.Client.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-creds"},
+			Data:       map[string][]byte{"credentials": []byte("[default]\naws_access_key_id = test\n")},
+		})).To(Succeed())
+	}
+}
+
+func grantTo(t *testing.T, name, config string, allowed infrav1.AllowedNamespaces) *infrav1.ClusterProviderConfigGrant {
+	t.Helper()
+	g := &infrav1.ClusterProviderConfigGrant{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: infrav1.ClusterProviderConfigGrantSpec{
+			ProviderConfigRef: infrav1.ClusterProviderConfigReference{APIGroup: credsGroup, Name: config},
+			AllowedNamespaces: allowed,
+		},
+	}
+	NewWithT(t).Expect(env.Client.Create(ctx, g)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, g) })
+	return g
+}
+
+// clusterUsing creates a Cluster whose XR names the given credentials.
+func clusterUsing(t *testing.T, ns, name string, kind infrav1.ProviderConfigKind, config string) (*unstructured.Unstructured, error) {
+	t.Helper()
+	xr := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"providerConfigRef": map[string]any{"apiGroup": credsGroup, "kind": string(kind), "name": config},
+	}}}
+	xr.SetGroupVersionKind(clusterGVK)
+	xr.SetNamespace(ns)
+	xr.SetName(name)
+	xr.SetAnnotations(map[string]string{envtest.EngineOutputsAnnotation: script(goodStatus)})
+	if err := env.Client.Create(ctx, xr); err != nil {
+		return nil, err
+	}
+	NewWithT(t).Expect(env.Client.Create(ctx, capiCluster(ns, name))).To(Succeed())
+	return xr, nil
+}
+
+func tenant(t *testing.T, labels map[string]string) string {
+	t.Helper()
+	g := NewWithT(t)
+	ns := namespace(t)
+	n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	change(g, n, func() {
+		for k, v := range labels {
+			n.Labels[k] = v
+		}
+	})
+	return ns
+}
+
+// Each tenant may use its own ProviderConfigs and exactly the shared
+// ClusterProviderConfigs granted to its namespace; the rest never compose.
+func TestTenantsUseOnlyTheCredentialsGrantedToThem(t *testing.T) {
+	stack(t)
+	suffix := uniqueGroup(namespace(t), "")
+	shared, gold, nobody := "shared"+suffix, "gold"+suffix, "nobody"+suffix
+	teamA := tenant(t, map[string]string{"tier": "gold"})
+	teamB := tenant(t, map[string]string{"tier": "silver"})
+	teamC := tenant(t, nil)
+	for _, c := range []string{shared, gold, nobody} {
+		clusterProviderConfig(t, c, teamC)
+	}
+	grantTo(t, "shared-to-a"+suffix, shared, infrav1.AllowedNamespaces{Names: []string{teamA}})
+	grantTo(t, "gold-tier"+suffix, gold, infrav1.AllowedNamespaces{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}})
+	grantTo(t, "everyone"+suffix, nobody, infrav1.AllowedNamespaces{Selector: &metav1.LabelSelector{}})
+
+	type combo struct {
+		ns     string
+		kind   infrav1.ProviderConfigKind
+		config string
+		want   bool
+	}
+	var combos []combo
+	for _, ns := range []string{teamA, teamB, teamC} {
+		providerConfig(t, ns, "own", true)
+		combos = append(combos,
+			combo{ns, infrav1.ProviderConfigKindNamespaced, "own", true},
+			combo{ns, infrav1.ProviderConfigKindCluster, shared, ns == teamA},
+			combo{ns, infrav1.ProviderConfigKindCluster, gold, ns == teamA},
+			combo{ns, infrav1.ProviderConfigKindCluster, nobody, false},
+		)
+	}
+	xrs := map[combo]*unstructured.Unstructured{}
+	for i, c := range combos {
+		xr, err := clusterUsing(t, c.ns, fmt.Sprintf("c%d", i), c.kind, c.config)
+		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		xrs[c] = xr
+	}
+
+	for c, xr := range xrs {
+		t.Run(fmt.Sprintf("%s uses %s %s", c.ns, c.kind, c.config), func(t *testing.T) {
+			g := NewWithT(t)
+			g.Eventually(func(g Gomega) {
+				got := getXR(g, xr)
+				cred := xrCondition(got, infrav1.CredentialsReadyCondition)
+				if c.want {
+					g.Expect(cred).To(HaveKeyWithValue("status", "True"))
+					g.Expect(provisioned(got)).To(BeTrue())
+					return
+				}
+				g.Expect(cred).To(HaveKeyWithValue("reason", infrav1.ProviderConfigNotGrantedReason))
+				g.Expect(cred["message"]).To(ContainSubstring(fmt.Sprintf("namespace %s may not use ClusterProviderConfig %s/%s", c.ns, credsGroup, c.config)))
+				g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+				cc := conditions.Get(getCluster(g, capiCluster(c.ns, xr.GetName())), infrav1.CrossplaneInfrastructureReadyCondition)
+				g.Expect(cc).NotTo(BeNil())
+				g.Expect(cc.Reason).To(Equal(infrav1.CredentialsNotReadyReason))
+			}, timeout, interval).Should(Succeed())
+			if !c.want {
+				g.Expect(provisioned(getXR(g, xr))).To(BeFalse(), "denied credentials never provision")
+			}
+		})
+	}
+}
+
+// Revoking a grant stops composition with those credentials: the XR says
+// why and is paused; granting again resumes it.
+func TestRevokingAGrantPausesTheXR(t *testing.T) {
+	stack(t)
+	g := NewWithT(t)
+	ns := tenant(t, nil)
+	config := "revocable" + uniqueGroup(ns, "")
+	clusterProviderConfig(t, config, ns)
+	grant := grantTo(t, "revocable"+uniqueGroup(ns, ""), config, infrav1.AllowedNamespaces{Names: []string{ns}})
+	xr, err := clusterUsing(t, ns, "revoked", infrav1.ProviderConfigKindCluster, config)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) { g.Expect(provisioned(getXR(g, xr))).To(BeTrue()) }, timeout, interval).Should(Succeed())
+
+	g.Expect(env.Client.Delete(ctx, grant)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := getXR(g, xr)
+		g.Expect(xrCondition(got, infrav1.CredentialsReadyCondition)).To(HaveKeyWithValue("reason", infrav1.ProviderConfigNotGrantedReason))
+		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+		g.Expect(xrCondition(got, "Synced")).To(HaveKeyWithValue("reason", "ReconcilePaused"), "nothing new is composed")
+	}, timeout, interval).Should(Succeed())
+
+	grantTo(t, "regranted"+uniqueGroup(ns, ""), config, infrav1.AllowedNamespaces{Names: []string{ns}})
+	g.Eventually(func(g Gomega) {
+		got := getXR(g, xr)
+		g.Expect(xrCondition(got, infrav1.CredentialsReadyCondition)).To(HaveKeyWithValue("status", "True"))
+		g.Expect(got.GetAnnotations()).NotTo(HaveKey(infrav1.CrossplanePausedAnnotation))
+	}, timeout, interval).Should(Succeed())
+}
+
+// Credentials that cannot work are named: a ProviderConfig of another
+// namespace is never looked up there, and a missing credentials Secret is
+// reported.
+func TestUnusableCredentialsAreReported(t *testing.T) {
+	stack(t)
+	teamA := tenant(t, nil)
+	teamB := tenant(t, nil)
+	providerConfig(t, teamB, "theirs", true)
+	providerConfig(t, teamA, "no-secret", false)
+	cases := map[string]struct {
+		config string
+		reason string
+		want   string
+	}{
+		"another-namespaces-provider-config": {
+			config: "theirs",
+			reason: infrav1.ProviderConfigNotFoundReason,
+			want:   fmt.Sprintf("ProviderConfig %s/theirs not found in namespace %s", credsGroup, teamA),
+		},
+		"missing-secret": {
+			config: "no-secret",
+			reason: infrav1.CredentialsSecretNotFoundReason,
+			want:   fmt.Sprintf("Secret %s/no-secret-creds named by ProviderConfig no-secret spec.credentials.secretRef does not exist", teamA),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			xr, err := clusterUsing(t, teamA, name, infrav1.ProviderConfigKindNamespaced, tc.config)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Eventually(func(g Gomega) {
+				got := getXR(g, xr)
+				c := xrCondition(got, infrav1.CredentialsReadyCondition)
+				g.Expect(c).To(HaveKeyWithValue("reason", tc.reason))
+				g.Expect(c).To(HaveKeyWithValue("message", tc.want))
+				g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+			}, timeout, interval).Should(Succeed())
+		})
+	}
+}
