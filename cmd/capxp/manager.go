@@ -23,6 +23,7 @@ type managerFlags struct {
 	retryPeriod, syncPeriod    time.Duration
 	namespace, watchFilter     string
 	concurrency                int
+	sharedCredentialsForAll    bool
 	qps                        float32
 	burst                      int
 }
@@ -39,6 +40,8 @@ func (f *managerFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.namespace, "namespace", "", "Namespace to watch; all namespaces when empty.")
 	fs.StringVar(&f.watchFilter, "watch-filter", "", "Only reconcile objects labelled cluster.x-k8s.io/watch-filter with this value.")
 	fs.IntVar(&f.concurrency, "concurrency", 10, "Composite resources of one kind reconciled at once.")
+	fs.BoolVar(&f.sharedCredentialsForAll, "shared-credentials-for-all-namespaces", false,
+		"Let every namespace use every ClusterProviderConfig without a ClusterProviderConfigGrant. For single-tenant management clusters only.")
 	fs.Float32Var(&f.qps, "kube-api-qps", 20, "Queries per second to the API server.")
 	fs.IntVar(&f.burst, "kube-api-burst", 30, "Burst of queries to the API server.")
 }
@@ -78,7 +81,11 @@ func runManager(args []string) error {
 	if err != nil {
 		return errors.Wrap(err, "cannot create manager")
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Concurrency: f.concurrency, WatchFilter: f.watchFilter}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{
+		Concurrency:                       f.concurrency,
+		WatchFilter:                       f.watchFilter,
+		SharedCredentialsForAllNamespaces: f.sharedCredentialsForAll,
+	}); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
