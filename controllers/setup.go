@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
@@ -31,6 +32,9 @@ type Options struct {
 	// SharedCredentialsForAllNamespaces lets every namespace use every
 	// ClusterProviderConfig without a grant: single-tenant clusters only.
 	SharedCredentialsForAllNamespaces bool
+	// Webhook, when set, serves the credentials admission webhook on the
+	// manager's webhook server and registers it for every adapted kind.
+	Webhook *WebhookClientConfig
 }
 
 // NewScheme returns the scheme the manager needs.
@@ -80,10 +84,14 @@ func Resolver(mgr ctrl.Manager, o Options) *credentials.APIResolver {
 // Setup adds the bridge's controllers to a manager.
 func Setup(mgr ctrl.Manager, o Options) error {
 	co := controller.Options{MaxConcurrentReconciles: max(o.Concurrency, 1)}
-	kinds := NewKinds(mgr, co, o.WatchFilter, Resolver(mgr, o))
+	resolver := Resolver(mgr, o)
+	kinds := NewKinds(mgr, co, o.WatchFilter, resolver)
 	if err := mgr.Add(kinds); err != nil {
 		return errors.Wrap(err, "cannot add the kind controllers")
 	}
-	xrds := NewXRDReconciler(mgr.GetClient(), mgr.GetAPIReader(), kinds, mgr.GetEventRecorderFor("capxp-xrd"))
+	if o.Webhook != nil {
+		mgr.GetWebhookServer().Register(CredentialsWebhookPath, &webhook.Admission{Handler: &CredentialsValidator{Granter: resolver}})
+	}
+	xrds := NewXRDReconciler(mgr.GetClient(), mgr.GetAPIReader(), kinds, mgr.GetEventRecorderFor("capxp-xrd"), o.Webhook)
 	return errors.Wrap(xrds.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 1}), "cannot set up the XRD controller")
 }

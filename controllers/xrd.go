@@ -58,14 +58,17 @@ type XRDReconciler struct {
 	apiReader client.Reader
 	kinds     *Kinds
 	recorder  record.EventRecorder
+	webhook   *WebhookClientConfig
 
 	mu      sync.Mutex
 	adapted map[string]xrd.Adaptation // XRD name -> what it was adapted as
 }
 
 // NewXRDReconciler returns an XRDReconciler that runs kind controllers with k.
-func NewXRDReconciler(c client.Client, apiReader client.Reader, k *Kinds, rec record.EventRecorder) *XRDReconciler {
-	return &XRDReconciler{client: c, apiReader: apiReader, kinds: k, recorder: rec, adapted: map[string]xrd.Adaptation{}}
+// With a webhook client config, it also keeps the credentials admission
+// webhook registered for every adapted kind.
+func NewXRDReconciler(c client.Client, apiReader client.Reader, k *Kinds, rec record.EventRecorder, wh *WebhookClientConfig) *XRDReconciler {
+	return &XRDReconciler{client: c, apiReader: apiReader, kinds: k, recorder: rec, webhook: wh, adapted: map[string]xrd.Adaptation{}}
 }
 
 // SetupWithManager watches contract XRDs and their CRDs (metadata only).
@@ -141,12 +144,11 @@ func (r *XRDReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 			fmt.Sprintf("Waiting for Crossplane to establish CRD %s with label %s including %s", x.Name, infrav1.CAPIContractLabel, a.GVK.Version))
 	}
 
-	// New machine XRs of the kind must be paused at admission before the
-	// kind's controller runs.
-	if a.Contract == infrav1.ContractInfraMachine {
-		if err := r.syncGatePolicy(ctx, x.Name, a); err != nil {
-			return ctrl.Result{}, err
-		}
+	// New machine XRs of the kind must be paused, and references to
+	// credentials the namespace may not use refused, at admission, before
+	// the kind's controller runs.
+	if err := r.syncAdmission(ctx, x.Name, a); err != nil {
+		return ctrl.Result{}, err
 	}
 	if err := r.kinds.Ensure(ctx, *a); err != nil {
 		return ctrl.Result{}, errors.Wrapf(err, "cannot adapt %s", a.GVK)
@@ -168,27 +170,35 @@ func (r *XRDReconciler) forget(ctx context.Context, name string) error {
 		return nil
 	}
 	r.kinds.Stop(a.GVK)
-	if a.Contract == infrav1.ContractInfraMachine {
-		return r.syncGatePolicy(ctx, "", nil)
-	}
-	return nil
+	return r.syncAdmission(ctx, "", nil)
 }
 
-// syncGatePolicy applies the gate policy for every adapted InfraMachine kind,
-// plus the one being adapted (named by its XRD) when a is set.
-func (r *XRDReconciler) syncGatePolicy(ctx context.Context, name string, a *xrd.Adaptation) error {
+// syncAdmission applies the machine gate policy for every adapted
+// InfraMachine kind and the credentials webhook for every adapted kind, plus
+// the kind being adapted (named by its XRD) when a is set.
+func (r *XRDReconciler) syncAdmission(ctx context.Context, name string, a *xrd.Adaptation) error {
 	r.mu.Lock()
-	var resources []schema.GroupResource
+	var machines, all []schema.GroupResource
 	for n, ad := range r.adapted {
-		if ad.Contract == infrav1.ContractInfraMachine && n != name {
-			resources = append(resources, groupResource(n))
+		if n == name {
+			continue
+		}
+		all = append(all, groupResource(n))
+		if ad.Contract == infrav1.ContractInfraMachine {
+			machines = append(machines, groupResource(n))
 		}
 	}
 	r.mu.Unlock()
 	if a != nil {
-		resources = append(resources, groupResource(name))
+		all = append(all, groupResource(name))
+		if a.Contract == infrav1.ContractInfraMachine {
+			machines = append(machines, groupResource(name))
+		}
 	}
-	return ensureGatePolicy(ctx, r.client, resources)
+	if err := ensureGatePolicy(ctx, r.client, machines); err != nil {
+		return err
+	}
+	return ensureCredentialsWebhook(ctx, r.client, r.webhook, all)
 }
 
 // groupResource splits an XRD's name, <plural>.<group>.

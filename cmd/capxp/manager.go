@@ -2,6 +2,8 @@ package main
 
 import (
 	"flag"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -9,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
@@ -24,6 +27,11 @@ type managerFlags struct {
 	namespace, watchFilter     string
 	concurrency                int
 	sharedCredentialsForAll    bool
+	webhookPort                int
+	webhookCertDir             string
+	webhookURL                 string
+	webhookService             string
+	webhookCABundleFile        string
 	qps                        float32
 	burst                      int
 }
@@ -42,6 +50,11 @@ func (f *managerFlags) add(fs *pflag.FlagSet) {
 	fs.IntVar(&f.concurrency, "concurrency", 10, "Composite resources of one kind reconciled at once.")
 	fs.BoolVar(&f.sharedCredentialsForAll, "shared-credentials-for-all-namespaces", false,
 		"Let every namespace use every ClusterProviderConfig without a ClusterProviderConfigGrant. For single-tenant management clusters only.")
+	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on.")
+	fs.StringVar(&f.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding the webhook server's tls.crt and tls.key.")
+	fs.StringVar(&f.webhookService, "webhook-service", "", "namespace/name of the Service in front of the webhook server, for the API server to call (in-cluster).")
+	fs.StringVar(&f.webhookURL, "webhook-url", "", "Base URL the API server calls the webhook server at, instead of a Service (out of cluster).")
+	fs.StringVar(&f.webhookCABundleFile, "webhook-ca-bundle-file", "", "PEM CA bundle the API server trusts for the webhook; leave empty when a CA injector (cert-manager) fills it.")
 	fs.Float32Var(&f.qps, "kube-api-qps", 20, "Queries per second to the API server.")
 	fs.IntVar(&f.burst, "kube-api-burst", 30, "Burst of queries to the API server.")
 }
@@ -59,6 +72,10 @@ func runManager(args []string) error {
 	}
 	ctrl.SetLogger(klog.Background())
 
+	wh, err := f.webhookClientConfig()
+	if err != nil {
+		return err
+	}
 	cfg, err := loadConfig(*kubeconfig)
 	if err != nil {
 		return err
@@ -66,6 +83,7 @@ func runManager(args []string) error {
 	cfg.QPS, cfg.Burst = f.qps, f.burst
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		WebhookServer:           webhook.NewServer(webhook.Options{Port: f.webhookPort, CertDir: f.webhookCertDir}),
 		Scheme:                  controllers.NewScheme(),
 		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:  f.healthAddr,
@@ -85,6 +103,7 @@ func runManager(args []string) error {
 		Concurrency:                       f.concurrency,
 		WatchFilter:                       f.watchFilter,
 		SharedCredentialsForAllNamespaces: f.sharedCredentialsForAll,
+		Webhook:                           wh,
 	}); err != nil {
 		return err
 	}
@@ -95,4 +114,28 @@ func runManager(args []string) error {
 		return errors.Wrap(err, "cannot add readiness check")
 	}
 	return errors.Wrap(mgr.Start(ctrl.SetupSignalHandler()), "manager stopped")
+}
+
+// webhookClientConfig says how the API server reaches the credentials
+// webhook; nil (no webhook) when neither a Service nor a URL is given.
+func (f *managerFlags) webhookClientConfig() (*controllers.WebhookClientConfig, error) {
+	if f.webhookService == "" && f.webhookURL == "" {
+		return nil, nil
+	}
+	wh := &controllers.WebhookClientConfig{URL: f.webhookURL, ServicePort: 443}
+	if f.webhookService != "" {
+		ns, name, ok := strings.Cut(f.webhookService, "/")
+		if !ok || ns == "" || name == "" {
+			return nil, errors.Errorf("--webhook-service must be namespace/name, not %q", f.webhookService)
+		}
+		wh.ServiceNamespace, wh.ServiceName = ns, name
+	}
+	if f.webhookCABundleFile != "" {
+		ca, err := os.ReadFile(f.webhookCABundleFile)
+		if err != nil {
+			return nil, errors.Wrap(err, "cannot read --webhook-ca-bundle-file")
+		}
+		wh.CABundle = ca
+	}
+	return wh, nil
 }

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
@@ -63,7 +64,9 @@ func (m *Manager) Stop() error {
 // that counts writes, plus the test composition engine for the given kinds.
 func (e *Environment) StartBridge(ctx context.Context, engineDelay time.Duration, engineKinds ...schema.GroupVersionKind) (*Manager, error) {
 	w := &Writes{counts: map[string]int{}}
+	serving, webhookClient := e.webhookServing()
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+		WebhookServer:          webhook.NewServer(serving),
 		Scheme:                 controllers.NewScheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -106,7 +109,7 @@ func (e *Environment) StartBridge(ctx context.Context, engineDelay time.Duration
 	if err != nil {
 		return nil, errors.Wrap(err, "cannot create the bridge's manager")
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Concurrency: 2}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{Concurrency: 2, Webhook: webhookClient}); err != nil {
 		return nil, err
 	}
 	// The engine stands in for another process: its writes must not count as

@@ -23,12 +23,14 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/yaml"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/xcrd"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers"
 )
 
 // Environment is a running kube-apiserver and etcd with CAPXP's world loaded.
@@ -97,6 +99,9 @@ func Start(ctx context.Context) (*Environment, error) {
 			filepath.Join(RepoRoot(), "test", "envtest", "testdata", "crds"),
 		},
 		ErrorIfCRDPathMissing: true,
+		// Serving certificates for the bridge's admission webhook; the
+		// bridge registers the webhook configuration itself.
+		WebhookInstallOptions: ctrlenvtest.WebhookInstallOptions{},
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -123,6 +128,14 @@ func Start(ctx context.Context) (*Environment, error) {
 
 // Stop stops the API server and etcd.
 func (e *Environment) Stop() error { return e.env.Stop() }
+
+// webhookServing is where a test manager serves admission webhooks, and how
+// the API server reaches it.
+func (e *Environment) webhookServing() (webhook.Options, *controllers.WebhookClientConfig) {
+	w := e.env.WebhookInstallOptions
+	return webhook.Options{Host: w.LocalServingHost, Port: w.LocalServingPort, CertDir: w.LocalServingCertDir},
+		&controllers.WebhookClientConfig{URL: fmt.Sprintf("https://%s:%d", w.LocalServingHost, w.LocalServingPort), CABundle: w.LocalServingCAData}
+}
 
 // ReadXRDs reads every XRD manifest in dir.
 func ReadXRDs(dir string) ([]*xpv2.CompositeResourceDefinition, error) {

@@ -129,36 +129,48 @@ func TestTenantsUseOnlyTheCredentialsGrantedToThem(t *testing.T) {
 			combo{ns, infrav1.ProviderConfigKindCluster, nobody, false},
 		)
 	}
-	xrs := map[combo]*unstructured.Unstructured{}
-	for i, c := range combos {
-		xr, err := clusterUsing(t, c.ns, fmt.Sprintf("c%d", i), c.kind, c.config)
-		NewWithT(t).Expect(err).NotTo(HaveOccurred())
-		xrs[c] = xr
-	}
+	waitForCredentialsWebhook(t, teamC)
 
-	for c, xr := range xrs {
-		t.Run(fmt.Sprintf("%s uses %s %s", c.ns, c.kind, c.config), func(t *testing.T) {
+	for i, c := range combos {
+		t.Run(fmt.Sprintf("%d %s uses %s %s", i, c.ns, c.kind, c.config), func(t *testing.T) {
 			g := NewWithT(t)
+			xr, err := clusterUsing(t, c.ns, fmt.Sprintf("c%d", i), c.kind, c.config)
+			if !c.want {
+				// Refused at admission, naming the missing grant.
+				g.Expect(err).To(MatchError(And(
+					ContainSubstring(fmt.Sprintf("namespace %s may not use ClusterProviderConfig %s/%s: no ClusterProviderConfigGrant allows it", c.ns, credsGroup, c.config)),
+					ContainSubstring(fmt.Sprintf("a ClusterProviderConfigGrant for %s/%s covering namespace %s is missing", credsGroup, c.config, c.ns)),
+				)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
 			g.Eventually(func(g Gomega) {
 				got := getXR(g, xr)
-				cred := xrCondition(got, infrav1.CredentialsReadyCondition)
-				if c.want {
-					g.Expect(cred).To(HaveKeyWithValue("status", "True"))
-					g.Expect(provisioned(got)).To(BeTrue())
-					return
-				}
-				g.Expect(cred).To(HaveKeyWithValue("reason", infrav1.ProviderConfigNotGrantedReason))
-				g.Expect(cred["message"]).To(ContainSubstring(fmt.Sprintf("namespace %s may not use ClusterProviderConfig %s/%s", c.ns, credsGroup, c.config)))
-				g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
-				cc := conditions.Get(getCluster(g, capiCluster(c.ns, xr.GetName())), infrav1.CrossplaneInfrastructureReadyCondition)
-				g.Expect(cc).NotTo(BeNil())
-				g.Expect(cc.Reason).To(Equal(infrav1.CredentialsNotReadyReason))
+				g.Expect(xrCondition(got, infrav1.CredentialsReadyCondition)).To(HaveKeyWithValue("status", "True"))
+				g.Expect(provisioned(got)).To(BeTrue())
 			}, timeout, interval).Should(Succeed())
-			if !c.want {
-				g.Expect(provisioned(getXR(g, xr))).To(BeFalse(), "denied credentials never provision")
-			}
 		})
 	}
+}
+
+// waitForCredentialsWebhook waits until the API server calls the bridge's
+// credentials webhook: the bridge registers it as it adapts the XRDs, and the
+// API server picks registrations up asynchronously.
+func waitForCredentialsWebhook(t *testing.T, ns string) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		probe := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+			"providerConfigRef": map[string]any{"apiGroup": credsGroup, "kind": "ClusterProviderConfig", "name": "probe-never-granted"},
+		}}}
+		probe.SetGroupVersionKind(clusterGVK)
+		probe.SetNamespace(ns)
+		probe.SetGenerateName("probe-")
+		err := env.Client.Create(ctx, probe)
+		if err == nil {
+			_ = env.Client.Delete(ctx, probe)
+		}
+		g.Expect(err).To(MatchError(ContainSubstring("probe-never-granted")))
+	}, timeout, interval).Should(Succeed())
 }
 
 // Revoking a grant stops composition with those credentials: the XR says
@@ -170,6 +182,7 @@ func TestRevokingAGrantPausesTheXR(t *testing.T) {
 	config := "revocable" + uniqueGroup(ns, "")
 	clusterProviderConfig(t, config, ns)
 	grant := grantTo(t, "revocable"+uniqueGroup(ns, ""), config, infrav1.AllowedNamespaces{Names: []string{ns}})
+	waitForCredentialsWebhook(t, ns)
 	xr, err := clusterUsing(t, ns, "revoked", infrav1.ProviderConfigKindCluster, config)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func(g Gomega) { g.Expect(provisioned(getXR(g, xr))).To(BeTrue()) }, timeout, interval).Should(Succeed())
@@ -180,6 +193,10 @@ func TestRevokingAGrantPausesTheXR(t *testing.T) {
 		g.Expect(xrCondition(got, infrav1.CredentialsReadyCondition)).To(HaveKeyWithValue("reason", infrav1.ProviderConfigNotGrantedReason))
 		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
 		g.Expect(xrCondition(got, "Synced")).To(HaveKeyWithValue("reason", "ReconcilePaused"), "nothing new is composed")
+		cc := conditions.Get(getCluster(g, capiCluster(ns, "revoked")), infrav1.CrossplaneInfrastructureReadyCondition)
+		g.Expect(cc).NotTo(BeNil())
+		g.Expect(cc.Reason).To(Equal(infrav1.CredentialsNotReadyReason))
+		g.Expect(cc.Message).To(ContainSubstring("no ClusterProviderConfigGrant allows it"))
 	}, timeout, interval).Should(Succeed())
 
 	grantTo(t, "regranted"+uniqueGroup(ns, ""), config, infrav1.AllowedNamespaces{Names: []string{ns}})

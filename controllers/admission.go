@@ -1,0 +1,157 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"reflect"
+	"sort"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+)
+
+// Names of the credentials admission webhook.
+const (
+	// CredentialsWebhookPath is where the manager serves the webhook.
+	CredentialsWebhookPath = "/validate-credentials"
+	// CredentialsWebhookName names the ValidatingWebhookConfiguration (and
+	// its one webhook, qualified).
+	CredentialsWebhookName = "capxp-credentials"
+)
+
+// Granter decides whether a namespace may use a ClusterProviderConfig.
+type Granter interface {
+	Granted(ctx context.Context, namespace string, ref infrav1.ClusterProviderConfigReference) (bool, string, error)
+}
+
+// CredentialsValidator rejects, at admission, a composite resource naming a
+// ClusterProviderConfig its namespace has no grant for, with a message
+// saying which grant is missing. It serves every adapted XR kind.
+type CredentialsValidator struct {
+	Granter Granter
+}
+
+// Handle implements admission.Handler.
+func (v *CredentialsValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return admission.Allowed("")
+	}
+	xr := &unstructured.Unstructured{}
+	if err := xr.UnmarshalJSON(req.Object.Raw); err != nil {
+		return admission.Errored(http.StatusBadRequest, errors.Wrap(err, "cannot decode composite resource"))
+	}
+	ref := providerConfigRef(xr)
+	if ref == nil || ref.Kind != infrav1.ProviderConfigKindCluster {
+		// A namespaced ProviderConfig is only looked up in the XR's own
+		// namespace; the controller reports whether it exists.
+		return admission.Allowed("")
+	}
+	if req.Operation == admissionv1.Update {
+		old := &unstructured.Unstructured{}
+		if err := old.UnmarshalJSON(req.OldObject.Raw); err == nil && reflect.DeepEqual(providerConfigRef(old), ref) {
+			// Updates that keep the reference (finalizers, status, pause)
+			// must go through even after a revocation: the controller
+			// pauses such XRs instead.
+			return admission.Allowed("")
+		}
+	}
+	ok, msg, err := v.Granter.Granted(ctx, req.Namespace, infrav1.ClusterProviderConfigReference{APIGroup: ref.APIGroup, Name: ref.Name})
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if !ok {
+		return admission.Denied(fmt.Sprintf("spec.providerConfigRef: %s; a ClusterProviderConfigGrant for %s/%s covering namespace %s is missing", msg, ref.APIGroup, ref.Name, req.Namespace))
+	}
+	return admission.Allowed("")
+}
+
+// sharedCredentialsChanged is true when a request sets a providerConfigRef to
+// a ClusterProviderConfig, on create or by changing the reference.
+const sharedCredentialsChanged = `has(object.spec) && has(object.spec.providerConfigRef) && ` +
+	`object.spec.providerConfigRef.kind == 'ClusterProviderConfig' && (request.operation == 'CREATE' || ` +
+	`!has(oldObject.spec) || !has(oldObject.spec.providerConfigRef) || oldObject.spec.providerConfigRef != object.spec.providerConfigRef)`
+
+// WebhookClientConfig says how the API server reaches the manager's webhook
+// server: a URL (outside a cluster, in tests) or a Service, and the CA bundle
+// to trust. An empty CABundle leaves the field to a CA injector
+// (cert-manager's), which server-side apply does not fight over.
+type WebhookClientConfig struct {
+	URL              string
+	ServiceName      string
+	ServiceNamespace string
+	ServicePort      int32
+	CABundle         []byte
+}
+
+// ensureCredentialsWebhook applies the ValidatingWebhookConfiguration for
+// every adapted XR kind, and deletes it when there is none.
+func ensureCredentialsWebhook(ctx context.Context, c client.Client, cc *WebhookClientConfig, resources []schema.GroupResource) error {
+	if cc == nil {
+		return nil
+	}
+	cfg := &admissionregv1.ValidatingWebhookConfiguration{
+		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregv1.SchemeGroupVersion.String(), Kind: "ValidatingWebhookConfiguration"},
+		ObjectMeta: metav1.ObjectMeta{Name: CredentialsWebhookName, Labels: map[string]string{infrav1.ProviderLabel: infrav1.ProviderName}},
+	}
+	if len(resources) == 0 {
+		return errors.Wrap(client.IgnoreNotFound(c.Delete(ctx, cfg)), "cannot delete the credentials webhook configuration")
+	}
+	byGroup := map[string][]string{}
+	for _, r := range resources {
+		byGroup[r.Group] = append(byGroup[r.Group], r.Resource)
+	}
+	groups := make([]string, 0, len(byGroup))
+	for g := range byGroup {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	var rules []admissionregv1.RuleWithOperations
+	for _, g := range groups {
+		rs := byGroup[g]
+		sort.Strings(rs)
+		rules = append(rules, admissionregv1.RuleWithOperations{
+			Operations: []admissionregv1.OperationType{admissionregv1.Create, admissionregv1.Update},
+			Rule:       admissionregv1.Rule{APIGroups: []string{g}, APIVersions: []string{"*"}, Resources: rs, Scope: ptr.To(admissionregv1.NamespacedScope)},
+		})
+	}
+	clientCfg := admissionregv1.WebhookClientConfig{CABundle: cc.CABundle}
+	if cc.URL != "" {
+		clientCfg.URL = ptr.To(cc.URL + CredentialsWebhookPath)
+	} else {
+		clientCfg.Service = &admissionregv1.ServiceReference{Name: cc.ServiceName, Namespace: cc.ServiceNamespace, Path: ptr.To(CredentialsWebhookPath), Port: ptr.To(cc.ServicePort)}
+	}
+	cfg.Webhooks = []admissionregv1.ValidatingWebhook{{
+		Name:                    "credentials.capxp.dev",
+		ClientConfig:            clientCfg,
+		Rules:                   rules,
+		FailurePolicy:           ptr.To(admissionregv1.Fail),
+		MatchPolicy:             ptr.To(admissionregv1.Equivalent),
+		SideEffects:             ptr.To(admissionregv1.SideEffectClassNone),
+		AdmissionReviewVersions: []string{"v1"},
+		TimeoutSeconds:          ptr.To[int32](10),
+		// Only a new or changed reference to shared credentials calls the
+		// webhook. It fails closed for those alone: while the manager is
+		// down, nothing else about XRs (CAPI's and Crossplane's own writes
+		// included) depends on it.
+		MatchConditions: []admissionregv1.MatchCondition{{
+			Name:       "references-shared-credentials",
+			Expression: sharedCredentialsChanged,
+		}},
+	}}
+	u, err := toUnstructured(c, cfg)
+	if err != nil {
+		return err
+	}
+	return errors.Wrap(c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership), "cannot apply the credentials webhook configuration")
+}
