@@ -15,7 +15,7 @@ KUBEBUILDER_ASSETS := $(TOOLS_CACHE)/assets
 GEN_DIR := .cache/gen
 
 # Generated files `verify` checks.
-GENERATED := apis/infrastructure/v1alpha1/zz_generated.deepcopy.go config/crd/bases compositions/xrds
+GENERATED := apis/infrastructure/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml compositions/xrds
 
 GO_TEST_FLAGS ?= -count=1
 PKGS ?= ./...
@@ -40,9 +40,10 @@ generate-go: ## Generate deepcopy code for apis/.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./apis/...
 
 .PHONY: manifests
-manifests: ## Generate the template CRDs and the XRDs from apis/.
+manifests: ## Generate the template CRDs and the XRDs from apis/, and the manager's RBAC from controllers/.
 	rm -rf $(GEN_DIR)/crd
 	$(CONTROLLER_GEN) crd paths=./apis/... output:crd:artifacts:config=$(GEN_DIR)/crd
+	$(CONTROLLER_GEN) rbac:roleName=capxp-manager paths=./controllers/... output:rbac:dir=config/rbac
 	rm -rf compositions/xrds config/crd/bases
 	go run ./hack/manifestgen -crds $(GEN_DIR)/crd -xrds compositions/xrds -out-crds config/crd/bases
 

@@ -2,9 +2,12 @@ package envtest
 
 import (
 	"context"
+	"k8s.io/utils/ptr"
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,10 +22,21 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
 )
 
-// Writes counts the API writes a manager's client made, per object.
+// Writes counts the API writes a manager's client made, per object, and the
+// requests the API server refused for want of permission.
 type Writes struct {
-	mu     sync.Mutex
-	counts map[string]int
+	mu        sync.Mutex
+	counts    map[string]int
+	forbidden int
+}
+
+func (w *Writes) refused(err error) error {
+	if apierrors.IsForbidden(err) {
+		w.mu.Lock()
+		w.forbidden++
+		w.mu.Unlock()
+	}
+	return err
 }
 
 // Count returns the writes made to an object of a kind.
@@ -53,6 +67,14 @@ type Manager struct {
 	err    error
 }
 
+// Forbidden counts the requests the API server refused the manager for want
+// of permission.
+func (m *Manager) Forbidden() int {
+	m.Writes.mu.Lock()
+	defer m.Writes.mu.Unlock()
+	return m.Writes.forbidden
+}
+
 // Stop stops the manager and waits for it.
 func (m *Manager) Stop() error {
 	m.cancel()
@@ -63,45 +85,63 @@ func (m *Manager) Stop() error {
 // StartBridge starts CAPXP's bridge as `capxp manager` runs it, with a client
 // that counts writes, plus the test composition engine for the given kinds.
 func (e *Environment) StartBridge(ctx context.Context, engineDelay time.Duration, engineKinds ...schema.GroupVersionKind) (*Manager, error) {
+	return e.StartBridgeAs(ctx, e.Config, controllers.Options{}, engineDelay, engineKinds...)
+}
+
+// StartBridgeAs starts the bridge with the given identity (the engine keeps
+// the administrator's) and options (its concurrency is 2 and its webhook is
+// served here, whatever o says).
+func (e *Environment) StartBridgeAs(ctx context.Context, cfg *rest.Config, o controllers.Options, engineDelay time.Duration, engineKinds ...schema.GroupVersionKind) (*Manager, error) {
 	w := &Writes{counts: map[string]int{}}
 	serving, webhookClient := e.webhookServing()
-	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		WebhookServer:          webhook.NewServer(serving),
 		Scheme:                 controllers.NewScheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  controllers.CacheOptions("", 10*time.Minute),
-		Client:                 controllers.ClientOptions(),
-		Controller:             ctrlConfig(),
+		// In-flight reconciles finish slowly on a loaded machine.
+		GracefulShutdownTimeout: ptr.To(2 * time.Minute),
+		Cache:                   controllers.CacheOptions("", 10*time.Minute),
+		Client:                  controllers.ClientOptions(),
+		Controller:              ctrlConfig(),
 		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
 			c, err := client.NewWithWatch(cfg, o)
 			if err != nil {
 				return nil, err
 			}
 			return interceptor.NewClient(c, interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					return w.refused(c.Get(ctx, key, obj, opts...))
+				},
+				List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+					return w.refused(c.List(ctx, list, opts...))
+				},
+				Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+					return w.refused(c.Apply(ctx, obj, opts...))
+				},
 				Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 					w.add(c, obj)
-					return c.Create(ctx, obj, opts...)
+					return w.refused(c.Create(ctx, obj, opts...))
 				},
 				Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 					w.add(c, obj)
-					return c.Update(ctx, obj, opts...)
+					return w.refused(c.Update(ctx, obj, opts...))
 				},
 				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
 					w.add(c, obj)
-					return c.Patch(ctx, obj, p, opts...)
+					return w.refused(c.Patch(ctx, obj, p, opts...))
 				},
 				Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
 					w.add(c, obj)
-					return c.Delete(ctx, obj, opts...)
+					return w.refused(c.Delete(ctx, obj, opts...))
 				},
 				SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 					w.add(c.(client.WithWatch), obj)
-					return c.SubResource(sub).Update(ctx, obj, opts...)
+					return w.refused(c.SubResource(sub).Update(ctx, obj, opts...))
 				},
 				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
 					w.add(c.(client.WithWatch), obj)
-					return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+					return w.refused(c.SubResource(sub).Patch(ctx, obj, p, opts...))
 				},
 			}), nil
 		},
@@ -109,7 +149,8 @@ func (e *Environment) StartBridge(ctx context.Context, engineDelay time.Duration
 	if err != nil {
 		return nil, errors.Wrap(err, "cannot create the bridge's manager")
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Concurrency: 2, Webhook: webhookClient}); err != nil {
+	o.Concurrency, o.Webhook = 2, webhookClient
+	if err := controllers.Setup(mgr, o); err != nil {
 		return nil, err
 	}
 	// The engine stands in for another process: its writes must not count as

@@ -47,9 +47,11 @@ func (e *Environment) StartCAPI(ctx context.Context) (*CAPI, error) {
 		Scheme:                 e.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  setup.ManagerCacheOptions(e.Scheme, name, "", 10*time.Minute),
-		Client:                 setup.ManagerClientOptions(),
-		Controller:             ctrlConfig(),
+		// In-flight reconciles finish slowly on a loaded machine.
+		GracefulShutdownTimeout: ptr.To(2 * time.Minute),
+		Cache:                   setup.ManagerCacheOptions(e.Scheme, name, "", 10*time.Minute),
+		Client:                  setup.ManagerClientOptions(),
+		Controller:              ctrlConfig(),
 	})
 	if err != nil {
 		return nil, errors.Wrap(err, "cannot create CAPI's manager")

@@ -254,7 +254,9 @@ func StartWorkload() (*Workload, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := &ctrlenvtest.Environment{BinaryAssetsDirectory: assets}
+	// A workload API server that CAPI watched stops slowly on a loaded
+	// machine: its watches drain first.
+	env := &ctrlenvtest.Environment{BinaryAssetsDirectory: assets, ControlPlaneStopTimeout: 2 * time.Minute}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, errors.Wrap(err, "cannot start the workload cluster's API server")
@@ -279,3 +281,13 @@ func StartWorkload() (*Workload, error) {
 
 // Stop stops the workload cluster's API server.
 func (w *Workload) Stop() error { return w.env.Stop() }
+
+// User returns a configuration authenticating as a user with no permissions
+// but those RBAC gives it.
+func (e *Environment) User(name string) (*rest.Config, error) {
+	u, err := e.env.AddUser(ctrlenvtest.User{Name: name}, e.Config)
+	if err != nil {
+		return nil, errors.Wrapf(err, "cannot add user %s", name)
+	}
+	return u.Config(), nil
+}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
 
@@ -246,4 +247,34 @@ func TestUnusableCredentialsAreReported(t *testing.T) {
 			}, timeout, interval).Should(Succeed())
 		})
 	}
+}
+
+// A single-tenant management cluster can turn grants off with one manager
+// flag: every namespace may then use every ClusterProviderConfig.
+func TestSingleTenantClustersNeedNoGrants(t *testing.T) {
+	g := NewWithT(t)
+	capi, err := env.StartCAPI(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	bridge, err := env.StartBridgeAs(ctx, env.Config, controllers.Options{SharedCredentialsForAllNamespaces: true}, engineDelay, clusterGVK)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		g.Expect(bridge.Stop()).To(Succeed())
+		g.Expect(capi.Stop()).To(Succeed())
+	})
+	ns := tenant(t, nil)
+	config := "ungranted" + uniqueGroup(ns, "")
+	clusterProviderConfig(t, config, ns)
+	var xr *unstructured.Unstructured
+	g.Eventually(func(g Gomega) {
+		// The webhook registration of an earlier manager may still be
+		// served by this one a moment after it starts.
+		var err error
+		xr, err = clusterUsing(t, ns, "single-tenant", infrav1.ProviderConfigKindCluster, config)
+		g.Expect(err).NotTo(HaveOccurred())
+	}, timeout, interval).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := getXR(g, xr)
+		g.Expect(xrCondition(got, infrav1.CredentialsReadyCondition)).To(HaveKeyWithValue("status", "True"))
+		g.Expect(provisioned(got)).To(BeTrue())
+	}, timeout, interval).Should(Succeed())
 }

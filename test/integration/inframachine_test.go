@@ -75,12 +75,24 @@ func startWorkload(t *testing.T) *envtest.Workload {
 	return w
 }
 
-// workerXRs are the machine XRs of the "workers" MachineDeployment.
+// workerXRs are the machine XRs of the "workers" MachineDeployment's
+// Machines. A MachineSet can briefly leave infrastructure objects of machines
+// it failed to create (and later deletes) when the machine is slow; those
+// belong to no Machine and are not counted.
 func workerXRs(g Gomega, ns string) []unstructured.Unstructured {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(machineGVK.GroupVersion().WithKind("CrossplaneMachineList"))
 	g.Expect(env.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: "workers"})).To(Succeed())
-	return list.Items
+	owned := make([]unstructured.Unstructured, 0, len(list.Items))
+	for _, xr := range list.Items {
+		for _, o := range xr.GetOwnerReferences() {
+			if o.Kind == "Machine" {
+				owned = append(owned, xr)
+				break
+			}
+		}
+	}
+	return owned
 }
 
 // controlPlane gives the cluster a control-plane Machine with its Node, so

@@ -25,8 +25,10 @@ var (
 	ctx context.Context
 )
 
+// timeout bounds every wait. Generous: a passing test never waits it out,
+// and a loaded 2-core machine (CI, or tests beside a build) is slow.
 const (
-	timeout  = 30 * time.Second
+	timeout  = 60 * time.Second
 	interval = 100 * time.Millisecond
 )
 

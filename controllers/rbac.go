@@ -1,0 +1,35 @@
+package controllers
+
+// The manager's permissions, least privilege: `make manifests` generates
+// config/rbac/role.yaml from these markers. What cannot be known when CAPXP
+// is built (the XR kinds of platform teams' own XRDs, the kinds a composition
+// composes, a provider's ProviderConfig kinds) is granted through the
+// aggregated ClusterRole in config/rbac/aggregated.yaml: label a ClusterRole
+// capxp.dev/aggregate-to-manager: "true" to add to it.
+
+// XRDs: adapt them, complete their contract label, report on them.
+// +kubebuilder:rbac:groups=apiextensions.crossplane.io,resources=compositeresourcedefinitions,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=apiextensions.crossplane.io,resources=compositeresourcedefinitions/status,verbs=patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
+
+// CAPXP's own XR kinds, and grants.
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=crossplaneclusters;crossplanemachines,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=crossplaneclusters/status;crossplanemachines/status,verbs=patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=clusterproviderconfiggrants,verbs=get;list;watch
+
+// CAPI's objects: read them, and write the one condition type the bridge
+// owns on them.
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;machines,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters/status;machines/status,verbs=patch
+
+// Credentials: namespaces' labels for grants; only the existence of
+// credentials Secrets (get, never list or watch).
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+
+// Admission: the machine gate policy and the credentials webhook.
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingadmissionpolicies;mutatingadmissionpolicybindings;validatingwebhookconfigurations,verbs=get;create;patch;delete
+
+// Events and leader election.
+// +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
