@@ -15,12 +15,9 @@ import (
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -29,7 +26,6 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/xcrd"
 
-	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
 )
 
@@ -45,17 +41,9 @@ type Environment struct {
 	Client client.Client
 }
 
-// NewScheme returns a scheme with every type the tests use.
-func NewScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(extv1.AddToScheme(s))
-	utilruntime.Must(clusterv1.AddToScheme(s))
-	utilruntime.Must(xpv1.AddToScheme(s))
-	utilruntime.Must(xpv2.AddToScheme(s))
-	utilruntime.Must(infrav1.AddToScheme(s))
-	return s
-}
+// NewScheme returns the manager's scheme: the tests use the types the
+// manager knows.
+func NewScheme() *runtime.Scheme { return controllers.NewScheme() }
 
 // AssetsDir is where the kube-apiserver and etcd binaries are: the
 // KUBEBUILDER_ASSETS directory, or the one hack/ensure-tools.sh fills.
