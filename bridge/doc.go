@@ -7,6 +7,8 @@
 //     observed generation);
 //   - outputs: the contract outputs a composition reports, checked, and the
 //     spec fields they map to;
+//   - gate: when a machine XR may be composed, and what is injected then;
+//   - credentials: whether an XR may use the credentials it names;
 //   - xrd: whether an XRD can implement the contract it declares.
 //
 // The controllers in package controllers read objects, call these, and write

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
-	"sort"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregv1 "k8s.io/api/admissionregistration/v1"
@@ -107,22 +106,10 @@ func ensureCredentialsWebhook(ctx context.Context, c client.Client, cc *WebhookC
 	if len(resources) == 0 {
 		return errors.Wrap(client.IgnoreNotFound(c.Delete(ctx, cfg)), "cannot delete the credentials webhook configuration")
 	}
-	byGroup := map[string][]string{}
-	for _, r := range resources {
-		byGroup[r.Group] = append(byGroup[r.Group], r.Resource)
-	}
-	groups := make([]string, 0, len(byGroup))
-	for g := range byGroup {
-		groups = append(groups, g)
-	}
-	sort.Strings(groups)
 	var rules []admissionregv1.RuleWithOperations
-	for _, g := range groups {
-		rs := byGroup[g]
-		sort.Strings(rs)
+	for _, r := range namespacedRules(resources) {
 		rules = append(rules, admissionregv1.RuleWithOperations{
-			Operations: []admissionregv1.OperationType{admissionregv1.Create, admissionregv1.Update},
-			Rule:       admissionregv1.Rule{APIGroups: []string{g}, APIVersions: []string{"*"}, Resources: rs, Scope: ptr.To(admissionregv1.NamespacedScope)},
+			Operations: []admissionregv1.OperationType{admissionregv1.Create, admissionregv1.Update}, Rule: r,
 		})
 	}
 	clientCfg := admissionregv1.WebhookClientConfig{CABundle: cc.CABundle}

@@ -28,22 +28,10 @@ var pauseExpression = `Object{metadata: Object.metadata{annotations: {"` + infra
 // included, ever sees a new machine XR unpaused: the gate is race-free
 // without a webhook server. Resources are plural.group names.
 func GatePolicy(resources []schema.GroupResource) (*admissionv1.MutatingAdmissionPolicy, *admissionv1.MutatingAdmissionPolicyBinding) {
-	byGroup := map[string][]string{}
-	for _, r := range resources {
-		byGroup[r.Group] = append(byGroup[r.Group], r.Resource)
-	}
-	groups := make([]string, 0, len(byGroup))
-	for g := range byGroup {
-		groups = append(groups, g)
-	}
-	sort.Strings(groups)
-	rules := make([]admissionv1.NamedRuleWithOperations, 0, len(groups))
-	for _, g := range groups {
-		rs := byGroup[g]
-		sort.Strings(rs)
+	rules := make([]admissionv1.NamedRuleWithOperations, 0, len(resources))
+	for _, r := range namespacedRules(resources) {
 		rules = append(rules, admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{
-			Operations: []admissionv1.OperationType{admissionv1.Create},
-			Rule:       admissionv1.Rule{APIGroups: []string{g}, APIVersions: []string{"*"}, Resources: rs, Scope: ptr.To(admissionv1.NamespacedScope)},
+			Operations: []admissionv1.OperationType{admissionv1.Create}, Rule: r,
 		}})
 	}
 	labels := map[string]string{infrav1.ProviderLabel: infrav1.ProviderName}
@@ -92,4 +80,26 @@ func ensureGatePolicy(ctx context.Context, c client.Client, resources []schema.G
 		}
 	}
 	return nil
+}
+
+// namespacedRules turns resources into admission rules, one per API group,
+// for every version of each: the same kinds, in a stable order, for every
+// admission object the bridge maintains.
+func namespacedRules(resources []schema.GroupResource) []admissionv1.Rule {
+	byGroup := map[string][]string{}
+	for _, r := range resources {
+		byGroup[r.Group] = append(byGroup[r.Group], r.Resource)
+	}
+	groups := make([]string, 0, len(byGroup))
+	for g := range byGroup {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	rules := make([]admissionv1.Rule, 0, len(groups))
+	for _, g := range groups {
+		rs := byGroup[g]
+		sort.Strings(rs)
+		rules = append(rules, admissionv1.Rule{APIGroups: []string{g}, APIVersions: []string{"*"}, Resources: rs, Scope: ptr.To(admissionv1.NamespacedScope)})
+	}
+	return rules
 }

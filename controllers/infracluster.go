@@ -34,31 +34,14 @@ type InfraClusterReconciler struct {
 	outputs outputs.ClusterMapper
 }
 
-// An InfraClusterOption configures an InfraClusterReconciler.
-type InfraClusterOption func(*InfraClusterReconciler)
-
-// WithClusterOutputs replaces the output mapper.
-func WithClusterOutputs(m outputs.ClusterMapper) InfraClusterOption {
-	return func(r *InfraClusterReconciler) { r.outputs = m }
-}
-
-// WithClusterReadiness replaces the readiness observer.
-func WithClusterReadiness(o readiness.Observer) InfraClusterOption {
-	return func(r *InfraClusterReconciler) { r.readiness = o }
-}
-
 // NewInfraClusterReconciler returns a reconciler for XRs of the given kind.
 // The tracker starts watches on composed resource kinds while XRs are being
 // deleted.
-func NewInfraClusterReconciler(c client.Client, gvk schema.GroupVersionKind, rec record.EventRecorder, t *external.ObjectTracker, creds credentials.Resolver, opts ...InfraClusterOption) *InfraClusterReconciler {
-	r := &InfraClusterReconciler{
+func NewInfraClusterReconciler(c client.Client, gvk schema.GroupVersionKind, rec record.EventRecorder, t *external.ObjectTracker, creds credentials.Resolver) *InfraClusterReconciler {
+	return &InfraClusterReconciler{
 		xrBase:  xrBase{client: c, gvk: gvk, recorder: rec, tracker: t, readiness: readiness.ObserverFn(readiness.Observe), credentials: creds},
 		outputs: outputs.ClusterMapperFn(outputs.MapCluster),
 	}
-	for _, o := range opts {
-		o(r)
-	}
-	return r
 }
 
 // Reconcile maps one XR onto the InfraCluster contract, in CAPI's order.
@@ -147,7 +130,7 @@ func (r *InfraClusterReconciler) reconcileNormal(ctx context.Context, cluster *c
 	}); err != nil {
 		return ctrl.Result{}, err
 	}
-	if _, err := status.apply(ctx, r.client, u); err != nil {
+	if err := status.apply(ctx, r.client, u); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, r.mirror(ctx, cluster, status)

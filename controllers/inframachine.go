@@ -40,24 +40,12 @@ type InfraMachineReconciler struct {
 	outputs outputs.MachineMapper
 }
 
-// An InfraMachineOption configures an InfraMachineReconciler.
-type InfraMachineOption func(*InfraMachineReconciler)
-
-// WithMachineOutputs replaces the output mapper.
-func WithMachineOutputs(m outputs.MachineMapper) InfraMachineOption {
-	return func(r *InfraMachineReconciler) { r.outputs = m }
-}
-
 // NewInfraMachineReconciler returns a reconciler for XRs of the given kind.
-func NewInfraMachineReconciler(c client.Client, gvk schema.GroupVersionKind, rec record.EventRecorder, t *external.ObjectTracker, creds credentials.Resolver, opts ...InfraMachineOption) *InfraMachineReconciler {
-	r := &InfraMachineReconciler{
+func NewInfraMachineReconciler(c client.Client, gvk schema.GroupVersionKind, rec record.EventRecorder, t *external.ObjectTracker, creds credentials.Resolver) *InfraMachineReconciler {
+	return &InfraMachineReconciler{
 		xrBase:  xrBase{client: c, gvk: gvk, recorder: rec, tracker: t, readiness: readiness.ObserverFn(readiness.Observe), credentials: creds},
 		outputs: outputs.MachineMapperFn(outputs.MapMachine),
 	}
-	for _, o := range opts {
-		o(r)
-	}
-	return r
 }
 
 // Reconcile maps one machine XR onto the InfraMachine contract, in CAPI's
@@ -131,7 +119,7 @@ func (r *InfraMachineReconciler) reconcileNormal(ctx context.Context, cluster *c
 		if err := r.patch(ctx, xr, func(o *unstructured.Unstructured) { setPausedAnnotation(o, true) }); err != nil {
 			return ctrl.Result{}, err
 		}
-		if _, err := status.apply(ctx, r.client, u); err != nil {
+		if err := status.apply(ctx, r.client, u); err != nil {
 			return ctrl.Result{}, err
 		}
 		return ctrl.Result{}, r.mirror(ctx, machine, status)
@@ -183,7 +171,7 @@ func (r *InfraMachineReconciler) reconcileNormal(ctx context.Context, cluster *c
 	}); err != nil {
 		return ctrl.Result{}, err
 	}
-	if _, err := status.apply(ctx, r.client, u); err != nil {
+	if err := status.apply(ctx, r.client, u); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, r.mirror(ctx, machine, status)

@@ -76,14 +76,6 @@ func (k *Kinds) Start(ctx context.Context) error {
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
 func (k *Kinds) NeedLeaderElection() bool { return true }
 
-// Running reports whether a controller runs for the kind.
-func (k *Kinds) Running(gvk schema.GroupVersionKind) bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	_, ok := k.running[gvk]
-	return ok
-}
-
 // Ensure runs a controller for an adapted kind, once.
 func (k *Kinds) Ensure(ctx context.Context, a xrd.Adaptation) error {
 	select {

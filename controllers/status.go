@@ -58,10 +58,10 @@ func (s *statusApply) changed(obj *unstructured.Unstructured) bool {
 }
 
 // apply writes s to obj's status subresource with server-side apply, only if
-// it changes anything. It reports whether it wrote.
-func (s *statusApply) apply(ctx context.Context, c client.Client, obj *unstructured.Unstructured) (bool, error) {
+// it changes anything.
+func (s *statusApply) apply(ctx context.Context, c client.Client, obj *unstructured.Unstructured) error {
 	if !s.changed(obj) {
-		return false, nil
+		return nil
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{}}
 	u.SetAPIVersion(obj.GetAPIVersion())
@@ -70,7 +70,7 @@ func (s *statusApply) apply(ctx context.Context, c client.Client, obj *unstructu
 	u.SetName(obj.GetName())
 	for path, v := range s.fields {
 		if err := unstructured.SetNestedField(u.Object, v, splitPath(path)...); err != nil {
-			return false, errors.Wrap(err, errApplyStatus)
+			return errors.Wrap(err, errApplyStatus)
 		}
 	}
 	if len(s.conditions) > 0 {
@@ -79,16 +79,15 @@ func (s *statusApply) apply(ctx context.Context, c client.Client, obj *unstructu
 		for _, c := range s.conditions {
 			m, err := runtimeToUnstructured(c)
 			if err != nil {
-				return false, errors.Wrap(err, errApplyStatus)
+				return errors.Wrap(err, errApplyStatus)
 			}
 			cs = append(cs, m)
 		}
 		if err := unstructured.SetNestedSlice(u.Object, cs, "status", "conditions"); err != nil {
-			return false, errors.Wrap(err, errApplyStatus)
+			return errors.Wrap(err, errApplyStatus)
 		}
 	}
-	err := c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership)
-	return err == nil, errors.Wrap(err, errApplyStatus)
+	return errors.Wrap(c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership), errApplyStatus)
 }
 
 func findCondition(obj *unstructured.Unstructured, t string) (metav1.Condition, bool) {

@@ -86,8 +86,7 @@ func (b *xrBase) reconcilePaused(ctx context.Context, cluster *clusterv1.Cluster
 	}
 	status := &statusApply{}
 	status.condition(&xr.Unstructured, pausedCondition(cluster, xr, true))
-	_, err := status.apply(ctx, b.client, &xr.Unstructured)
-	return err
+	return status.apply(ctx, b.client, &xr.Unstructured)
 }
 
 // providerConfigRef reads an XR's spec.providerConfigRef; nil when unset.
@@ -169,7 +168,7 @@ func (b *xrBase) reconcileCredentialsDenied(ctx context.Context, owner client.Ob
 	if err := b.patch(ctx, xr, func(o *unstructured.Unstructured) { setPausedAnnotation(o, true) }); err != nil {
 		return err
 	}
-	if _, err := status.apply(ctx, b.client, &xr.Unstructured); err != nil {
+	if err := status.apply(ctx, b.client, &xr.Unstructured); err != nil {
 		return err
 	}
 	return b.mirror(ctx, owner, status)
@@ -193,8 +192,7 @@ func (b *xrBase) reconcileDelete(ctx context.Context, xr *composite.Unstructured
 		status.condition(&xr.Unstructured, metav1.Condition{
 			Type: infrav1.DeletingCondition, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: xr.GetGeneration(),
 		})
-		_, err := status.apply(ctx, b.client, &xr.Unstructured)
-		return ctrl.Result{}, err
+		return ctrl.Result{}, status.apply(ctx, b.client, &xr.Unstructured)
 	}
 	if wait != nil {
 		reason, msg, err := wait(ctx)
@@ -285,8 +283,7 @@ func (b *xrBase) mirror(ctx context.Context, owner client.Object, s *statusApply
 		}
 		m := &statusApply{}
 		m.condition(u, c)
-		_, err = m.apply(ctx, b.client, u)
-		return err
+		return m.apply(ctx, b.client, u)
 	}
 	return nil
 }

@@ -42,7 +42,6 @@ const (
 
 	reasonAdapted      = "Adapted"
 	reasonWaitingOnCRD = "WaitingForCRD"
-	reasonNotAdaptable = "NotAdaptable"
 )
 
 const (
@@ -211,8 +210,7 @@ func (r *XRDReconciler) setCondition(ctx context.Context, x *xpv2.CompositeResou
 	u := unstructuredXRD(x)
 	st := &statusApply{}
 	st.condition(u, metav1.Condition{Type: ContractAdaptedCondition, Status: s, Reason: reason, Message: msg, ObservedGeneration: x.Generation})
-	_, err := st.apply(ctx, r.client, u)
-	return err
+	return st.apply(ctx, r.client, u)
 }
 
 func unstructuredXRD(x *xpv2.CompositeResourceDefinition) *unstructured.Unstructured {
