@@ -1,6 +1,7 @@
 # CAPXP — Cluster API infrastructure provider backed by Crossplane.
 #
-# Real components (etcd, kube-apiserver, controller-gen) are built from the Go
+# Real components (etcd, kube-apiserver, controller-gen, crossplane and the
+# composition functions) are built from the Go
 # module proxy into .cache/tools by hack/ensure-tools.sh; nothing is downloaded
 # from release pages.
 
@@ -29,7 +30,7 @@ help: ## Show the targets.
 ##@ Development
 
 .PHONY: tools
-tools: ## Build etcd, kube-apiserver, kube-controller-manager and controller-gen into .cache/tools (cold: ~8 min).
+tools: ## Build etcd, kube-apiserver, kube-controller-manager, controller-gen, crossplane and the functions into .cache/tools (cold: ~15 min).
 	$(ENSURE_TOOLS)
 
 .PHONY: generate
@@ -65,14 +66,26 @@ lint: ## Run gofmt and go vet.
 ##@ Test
 
 .PHONY: test
-test: ## Run unit and integration tests against a real kube-apiserver and etcd (builds them on first use).
-	$(ENSURE_TOOLS) etcd kube-apiserver >/dev/null
+test: ## Run unit, integration and composition tests against a real kube-apiserver, etcd and Crossplane render engine (builds them on first use).
+	$(ENSURE_TOOLS) etcd kube-apiserver crossplane function-patch-and-transform function-auto-ready >/dev/null
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) $(PKGS)
 
 .PHONY: reviewable
 reviewable: generate lint test ## Generate, lint and test: what a change needs before review.
 
+.PHONY: test-compositions
+test-compositions: ## Render every Composition with Crossplane's engine and the real functions; UPDATE=1 rewrites the golden files.
+	$(ENSURE_TOOLS) etcd kube-apiserver crossplane function-patch-and-transform function-auto-ready >/dev/null
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) ./compositions/ $(if $(UPDATE),-args -update)
+
 ##@ Build
+
+.PHONY: package-root
+package-root: ## Assemble the Configuration package's contents (crossplane.yaml, XRDs, Compositions) in .cache/package for `crossplane xpkg build`.
+	rm -rf .cache/package && mkdir -p .cache/package
+	cp packages/configuration/*.yaml .cache/package/
+	for d in xrds aws byo local; do mkdir -p .cache/package/$$d && cp compositions/$$d/*.yaml .cache/package/$$d/; done
+	@echo "package root: .cache/package"
 
 .PHONY: build
 build: ## Build bin/capxp (and compile every package).

@@ -128,7 +128,7 @@ func failureDomains(cluster *fieldpath.Paved) []string {
 
 // network picks, from the cluster XR's status.outputs.network, the network,
 // the subnet of the machine's failure domain (private subnets first) and the
-// security groups of its role.
+// security groups of its role, and the cluster's region from its parameters.
 func network(cluster *fieldpath.Paved, fd string, controlPlane bool) map[string]any {
 	if cluster == nil {
 		return nil
@@ -138,6 +138,9 @@ func network(cluster *fieldpath.Paved, fd string, controlPlane bool) map[string]
 		return nil
 	}
 	out := map[string]any{}
+	if r, err := cluster.GetString("spec.parameters.region"); err == nil && r != "" {
+		out["region"] = r
+	}
 	if n.ID != "" {
 		out["networkID"] = n.ID
 	}

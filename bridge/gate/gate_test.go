@@ -33,7 +33,10 @@ func machine(secret, fd string, controlPlane bool) *clusterv1.Machine {
 func u(o map[string]any) *unstructured.Unstructured { return &unstructured.Unstructured{Object: o} }
 
 var awsClusterXR = u(map[string]any{
-	"spec": map[string]any{"providerConfigRef": map[string]any{"apiGroup": "aws.m.upbound.io", "kind": "ProviderConfig", "name": "team-a"}},
+	"spec": map[string]any{
+		"parameters":        map[string]any{"region": "eu-west-1"},
+		"providerConfigRef": map[string]any{"apiGroup": "aws.m.upbound.io", "kind": "ProviderConfig", "name": "team-a"},
+	},
 	"status": map[string]any{
 		"failureDomains": []any{map[string]any{"name": "eu-west-1a"}, map[string]any{"name": "eu-west-1b"}},
 		"outputs": map[string]any{"network": map[string]any{
@@ -74,7 +77,7 @@ func TestDecide(t *testing.T) {
 			want: Decision{Open: true, Spec: map[string]any{
 				"bootstrap":     map[string]any{"dataSecretRef": map[string]any{"name": "alpha-md-0-abc", "key": "value"}},
 				"failureDomain": "eu-west-1a",
-				"network":       map[string]any{"networkID": "vpc-1", "subnetID": "subnet-priv-a", "securityGroupIDs": []any{"sg-node"}},
+				"network":       map[string]any{"region": "eu-west-1", "networkID": "vpc-1", "subnetID": "subnet-priv-a", "securityGroupIDs": []any{"sg-node"}},
 				"providerConfigRef": map[string]any{
 					"apiGroup": "aws.m.upbound.io", "kind": "ProviderConfig", "name": "team-a",
 				},
@@ -87,7 +90,7 @@ func TestDecide(t *testing.T) {
 			want: Decision{Open: true, Spec: map[string]any{
 				"bootstrap":     map[string]any{"dataSecretRef": map[string]any{"name": "cp-0", "key": "value"}},
 				"failureDomain": "eu-west-1b",
-				"network":       map[string]any{"networkID": "vpc-1", "subnetID": "subnet-priv-b", "securityGroupIDs": []any{"sg-cp", "sg-node"}},
+				"network":       map[string]any{"region": "eu-west-1", "networkID": "vpc-1", "subnetID": "subnet-priv-b", "securityGroupIDs": []any{"sg-cp", "sg-node"}},
 			}},
 		},
 		"OpenWithoutNetworkOutputs": {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
@@ -172,6 +173,20 @@ func (e *Environment) InstallXRD(ctx context.Context, xrd *xpv2.CompositeResourc
 		return nil, errors.Wrapf(err, "cannot get CRD %s", crd.Name)
 	}
 	return got, nil
+}
+
+// InstallCRDFiles installs CRD manifests (provider CRDs read from their
+// modules, for example) and waits until they are established.
+func (e *Environment) InstallCRDFiles(paths ...string) error {
+	if _, err := ctrlenvtest.InstallCRDs(e.Config, ctrlenvtest.CRDInstallOptions{
+		Paths:              paths,
+		ErrorIfPathMissing: true,
+		PollInterval:       50 * time.Millisecond,
+		MaxTime:            60 * time.Second,
+	}); err != nil {
+		return errors.Wrapf(err, "cannot install CRDs from %s", strings.Join(paths, ", "))
+	}
+	return nil
 }
 
 // CRDForXRD generates the CRD Crossplane would generate for an XRD.

@@ -46,23 +46,37 @@ func moduleDir(module string) (string, error) {
 }
 
 // crossplaneDir returns the directory of the Crossplane core module at the
-// version of the Crossplane APIs module the project requires. The project does
-// not import Crossplane core, so it is downloaded by version, for its CRDs.
+// version of the Crossplane APIs module the project requires, for its CRDs.
 func crossplaneDir() (string, error) {
-	version, err := goCmd("list", "-m", "-f", "{{.Version}}", crossplaneAPIsModule)
+	version, err := RequiredVersion(crossplaneAPIsModule)
 	if err != nil {
 		return "", err
 	}
-	out, err := goCmd("mod", "download", "-json", crossplaneModule+"@"+version)
-	if err != nil {
-		return "", err
-	}
+	return DownloadModule(crossplaneModule, version)
+}
+
+// RequiredVersion is the version of a module the project requires.
+func RequiredVersion(module string) (string, error) {
+	return goCmd("list", "-m", "-f", "{{.Version}}", module)
+}
+
+// DownloadModule downloads a module at an exact version through the Go
+// module proxy (or finds it in the module cache) and returns its directory.
+// Tests read provider CRDs this way from modules the project never imports.
+func DownloadModule(module, version string) (string, error) {
+	out, err := goCmd("mod", "download", "-json", module+"@"+version)
 	var m struct{ Dir, Error string }
-	if err := json.Unmarshal([]byte(out), &m); err != nil {
-		return "", errors.Wrap(err, "cannot parse go mod download output")
+	if jerr := json.Unmarshal([]byte(out), &m); jerr != nil && err == nil {
+		return "", errors.Wrap(jerr, "cannot parse go mod download output")
 	}
-	if m.Error != "" || m.Dir == "" {
-		return "", errors.Errorf("cannot download %s@%s: %s", crossplaneModule, version, m.Error)
+	if m.Error != "" {
+		return "", errors.Errorf("cannot download %s@%s: %s", module, version, m.Error)
+	}
+	if err != nil {
+		return "", err
+	}
+	if m.Dir == "" {
+		return "", errors.Errorf("cannot download %s@%s: no directory reported", module, version)
 	}
 	return m.Dir, nil
 }

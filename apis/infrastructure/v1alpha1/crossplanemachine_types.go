@@ -78,6 +78,12 @@ type MachineBootstrap struct {
 // MachineNetwork is the part of the cluster's network a machine uses.
 // Written by the bridge from the cluster XR's status.outputs.network.
 type MachineNetwork struct {
+	// region of the cluster (its spec.parameters.region), for backends that
+	// have regions.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Region string `json:"region,omitempty"`
+
 	// networkID of the cluster's network.
 	// +optional
 	// +kubebuilder:validation:MaxLength=255

@@ -30,6 +30,15 @@ var Composites = map[string]string{
 	infrav1.CrossplaneMachineKind: infrav1.ContractInfraMachine,
 }
 
+// DefaultCompositions names the Composition Crossplane uses for an XR that
+// selects none: the AWS backend, which the Configuration package ships for
+// production. Clusters pick another backend with a compositionSelector on
+// capxp.dev/backend (compositions/README.md).
+var DefaultCompositions = map[string]string{
+	infrav1.CrossplaneClusterKind: "crossplanecluster-aws",
+	infrav1.CrossplaneMachineKind: "crossplanemachine-aws",
+}
+
 // crossplaneOwned are the schema properties Crossplane adds itself when it
 // generates an XR's CRD from its XRD; an XRD must not declare them.
 var crossplaneOwned = map[string][]string{
@@ -101,6 +110,9 @@ func XRD(crd *extv1.CustomResourceDefinition, contract string) (*xpv2.CompositeR
 			Names: crd.Spec.Names,
 			Scope: xpv2.CompositeResourceScopeNamespaced,
 		},
+	}
+	if name, ok := DefaultCompositions[crd.Spec.Names.Kind]; ok {
+		xrd.Spec.DefaultCompositionRef = &xpv2.CompositionReference{Name: name}
 	}
 	for _, v := range crd.Spec.Versions {
 		schema, err := xrSchema(v.Schema.OpenAPIV3Schema)
