@@ -29,6 +29,12 @@ help: ## Show the targets.
 
 ##@ Development
 
+.PHONY: dev
+dev: ## Run the local management plane with an example cluster (capxp dev); Ctrl-C stops it.
+	$(ENSURE_TOOLS) etcd kube-apiserver kube-controller-manager crossplane function-patch-and-transform function-auto-ready provider-kubernetes >/dev/null
+	go build -o bin/capxp ./cmd/capxp
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) bin/capxp dev
+
 .PHONY: tools
 tools: ## Build etcd, kube-apiserver, kube-controller-manager, controller-gen, crossplane and the functions into .cache/tools (cold: ~15 min).
 	$(ENSURE_TOOLS)
@@ -66,9 +72,14 @@ lint: ## Run gofmt and go vet.
 ##@ Test
 
 .PHONY: test
-test: ## Run unit, integration and composition tests against a real kube-apiserver, etcd and Crossplane render engine (builds them on first use).
-	$(ENSURE_TOOLS) etcd kube-apiserver crossplane function-patch-and-transform function-auto-ready >/dev/null
+test: ## Run unit, integration, composition and end-to-end tests on real components (builds them on first use).
+	$(ENSURE_TOOLS) etcd kube-apiserver kube-controller-manager crossplane function-patch-and-transform function-auto-ready provider-kubernetes >/dev/null
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) $(PKGS)
+
+.PHONY: test-e2e
+test-e2e: ## Run the end-to-end tests on the local management plane.
+	$(ENSURE_TOOLS) etcd kube-apiserver kube-controller-manager crossplane function-patch-and-transform function-auto-ready provider-kubernetes >/dev/null
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -v ./test/e2e/
 
 .PHONY: reviewable
 reviewable: generate lint test ## Generate, lint and test: what a change needs before review.

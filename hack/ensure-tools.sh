@@ -20,6 +20,7 @@ controller_gen_version=v0.21.0
 crossplane_version=v2.3.4
 pat_version=v0.10.7
 auto_ready_version=v0.6.0
+provider_kubernetes_version=v1.2.1
 
 # build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS]
 build() {
@@ -42,7 +43,7 @@ kube_ldflags="-X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.i
 crossplane_ldflags="-X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=$crossplane_version"
 
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager controller-gen crossplane function-patch-and-transform function-auto-ready)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager controller-gen crossplane function-patch-and-transform function-auto-ready provider-kubernetes)
 for t in "${tools[@]}"; do
   case $t in
     etcd) build etcd "$etcd_version" hack/tools/etcd . ;;
@@ -52,6 +53,7 @@ for t in "${tools[@]}"; do
     crossplane) build crossplane "$crossplane_version" hack/tools/crossplane github.com/crossplane/crossplane/v2/cmd/crossplane "$crossplane_ldflags" ;;
     function-patch-and-transform) build function-patch-and-transform "$pat_version" hack/tools/function-patch-and-transform github.com/crossplane-contrib/function-patch-and-transform ;;
     function-auto-ready) build function-auto-ready "$auto_ready_version" hack/tools/function-auto-ready github.com/crossplane/function-auto-ready ;;
+    provider-kubernetes) build provider-kubernetes "$provider_kubernetes_version" hack/tools/provider-kubernetes github.com/crossplane-contrib/provider-kubernetes/cmd/provider ;;
     *) echo "unknown tool $t" >&2; exit 2 ;;
   esac
 done

@@ -24,6 +24,11 @@ func main() {
 			fmt.Fprintln(os.Stderr, "capxp manager:", err)
 			os.Exit(1)
 		}
+	case "dev":
+		if err := runDev(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "capxp dev:", err)
+			os.Exit(1)
+		}
 	case "version":
 		fmt.Println(version)
 	case "-h", "--help", "help":
@@ -40,6 +45,7 @@ func usage() {
 
 Commands:
   manager   run the bridge controller manager (capxp manager --help for flags)
+  dev       run the local management plane with an example cluster (from a checkout, after make tools)
   version   print the version
 `)
 }

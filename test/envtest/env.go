@@ -118,6 +118,52 @@ func Start(ctx context.Context) (*Environment, error) {
 // Stop stops the API server and etcd.
 func (e *Environment) Stop() error { return e.env.Stop() }
 
+// StartManagement starts an API server with only the given CRDs (files or
+// directories), for a plane where Crossplane itself installs its CRDs and
+// generates the XRs' CRDs from the XRDs.
+func StartManagement(crds ...string) (*Environment, error) {
+	assets, err := AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	scheme := NewScheme()
+	env := &ctrlenvtest.Environment{
+		BinaryAssetsDirectory:   assets,
+		Scheme:                  scheme,
+		CRDInstallOptions:       ctrlenvtest.CRDInstallOptions{Paths: crds, ErrorIfPathMissing: true},
+		ControlPlaneStopTimeout: 2 * time.Minute,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot start kube-apiserver and etcd")
+	}
+	e := &Environment{env: env, Config: cfg, Scheme: scheme}
+	if e.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		_ = env.Stop()
+		return nil, errors.Wrap(err, "cannot create client")
+	}
+	return e, nil
+}
+
+// AdminKubeconfig is a kubeconfig for a new member of system:masters, for
+// components the plane runs as processes.
+func (e *Environment) AdminKubeconfig(name string) ([]byte, error) {
+	u, err := e.env.AddUser(ctrlenvtest.User{Name: name, Groups: []string{"system:masters"}}, e.Config)
+	if err != nil {
+		return nil, errors.Wrapf(err, "cannot add user %s", name)
+	}
+	return u.KubeConfig()
+}
+
+// CAPICRDs is the directory of CAPI's core CRDs in its module.
+func CAPICRDs() (string, error) {
+	capi, err := moduleDir(capiModule)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(capi, "core", "config", "crd", "bases"), nil
+}
+
 // webhookServing is where a test manager serves admission webhooks, and how
 // the API server reaches it.
 func (e *Environment) webhookServing() (webhook.Options, *controllers.WebhookClientConfig) {

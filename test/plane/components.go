@@ -1,0 +1,135 @@
+package plane
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"time"
+
+	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	"github.com/capxp/cluster-api-provider-crossplane/compositions"
+)
+
+// dialable reports whether something accepts TCP connections at addr.
+func dialable(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
+}
+
+// startProviderKubernetes runs provider-kubernetes against the management
+// cluster. Its conversion webhook for the legacy cluster-scoped kinds needs a
+// serving certificate even though nothing calls it here.
+func (p *Plane) startProviderKubernetes(ctx context.Context) error {
+	ca, err := newAuthority("provider-kubernetes-webhook")
+	if err != nil {
+		return err
+	}
+	certs := filepath.Join(p.dir, "tls", "provider-kubernetes")
+	if err := ca.serve(certs, "provider-kubernetes"); err != nil {
+		return err
+	}
+	health, err := freePort()
+	if err != nil {
+		return err
+	}
+	// v1.2.1 has no flags for its metrics (:8080) and webhook (:9443)
+	// listeners: they must be free.
+	for _, addr := range []string{"127.0.0.1:8080", "127.0.0.1:9443"} {
+		if dialable(addr) {
+			return errors.Errorf("provider-kubernetes needs port %s, which another process uses", addr[len("127.0.0.1:"):])
+		}
+	}
+	proc, err := startProcess(p.dir, "provider-kubernetes", p.tool("provider-kubernetes", p.versions.providerKubernetes),
+		[]string{"KUBECONFIG=" + p.kubeconfig, "WEBHOOK_TLS_CERT_DIR=" + certs},
+		"--health-probe-bind-addr="+hostPort(health), "--poll=30s", "--sync=10m")
+	if err != nil {
+		return err
+	}
+	p.procs = append(p.procs, proc)
+	return proc.waitHealthy(ctx, fmt.Sprintf("http://%s/readyz", hostPort(health)), 2*time.Minute)
+}
+
+// startCAPI runs CAPI's Cluster, Machine, MachineSet and MachineDeployment
+// reconcilers in this process, as CAPI's manager configures them.
+func (p *Plane) startCAPI(ctx context.Context) error {
+	var err error
+	p.capi, err = p.mgmt.StartCAPI(ctx)
+	return err
+}
+
+// startManager runs the capxp binary's manager against the management
+// cluster, as a platform team would deploy it.
+func (p *Plane) startManager(ctx context.Context) error {
+	if p.opts.ManagerBinary == "" {
+		return errors.New("no capxp binary to run the manager from")
+	}
+	health, err := freePort()
+	if err != nil {
+		return err
+	}
+	proc, err := startProcess(p.dir, "capxp-manager", p.opts.ManagerBinary, nil,
+		"manager", "--kubeconfig="+p.kubeconfig, "--metrics-bind-address=0", "--health-addr="+hostPort(health))
+	if err != nil {
+		return err
+	}
+	p.procs = append(p.procs, proc)
+	return proc.waitHealthy(ctx, fmt.Sprintf("http://%s/readyz", hostPort(health)), time.Minute)
+}
+
+// install applies CAPXP's XRDs and the Compositions the local plane can run
+// (local and byo), and waits until Crossplane serves the XR kinds and has
+// accepted the Compositions.
+func (p *Plane) install(ctx context.Context) error {
+	objs, err := compositions.ReadDir("xrds")
+	if err != nil {
+		return err
+	}
+	xrds := len(objs)
+	for _, b := range []string{"local", "byo"} {
+		c, err := compositions.ReadDir(b)
+		if err != nil {
+			return err
+		}
+		objs = append(objs, c...)
+	}
+	for _, o := range objs {
+		if err := p.client.Create(ctx, o); err != nil && !kerrors.IsAlreadyExists(err) {
+			return errors.Wrapf(err, "cannot create %s %s", o.GetKind(), o.GetName())
+		}
+	}
+	core := p.process("crossplane")
+	for _, x := range objs[:xrds] {
+		name := x.GetName()
+		if err := core.waitFor(ctx, 2*time.Minute, func() bool {
+			xrd := &xpv1.CompositeResourceDefinition{}
+			crd := &extv1.CustomResourceDefinition{}
+			return p.client.Get(ctx, client.ObjectKey{Name: name}, xrd) == nil &&
+				xrd.Status.GetCondition(xpv1.TypeEstablished).Status == "True" &&
+				p.client.Get(ctx, client.ObjectKey{Name: name}, crd) == nil
+		}); err != nil {
+			return errors.Wrapf(err, "XRD %s was not established", name)
+		}
+	}
+	return nil
+}
+
+// process finds a running component by name.
+func (p *Plane) process(name string) *process {
+	for _, pr := range p.procs {
+		if pr.name == name {
+			return pr
+		}
+	}
+	return nil
+}

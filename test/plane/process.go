@@ -1,0 +1,140 @@
+package plane
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+)
+
+// process is a component the plane runs as a child process, its output in a
+// log file of the plane's directory.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error
+}
+
+// startProcess starts a binary with arguments and extra environment.
+func startProcess(dir, name, bin string, env []string, args ...string) (*process, error) {
+	if _, err := os.Stat(bin); err != nil {
+		return nil, errors.Wrapf(err, "%s is missing: run `make tools`", name)
+	}
+	logPath := filepath.Join(dir, name+".log")
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600) //nolint:gosec // the plane's own directory.
+	if err != nil {
+		return nil, errors.Wrapf(err, "cannot create the log of %s", name)
+	}
+	cmd := exec.Command(bin, args...) //nolint:gosec // binaries built by hack/ensure-tools.sh.
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// Its own process group: an interrupt of the plane reaches it through
+	// Stop, in order, not all at once from the terminal.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = f.Close()
+		return nil, errors.Wrapf(err, "cannot start %s", name)
+	}
+	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		_ = f.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// exited reports whether the process has ended, and how.
+func (p *process) exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// stop interrupts the process and waits for it, killing it after a grace
+// period.
+func (p *process) stop(grace time.Duration) {
+	if done, _ := p.exited(); done {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// tail is the end of the process's log, for error messages.
+func (p *process) tail() string {
+	raw, err := os.ReadFile(p.log)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	if len(lines) > 15 {
+		lines = lines[len(lines)-15:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// waitHealthy polls a health URL until it answers 200, failing early when
+// the process exits.
+func (p *process) waitHealthy(ctx context.Context, url string, timeout time.Duration) error {
+	return p.waitFor(ctx, timeout, func() bool {
+		rsp, err := http.Get(url) //nolint:gosec,noctx // loopback health probe.
+		if err != nil {
+			return false
+		}
+		_ = rsp.Body.Close()
+		return rsp.StatusCode == http.StatusOK
+	})
+}
+
+// waitFor polls a condition until it holds, failing early when the process
+// exits.
+func (p *process) waitFor(ctx context.Context, timeout time.Duration, ok func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if ok() {
+			return nil
+		}
+		if done, err := p.exited(); done {
+			return errors.Errorf("%s exited (%v); its log %s ends:\n%s", p.name, err, p.log, p.tail())
+		}
+		if time.Now().After(deadline) {
+			return errors.Errorf("%s not ready after %s; its log %s ends:\n%s", p.name, timeout, p.log, p.tail())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// freePort finds a free loopback TCP port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, errors.Wrap(err, "cannot find a free port")
+	}
+	defer l.Close() //nolint:errcheck // only probing.
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func hostPort(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
