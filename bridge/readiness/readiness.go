@@ -46,6 +46,10 @@ func Observe(xr *composite.Unstructured) Observation {
 	ready := xr.GetCondition(xpv2.TypeReady)
 
 	switch {
+	case synced.Status == corev1.ConditionFalse && synced.Reason == reasonReconcilePaused:
+		// Paused is not failed: the bridge reports its own pauses, and a
+		// just-unpaused XR keeps this until Crossplane reconciles it again.
+		return Observation{Reason: infrav1.WaitingForCompositionReason, Message: describe("Synced", synced)}
 	case synced.Status == corev1.ConditionFalse:
 		return Observation{Reason: infrav1.CompositionFailedReason, Message: describe("Synced", synced)}
 	case ready.Status != corev1.ConditionTrue:
@@ -62,6 +66,9 @@ func Observe(xr *composite.Unstructured) Observation {
 	}
 	return Observation{Ready: true}
 }
+
+// reasonReconcilePaused is Crossplane's Synced reason for a paused XR.
+const reasonReconcilePaused = "ReconcilePaused"
 
 // stale reports whether a condition was observed for an older generation.
 // Crossplane always records the generation; a condition without one (zero)

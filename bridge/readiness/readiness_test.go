@@ -66,9 +66,9 @@ func TestObserve(t *testing.T) {
 			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Synced yet"},
 		},
 		"PausedByCrossplane": {
-			reason: "a paused XR reports why",
+			reason: "a paused XR reports why, and waits: paused is not failed",
 			xr:     xr(1, cond(xpv2.TypeSynced, corev1.ConditionFalse, "ReconcilePaused", "Reconciliation is paused via the pause annotation", 1)),
-			want:   Observation{Reason: infrav1.CompositionFailedReason, Message: "Synced is False (ReconcilePaused): Reconciliation is paused via the pause annotation"},
+			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Synced is False (ReconcilePaused): Reconciliation is paused via the pause annotation"},
 		},
 	}
 	for name, tc := range cases {

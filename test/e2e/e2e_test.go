@@ -12,6 +12,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 	"github.com/capxp/cluster-api-provider-crossplane/test/plane"
 )
@@ -56,13 +62,45 @@ func run(m *testing.M) int {
 	return code
 }
 
-// TestLocalCluster provisions examples/local on the plane.
+// TestLocalCluster runs the life of examples/local on the plane, step by
+// step: provision, pause, swap the composition, scale, delete.
 func TestLocalCluster(t *testing.T) {
-	ctx := t.Context()
-	if err := p.ApplyExample(ctx); err != nil {
+	steps := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"Provision", provision},
+		{"PauseStopsComposing", pause},
+		{"SwapCompositionLocalToBYO", swap},
+		{"ScaleMachineDeployment", scale},
+		{"DeleteLeavesNothing", deleteCluster},
+	}
+	for _, s := range steps {
+		if !t.Run(s.name, s.run) {
+			return // later steps build on this one
+		}
+	}
+}
+
+// provision applies examples/local and waits until CAPI reports the
+// infrastructure provisioned and every Machine has a providerID and a Node.
+func provision(t *testing.T) {
+	if err := p.ApplyExample(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	err := p.WaitForExample(ctx, plane.ExampleMachines, 3*time.Minute, func(st plane.Status) {
+	waitForExample(t, plane.ExampleMachines)
+	nodes := &corev1.NodeList{}
+	if err := p.Workload.Client.List(t.Context(), nodes); err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != plane.ExampleMachines {
+		t.Errorf("the workload cluster has %d Nodes, want %d", len(nodes.Items), plane.ExampleMachines)
+	}
+}
+
+func waitForExample(t *testing.T, machines int) {
+	t.Helper()
+	err := p.WaitForExample(t.Context(), machines, 3*time.Minute, func(st plane.Status) {
 		for _, l := range st.Lines {
 			t.Log(l)
 		}
@@ -70,4 +108,110 @@ func TestLocalCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// pause: a paused Cluster pauses its XRs in Crossplane, which then composes
+// nothing: a new failure domain reaches the XR's status only once the
+// Cluster is unpaused.
+func pause(t *testing.T) {
+	setPaused(t, true)
+	eventually(t, "Crossplane reports every XR paused", func() error {
+		for _, xr := range xrs(t) {
+			if r := condition(xr, "Synced")["reason"]; r != "ReconcilePaused" {
+				return fmt.Errorf("%s %s: Synced reason %v", xr.GetKind(), xr.GetName(), r)
+			}
+		}
+		return nil
+	})
+	xr := clusterXR(t)
+	fds, _, _ := unstructured.NestedSlice(xr.Object, "spec", "parameters", "failureDomains")
+	fds = append(fds, map[string]any{"name": "zone-c", "controlPlane": true})
+	patch(t, xr, map[string]any{"spec": map[string]any{"parameters": map[string]any{"failureDomains": fds}}})
+	consistently(t, "paused, the composition does not report the new failure domain", 3*time.Second, func() error {
+		if n := len(statusFailureDomains(t)); n != 2 {
+			return fmt.Errorf("status.failureDomains has %d entries", n)
+		}
+		return nil
+	})
+	setPaused(t, false)
+	eventually(t, "unpaused, the composition reports zone-c", func() error {
+		if n := len(statusFailureDomains(t)); n != 3 {
+			return fmt.Errorf("status.failureDomains has %d entries", n)
+		}
+		return nil
+	})
+	waitForExample(t, plane.ExampleMachines)
+}
+
+// swap moves the running cluster from the local Composition to the
+// bring-your-own one by changing the XR alone: Crossplane removes what the
+// local Composition composed, the endpoint stays, and no CAPI object is
+// written.
+func swap(t *testing.T) {
+	cluster := capiCluster(t)
+	before := cluster.GetResourceVersion()
+	xr := clusterXR(t)
+	patch(t, xr, map[string]any{"spec": map[string]any{"crossplane": map[string]any{
+		"compositionRef": map[string]any{"name": "crossplanecluster-byo"},
+	}}})
+	eventually(t, "the cluster XR is composed by crossplanecluster-byo, ready, with nothing composed", func() error {
+		xr := clusterXR(t)
+		ref, _, _ := unstructured.NestedString(xr.Object, "spec", "crossplane", "compositionRef", "name")
+		refs, _, _ := unstructured.NestedSlice(xr.Object, "spec", "crossplane", "resourceRefs")
+		if ref != "crossplanecluster-byo" || len(refs) != 0 || condition(*xr, "Ready")["status"] != "True" {
+			return fmt.Errorf("composition %s, %d composed resources, Ready %v", ref, len(refs), condition(*xr, "Ready"))
+		}
+		if n := len(objects(t, "crossplanecluster")); n != 0 {
+			return fmt.Errorf("%d Objects of the cluster remain", n)
+		}
+		return nil
+	})
+	waitForExample(t, plane.ExampleMachines)
+	after := capiCluster(t)
+	if got, want := endpointOf(after), endpointOf(cluster); got != want {
+		t.Errorf("the endpoint moved from %s to %s", want, got)
+	}
+	if after.GetGeneration() != cluster.GetGeneration() {
+		t.Errorf("the Cluster's spec changed (generation %d to %d; resourceVersion %s)", cluster.GetGeneration(), after.GetGeneration(), before)
+	}
+}
+
+// scale adds a worker: CAPI creates a Machine, the bridge gates and feeds
+// its XR, and a fourth Node registers.
+func scale(t *testing.T) {
+	md := &unstructured.Unstructured{}
+	md.SetAPIVersion("cluster.x-k8s.io/v1beta2")
+	md.SetKind("MachineDeployment")
+	md.SetNamespace(plane.ExampleNamespace)
+	md.SetName("demo-workers")
+	patch(t, md, map[string]any{"spec": map[string]any{"replicas": 3}})
+	waitForExample(t, plane.ExampleMachines+1)
+}
+
+// deleteCluster deletes the Cluster and finds nothing left: no XR, no
+// composed Object, no Node.
+func deleteCluster(t *testing.T) {
+	ctx := t.Context()
+	if err := p.Management().Client.Delete(ctx, capiCluster(t)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "nothing is left", func() error {
+		if err := p.Management().Client.Get(ctx, client.ObjectKey{Namespace: plane.ExampleNamespace, Name: plane.ExampleCluster}, &clusterv1.Cluster{}); !kerrors.IsNotFound(err) {
+			return fmt.Errorf("the Cluster still exists (%v)", err)
+		}
+		if n := len(xrs(t)); n != 0 {
+			return fmt.Errorf("%d XRs remain", n)
+		}
+		if n := len(objects(t, "")); n != 0 {
+			return fmt.Errorf("%d composed Objects remain", n)
+		}
+		nodes := &corev1.NodeList{}
+		if err := p.Workload.Client.List(ctx, nodes); err != nil {
+			return err
+		}
+		if len(nodes.Items) != 0 {
+			return fmt.Errorf("%d Nodes remain in the workload cluster", len(nodes.Items))
+		}
+		return nil
+	})
 }

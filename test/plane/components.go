@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
@@ -63,7 +66,13 @@ func (p *Plane) startProviderKubernetes(ctx context.Context) error {
 // startCAPI runs CAPI's Cluster, Machine, MachineSet and MachineDeployment
 // reconcilers in this process, as CAPI's manager configures them.
 func (p *Plane) startCAPI(ctx context.Context) error {
-	var err error
+	// In-process controllers log through controller-runtime's logger, to a
+	// file beside the other components' logs.
+	f, err := os.OpenFile(filepath.Join(p.dir, "capi.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600) //nolint:gosec // the plane's own directory.
+	if err != nil {
+		return errors.Wrap(err, "cannot create CAPI's log")
+	}
+	ctrllog.SetLogger(zap.New(zap.WriteTo(f)))
 	p.capi, err = p.mgmt.StartCAPI(ctx)
 	return err
 }

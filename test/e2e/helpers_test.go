@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capxp/cluster-api-provider-crossplane/test/plane"
+)
+
+const (
+	timeout  = 2 * time.Minute
+	interval = 250 * time.Millisecond
+)
+
+func eventually(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %s: %v (plane logs in %s)", what, timeout, err, p.Dir())
+		}
+		time.Sleep(interval)
+	}
+}
+
+func consistently(t *testing.T, what string, d time.Duration, f func() error) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(interval) {
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+}
+
+// patch merge-patches an object.
+func patch(t *testing.T, o *unstructured.Unstructured, p map[string]any) {
+	t.Helper()
+	raw, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := plane_().Patch(t.Context(), o, client.RawPatch(types.MergePatchType, raw)); err != nil {
+		t.Fatalf("cannot patch %s %s: %v", o.GetKind(), o.GetName(), err)
+	}
+}
+
+func plane_() client.Client { return p.Management().Client }
+
+func list(t *testing.T, apiVersion, kind string) []unstructured.Unstructured {
+	t.Helper()
+	l := &unstructured.UnstructuredList{}
+	l.SetAPIVersion(apiVersion)
+	l.SetKind(kind + "List")
+	if err := plane_().List(t.Context(), l, client.InNamespace(plane.ExampleNamespace)); err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
+}
+
+// xrs are the example's CrossplaneClusters and CrossplaneMachines.
+func xrs(t *testing.T) []unstructured.Unstructured {
+	t.Helper()
+	return append(list(t, "infrastructure.cluster.x-k8s.io/v1alpha1", "CrossplaneCluster"),
+		list(t, "infrastructure.cluster.x-k8s.io/v1alpha1", "CrossplaneMachine")...)
+}
+
+// objects are the provider-kubernetes Objects composed for XRs of a kind
+// (lower case), or for any XR.
+func objects(t *testing.T, kind string) []unstructured.Unstructured {
+	t.Helper()
+	var out []unstructured.Unstructured
+	for _, o := range list(t, "kubernetes.m.crossplane.io/v1alpha1", "Object") {
+		for _, ref := range o.GetOwnerReferences() {
+			if kind == "" || strings.EqualFold(ref.Kind, kind) {
+				out = append(out, o)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func clusterXR(t *testing.T) *unstructured.Unstructured {
+	t.Helper()
+	xr := &unstructured.Unstructured{}
+	xr.SetAPIVersion("infrastructure.cluster.x-k8s.io/v1alpha1")
+	xr.SetKind("CrossplaneCluster")
+	if err := plane_().Get(t.Context(), client.ObjectKey{Namespace: plane.ExampleNamespace, Name: plane.ExampleCluster}, xr); err != nil {
+		t.Fatal(err)
+	}
+	return xr
+}
+
+func capiCluster(t *testing.T) *clusterv1.Cluster {
+	t.Helper()
+	c := &clusterv1.Cluster{}
+	if err := plane_().Get(t.Context(), client.ObjectKey{Namespace: plane.ExampleNamespace, Name: plane.ExampleCluster}, c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func setPaused(t *testing.T, paused bool) {
+	t.Helper()
+	c := capiCluster(t)
+	raw := fmt.Sprintf(`{"spec":{"paused":%t}}`, paused)
+	if err := plane_().Patch(t.Context(), c, client.RawPatch(types.MergePatchType, []byte(raw))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func statusFailureDomains(t *testing.T) []any {
+	t.Helper()
+	fds, _, _ := unstructured.NestedSlice(clusterXR(t).Object, "status", "failureDomains")
+	return fds
+}
+
+func endpointOf(c *clusterv1.Cluster) string {
+	return fmt.Sprintf("%s:%d", c.Spec.ControlPlaneEndpoint.Host, c.Spec.ControlPlaneEndpoint.Port)
+}
+
+func condition(o unstructured.Unstructured, typ string) map[string]any {
+	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			return m
+		}
+	}
+	return map[string]any{}
+}
