@@ -16,16 +16,18 @@ import (
 )
 
 const (
-	timeout  = 2 * time.Minute
+	timeout  = 3 * time.Minute
 	interval = 250 * time.Millisecond
 )
 
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline := start.Add(timeout)
 	for {
 		err := f()
 		if err == nil {
+			t.Logf("%s: after %s", what, time.Since(start).Round(100*time.Millisecond))
 			return
 		}
 		if time.Now().After(deadline) {

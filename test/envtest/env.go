@@ -92,14 +92,9 @@ func Start(ctx context.Context) (*Environment, error) {
 		// bridge registers the webhook configuration itself.
 		WebhookInstallOptions: ctrlenvtest.WebhookInstallOptions{},
 	}
-	cfg, err := env.Start()
+	e, err := startEnvironment(env, scheme)
 	if err != nil {
-		return nil, errors.Wrap(err, "cannot start kube-apiserver and etcd")
-	}
-	e := &Environment{env: env, Config: cfg, Scheme: scheme}
-	if e.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		_ = env.Stop()
-		return nil, errors.Wrap(err, "cannot create client")
+		return nil, err
 	}
 	xrds, err := ReadXRDs(filepath.Join(RepoRoot(), "compositions", "xrds"))
 	if err != nil {
@@ -133,6 +128,11 @@ func StartManagement(crds ...string) (*Environment, error) {
 		CRDInstallOptions:       ctrlenvtest.CRDInstallOptions{Paths: crds, ErrorIfPathMissing: true},
 		ControlPlaneStopTimeout: 2 * time.Minute,
 	}
+	return startEnvironment(env, scheme)
+}
+
+// startEnvironment starts an envtest environment and makes its client.
+func startEnvironment(env *ctrlenvtest.Environment, scheme *runtime.Scheme) (*Environment, error) {
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, errors.Wrap(err, "cannot start kube-apiserver and etcd")
