@@ -77,12 +77,12 @@ lint: ## Run gofmt and go vet.
 test: ## Run unit, integration, composition and end-to-end tests on real components (builds them on first use).
 	$(ENSURE_TOOLS) etcd kube-apiserver kube-controller-manager crossplane function-patch-and-transform function-auto-ready provider-kubernetes >/dev/null
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) $(PKGS)
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) ./test/e2e/
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -timeout 20m ./test/e2e/
 
 .PHONY: test-e2e
 test-e2e: ## Run the end-to-end tests on the local management plane.
 	$(ENSURE_TOOLS) etcd kube-apiserver kube-controller-manager crossplane function-patch-and-transform function-auto-ready provider-kubernetes >/dev/null
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -v ./test/e2e/
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -timeout 20m -v ./test/e2e/
 
 .PHONY: reviewable
 reviewable: generate lint test ## Generate, lint and test: what a change needs before review.
