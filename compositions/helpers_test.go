@@ -17,6 +17,7 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -109,17 +110,11 @@ func bootstrapSecret(xr *unstructured.Unstructured) *unstructured.Unstructured {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: xr.GetNamespace()},
 		Data:       map[string][]byte{"value": []byte(bootstrapData), "format": []byte("cloud-config")},
 	}
-	o, _ := toUnstructured(s)
-	return o
-}
-
-func toUnstructured(o any) (*unstructured.Unstructured, error) {
-	raw, err := json.Marshal(o)
+	o, err := runtime.DefaultUnstructuredConverter.ToUnstructured(s)
 	if err != nil {
-		return nil, err
+		panic(err)
 	}
-	u := &unstructured.Unstructured{}
-	return u, json.Unmarshal(raw, &u.Object)
+	return &unstructured.Unstructured{Object: o}
 }
 
 // checkSecurityRules: no composed resource carries the bootstrap data, and

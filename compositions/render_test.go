@@ -19,6 +19,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 
 	"github.com/capxp/cluster-api-provider-crossplane/compositions"
+	"github.com/capxp/cluster-api-provider-crossplane/packages"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 	"github.com/capxp/cluster-api-provider-crossplane/test/render"
 )
@@ -42,13 +43,13 @@ var (
 	pkg    *pkgmetav1.Configuration
 )
 
-// providers maps the API group of a composed kind to the package providing it
-// and the Go module its CRDs are read from (at the package's version).
-var providers = map[string]struct{ pkg, module string }{
-	"ec2.aws.m.upbound.io":            {"xpkg.upbound.io/upbound/provider-aws-ec2", "github.com/upbound/provider-aws/v2"},
-	"elbv2.aws.m.upbound.io":          {"xpkg.upbound.io/upbound/provider-aws-elbv2", "github.com/upbound/provider-aws/v2"},
-	"secretsmanager.aws.m.upbound.io": {"xpkg.upbound.io/upbound/provider-aws-secretsmanager", "github.com/upbound/provider-aws/v2"},
-	"kubernetes.m.crossplane.io":      {"xpkg.crossplane.io/crossplane-contrib/provider-kubernetes", "github.com/crossplane-contrib/provider-kubernetes"},
+// providers maps the API group of a composed kind to the package providing
+// it; packages.Modules names the Go module its CRDs are read from.
+var providers = map[string]string{
+	"ec2.aws.m.upbound.io":            "xpkg.upbound.io/upbound/provider-aws-ec2",
+	"elbv2.aws.m.upbound.io":          "xpkg.upbound.io/upbound/provider-aws-elbv2",
+	"secretsmanager.aws.m.upbound.io": "xpkg.upbound.io/upbound/provider-aws-secretsmanager",
+	"kubernetes.m.crossplane.io":      "xpkg.crossplane.io/crossplane-contrib/provider-kubernetes",
 }
 
 func TestMain(m *testing.M) {
@@ -64,23 +65,22 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) (int, error) {
 	ctx := context.Background()
 	var err error
-	if pkg, err = readPackage(); err != nil {
+	if pkg, err = packages.Configuration(); err != nil {
 		return 0, err
 	}
-	tools := filepath.Join(envtest.RepoRoot(), ".cache", "tools")
-	var fns []render.Function
-	for _, d := range pkg.Spec.DependsOn {
-		if d.Kind == nil || *d.Kind != "Function" {
-			continue
-		}
-		bin := path(d.Package)
-		fns = append(fns, render.Function{Name: functionName(*d.Package), Binary: filepath.Join(tools, bin+"-"+d.Version, bin)})
-	}
-	xp, err := envtest.RequiredVersion("github.com/crossplane/crossplane/v2")
+	deps, err := packages.Dependencies("Function")
 	if err != nil {
 		return 0, err
 	}
-	if engine, err = render.Start(ctx, filepath.Join(tools, "crossplane-"+xp, "crossplane"), fns...); err != nil {
+	fns := make([]render.Function, 0, len(deps))
+	for _, d := range deps {
+		fns = append(fns, render.Function{Name: d.FunctionName(), Binary: envtest.Tool(d.Name(), d.Version)})
+	}
+	xp, err := envtest.Required(envtest.CrossplaneModule)
+	if err != nil {
+		return 0, err
+	}
+	if engine, err = render.Start(ctx, envtest.Tool("crossplane", xp.Version), fns...); err != nil {
 		return 0, err
 	}
 	defer engine.Stop() //nolint:errcheck // best effort at exit.
@@ -97,43 +97,6 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	return m.Run(), nil
-}
-
-// path is the last element of a package reference.
-func path(ref *string) string {
-	if ref == nil {
-		return ""
-	}
-	return (*ref)[strings.LastIndex(*ref, "/")+1:]
-}
-
-// functionName is the name Crossplane gives a Function installed as a
-// dependency: the package's repository path without the registry, dashed.
-func functionName(ref string) string {
-	repo := ref[strings.Index(ref, "/")+1:]
-	return strings.ReplaceAll(repo, "/", "-")
-}
-
-func readPackage() (*pkgmetav1.Configuration, error) {
-	raw, err := os.ReadFile(filepath.Join(envtest.RepoRoot(), "packages", "configuration", "crossplane.yaml"))
-	if err != nil {
-		return nil, errors.Wrap(err, "cannot read the Configuration package")
-	}
-	c := &pkgmetav1.Configuration{}
-	if err := yaml.UnmarshalStrict(raw, c); err != nil {
-		return nil, errors.Wrap(err, "cannot decode the Configuration package")
-	}
-	return c, nil
-}
-
-// dependencyVersion is the version the package pins for a package reference.
-func dependencyVersion(ref string) (string, bool) {
-	for _, d := range pkg.Spec.DependsOn {
-		if d.Package != nil && *d.Package == ref {
-			return d.Version, true
-		}
-	}
-	return "", false
 }
 
 // composedKinds lists the apiVersion and kind of every resource template of
@@ -174,15 +137,15 @@ func providerCRDs() ([]string, error) {
 	var files []string
 	for name, tm := range kinds {
 		group := name[strings.Index(name, ".")+1:]
-		p, ok := providers[group]
+		ref, ok := providers[group]
 		if !ok {
 			return nil, errors.Errorf("no provider known for composed kind %s (%s)", tm.Kind, group)
 		}
-		version, ok := dependencyVersion(p.pkg)
-		if !ok {
-			return nil, errors.Errorf("the Configuration package does not depend on %s, which provides %s", p.pkg, name)
+		d, err := packages.Find(ref)
+		if err != nil {
+			return nil, errors.Wrapf(err, "composed kind %s", name)
 		}
-		dir, err := envtest.DownloadModule(p.module, version)
+		dir, err := envtest.DownloadModule(packages.Modules[ref], d.Version)
 		if err != nil {
 			return nil, err
 		}
@@ -206,11 +169,13 @@ func TestPackage(t *testing.T) {
 		}
 	}
 
+	fns, err := packages.Dependencies("Function")
+	if err != nil {
+		t.Fatal(err)
+	}
 	functions := map[string]bool{}
-	for _, d := range pkg.Spec.DependsOn {
-		if *d.Kind == "Function" {
-			functions[functionName(*d.Package)] = true
-		}
+	for _, d := range fns {
+		functions[d.FunctionName()] = true
 	}
 	for _, b := range compositions.Backends {
 		comps, err := compositions.ReadDir(b)

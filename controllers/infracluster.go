@@ -25,13 +25,11 @@ import (
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/outputs"
-	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
 )
 
 // InfraClusterReconciler makes one XR kind a CAPI InfraCluster.
 type InfraClusterReconciler struct {
 	xrBase
-	outputs outputs.ClusterMapper
 }
 
 // NewInfraClusterReconciler returns a reconciler for XRs of the given kind.
@@ -39,8 +37,7 @@ type InfraClusterReconciler struct {
 // deleted.
 func NewInfraClusterReconciler(c client.Client, gvk schema.GroupVersionKind, rec record.EventRecorder, t *external.ObjectTracker, creds credentials.Resolver) *InfraClusterReconciler {
 	return &InfraClusterReconciler{
-		xrBase:  xrBase{client: c, gvk: gvk, recorder: rec, tracker: t, readiness: readiness.ObserverFn(readiness.Observe), credentials: creds},
-		outputs: outputs.ClusterMapperFn(outputs.MapCluster),
+		xrBase: xrBase{client: c, gvk: gvk, recorder: rec, tracker: t, credentials: creds},
 	}
 }
 
@@ -102,23 +99,19 @@ func (r *InfraClusterReconciler) reconcileNormal(ctx context.Context, cluster *c
 	}
 	status.condition(u, cred)
 	if cred.Status != metav1.ConditionTrue {
-		return result, r.reconcileCredentialsDenied(ctx, cluster, xr, status, cred)
+		return result, r.holdPaused(ctx, cluster, xr, status, infrav1.CredentialsNotReadyReason, cred.Message)
 	}
 
 	var out outputs.Cluster
 	c := r.contract(xr, func() field.ErrorList {
 		var errs field.ErrorList
-		out, errs = r.outputs.MapCluster(u)
+		out, errs = outputs.MapCluster(u)
 		return errs
 	})
 	status.condition(u, c)
 	r.warnOnce(xr, c)
 
-	// provisioned is a one-time milestone: once reached, it stays.
-	provisioned := c.Status == metav1.ConditionTrue || isProvisioned(u)
-	status.fields["status.initialization.provisioned"] = provisioned
-	status.fields["status.ready"] = provisioned
-	if provisioned && !isProvisioned(u) {
+	if setProvisioned(status, u, c) {
 		r.recorder.Eventf(xr, "Normal", "Provisioned", "Infrastructure provisioned; control plane endpoint %s:%d", out.Endpoint.Host, out.Endpoint.Port)
 	}
 

@@ -24,7 +24,6 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/gate"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/outputs"
-	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
 )
 
 const (
@@ -37,14 +36,12 @@ const (
 // patch and unpauses it, then maps its outputs onto the contract.
 type InfraMachineReconciler struct {
 	xrBase
-	outputs outputs.MachineMapper
 }
 
 // NewInfraMachineReconciler returns a reconciler for XRs of the given kind.
 func NewInfraMachineReconciler(c client.Client, gvk schema.GroupVersionKind, rec record.EventRecorder, t *external.ObjectTracker, creds credentials.Resolver) *InfraMachineReconciler {
 	return &InfraMachineReconciler{
-		xrBase:  xrBase{client: c, gvk: gvk, recorder: rec, tracker: t, readiness: readiness.ObserverFn(readiness.Observe), credentials: creds},
-		outputs: outputs.MachineMapperFn(outputs.MapMachine),
+		xrBase: xrBase{client: c, gvk: gvk, recorder: rec, tracker: t, credentials: creds},
 	}
 }
 
@@ -106,30 +103,21 @@ func (r *InfraMachineReconciler) reconcileNormal(ctx context.Context, cluster *c
 	status := &statusApply{fields: map[string]any{}}
 	status.condition(u, pausedCondition(cluster, xr, false))
 
-	// The cluster's XR holds the failure domains and network the machine
-	// needs; while it cannot be read, the machine waits like any other input.
-	clusterXR, err := external.GetObjectFromContractVersionedRef(ctx, r.client, cluster.Spec.InfrastructureRef, cluster.Namespace)
-	if err != nil {
-		clusterXR = nil
-	}
+	// The cluster's XR holds the failure domains, network and credentials
+	// the machine inherits. A read error leaves it nil, and the gate then
+	// decides without it (see the closing note of session 2: it should
+	// rather wait).
+	clusterXR, _ := external.GetObjectFromContractVersionedRef(ctx, r.client, cluster.Spec.InfrastructureRef, cluster.Namespace)
 	d := gate.Decide(gate.Inputs{Machine: machine, Cluster: cluster, ClusterXR: clusterXR, XR: u})
 	if !d.Open {
-		status.condition(u, metav1.Condition{Type: infrav1.ContractReadyCondition, Status: metav1.ConditionFalse,
-			Reason: d.Reason, Message: d.Message, ObservedGeneration: xr.GetGeneration()})
-		if err := r.patch(ctx, xr, func(o *unstructured.Unstructured) { setPausedAnnotation(o, true) }); err != nil {
-			return ctrl.Result{}, err
-		}
-		if err := status.apply(ctx, r.client, u); err != nil {
-			return ctrl.Result{}, err
-		}
-		return ctrl.Result{}, r.mirror(ctx, machine, status)
+		return ctrl.Result{}, r.holdPaused(ctx, machine, xr, status, d.Reason, d.Message)
 	}
 
 	// The credentials the machine will compose with: its own, or the
 	// cluster's the gate is about to inject.
 	ref := providerConfigRef(u)
-	if inherited, ok := d.Spec["providerConfigRef"]; ok && ref == nil {
-		ref = providerConfigRef(&unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"providerConfigRef": inherited}}})
+	if _, inherited := d.Spec["providerConfigRef"]; inherited && ref == nil {
+		ref = providerConfigRef(clusterXR)
 	}
 	cred, result, err := r.checkCredentials(ctx, xr, ref)
 	if err != nil {
@@ -137,21 +125,18 @@ func (r *InfraMachineReconciler) reconcileNormal(ctx context.Context, cluster *c
 	}
 	status.condition(u, cred)
 	if cred.Status != metav1.ConditionTrue {
-		return result, r.reconcileCredentialsDenied(ctx, machine, xr, status, cred)
+		return result, r.holdPaused(ctx, machine, xr, status, infrav1.CredentialsNotReadyReason, cred.Message)
 	}
 
 	var out outputs.Machine
 	c := r.contract(xr, func() field.ErrorList {
 		var errs field.ErrorList
-		out, errs = r.outputs.MapMachine(u)
+		out, errs = outputs.MapMachine(u)
 		return errs
 	})
 	status.condition(u, c)
 	r.warnOnce(xr, c)
-	provisioned := c.Status == metav1.ConditionTrue || isProvisioned(u)
-	status.fields["status.initialization.provisioned"] = provisioned
-	status.fields["status.ready"] = provisioned
-	if provisioned && !isProvisioned(u) {
+	if setProvisioned(status, u, c) {
 		r.recorder.Eventf(xr, "Normal", "Provisioned", "Machine provisioned as %s", out.ProviderID)
 	}
 

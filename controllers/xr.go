@@ -48,7 +48,6 @@ type xrBase struct {
 	gvk         schema.GroupVersionKind
 	recorder    record.EventRecorder
 	tracker     *external.ObjectTracker
-	readiness   readiness.Observer
 	credentials credentials.Resolver
 }
 
@@ -159,12 +158,12 @@ func (b *xrBase) referencing(ctx context.Context, namespace string, match func(*
 	return reqs
 }
 
-// reconcileCredentialsDenied pauses an XR whose credentials may not be used,
-// so that nothing new is composed with them, and says why on the XR and its
-// CAPI owner.
-func (b *xrBase) reconcileCredentialsDenied(ctx context.Context, owner client.Object, xr *composite.Unstructured, status *statusApply, c metav1.Condition) error {
+// holdPaused keeps an XR paused in Crossplane, so that nothing new is
+// composed (a closed machine gate, credentials that may not be used), and
+// says why in ContractReady on the XR and its CAPI owner.
+func (b *xrBase) holdPaused(ctx context.Context, owner client.Object, xr *composite.Unstructured, status *statusApply, reason, msg string) error {
 	status.condition(&xr.Unstructured, metav1.Condition{Type: infrav1.ContractReadyCondition, Status: metav1.ConditionFalse,
-		Reason: infrav1.CredentialsNotReadyReason, Message: c.Message, ObservedGeneration: xr.GetGeneration()})
+		Reason: reason, Message: msg, ObservedGeneration: xr.GetGeneration()})
 	if err := b.patch(ctx, xr, func(o *unstructured.Unstructured) { setPausedAnnotation(o, true) }); err != nil {
 		return err
 	}
@@ -254,7 +253,7 @@ func (b *xrBase) deleteComposed(ctx context.Context, xr *composite.Unstructured)
 // the outputs' field errors.
 func (b *xrBase) contract(xr *composite.Unstructured, mapOutputs func() field.ErrorList) metav1.Condition {
 	c := metav1.Condition{Type: infrav1.ContractReadyCondition, ObservedGeneration: xr.GetGeneration()}
-	obs := b.readiness.Observe(xr)
+	obs := readiness.Observe(xr)
 	if !obs.Ready {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, obs.Reason, obs.Message
 		return c
@@ -343,6 +342,17 @@ func setPausedAnnotation(o *unstructured.Unstructured, paused bool) {
 		delete(a, infrav1.CrossplanePausedAnnotation)
 	}
 	o.SetAnnotations(a)
+}
+
+// setProvisioned records the provisioned milestone (CAPI's v1beta2 field and
+// the v1beta1 one it still reads) and reports whether it is reached now for
+// the first time. Once reached it stays, whatever the contract says later.
+func setProvisioned(status *statusApply, u *unstructured.Unstructured, c metav1.Condition) (first bool) {
+	was := isProvisioned(u)
+	provisioned := c.Status == metav1.ConditionTrue || was
+	status.fields["status.initialization.provisioned"] = provisioned
+	status.fields["status.ready"] = provisioned
+	return provisioned && !was
 }
 
 func isProvisioned(u *unstructured.Unstructured) bool {

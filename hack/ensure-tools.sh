@@ -58,9 +58,9 @@ for t in "${tools[@]}"; do
   esac
 done
 
-# envtest wants etcd and kube-apiserver side by side in one directory.
-if [[ -x $cache/etcd-$etcd_version/etcd && -x $cache/kube-apiserver-$kube_version/kube-apiserver ]]; then
-  mkdir -p "$cache/assets"
-  ln -sfn "$cache/etcd-$etcd_version/etcd" "$cache/assets/etcd"
-  ln -sfn "$cache/kube-apiserver-$kube_version/kube-apiserver" "$cache/assets/kube-apiserver"
-fi
+# envtest wants etcd and kube-apiserver side by side in one directory; the
+# local plane finds kube-controller-manager there too.
+mkdir -p "$cache/assets"
+for bin in etcd-$etcd_version/etcd kube-apiserver-$kube_version/kube-apiserver kube-controller-manager-$kube_version/kube-controller-manager; do
+  if [[ -x $cache/$bin ]]; then ln -sfn "$cache/$bin" "$cache/assets/$(basename "$bin")"; fi
+done

@@ -31,14 +31,6 @@ type Resolver interface {
 	Resolve(ctx context.Context, namespace string, ref *infrav1.ProviderConfigReference) (Result, error)
 }
 
-// ResolverFn adapts a function to Resolver.
-type ResolverFn func(ctx context.Context, namespace string, ref *infrav1.ProviderConfigReference) (Result, error)
-
-// Resolve calls fn.
-func (fn ResolverFn) Resolve(ctx context.Context, namespace string, ref *infrav1.ProviderConfigReference) (Result, error) {
-	return fn(ctx, namespace, ref)
-}
-
 // APIResolver resolves credentials against the API server.
 type APIResolver struct {
 	client  client.Client
@@ -99,8 +91,8 @@ func (r *APIResolver) Resolve(ctx context.Context, namespace string, ref *infrav
 		return Result{}, errors.Wrapf(err, "cannot get %s %s", ref.Kind, ref.Name)
 	}
 
-	if ref.Kind == infrav1.ProviderConfigKindCluster && !r.all {
-		ok, msg, err := r.granted(ctx, namespace, infrav1.ClusterProviderConfigReference{APIGroup: ref.APIGroup, Name: ref.Name})
+	if ref.Kind == infrav1.ProviderConfigKindCluster {
+		ok, msg, err := r.Granted(ctx, namespace, infrav1.ClusterProviderConfigReference{APIGroup: ref.APIGroup, Name: ref.Name})
 		if err != nil {
 			return Result{}, err
 		}
@@ -121,10 +113,6 @@ func (r *APIResolver) Granted(ctx context.Context, namespace string, ref infrav1
 	if r.all {
 		return true, "", nil
 	}
-	return r.granted(ctx, namespace, ref)
-}
-
-func (r *APIResolver) granted(ctx context.Context, namespace string, ref infrav1.ClusterProviderConfigReference) (bool, string, error) {
 	ns := &corev1.Namespace{}
 	if err := r.client.Get(ctx, types.NamespacedName{Name: namespace}, ns); err != nil {
 		return false, "", errors.Wrapf(err, "cannot get namespace %s", namespace)

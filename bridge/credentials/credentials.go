@@ -7,6 +7,7 @@ package credentials
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -30,7 +31,8 @@ type Result struct {
 }
 
 // Granted reports whether any grant lets the namespace use the
-// ClusterProviderConfig, and names the grants that cover it when none does.
+// ClusterProviderConfig; when none does, its message names the grants for
+// that config that do not cover the namespace.
 // Grants for one config add up. An empty selector matches nothing.
 func Granted(grants []infrav1.ClusterProviderConfigGrant, ref infrav1.ClusterProviderConfigReference, ns *corev1.Namespace) (bool, string, error) {
 	var others []string
@@ -56,10 +58,8 @@ func Granted(grants []infrav1.ClusterProviderConfigGrant, ref infrav1.ClusterPro
 }
 
 func covers(a infrav1.AllowedNamespaces, ns *corev1.Namespace) (bool, error) {
-	for _, n := range a.Names {
-		if n == ns.Name {
-			return true, nil
-		}
+	if slices.Contains(a.Names, ns.Name) {
+		return true, nil
 	}
 	if a.Selector == nil || len(a.Selector.MatchLabels) == 0 && len(a.Selector.MatchExpressions) == 0 {
 		return false, nil

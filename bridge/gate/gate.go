@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 
@@ -50,9 +51,10 @@ type Decision struct {
 // Decide opens the gate once the cluster's infrastructure is provisioned and
 // the Machine's bootstrap data secret is set, and computes what to inject:
 // the bootstrap secret reference (never the data), the failure domain
-// (checked against the cluster's), the subnet and security groups of that
-// failure domain from the cluster XR's network outputs, and the cluster's
-// credentials unless the machine names its own. Once injected, the gate stays
+// (checked against the cluster's), from the cluster XR the network (its
+// region, the subnet of that failure domain and the security groups of the
+// machine's role), and the cluster's credentials unless the machine names
+// its own. Once injected, the gate stays
 // open.
 func Decide(in Inputs) Decision {
 	xr := fieldpath.Pave(in.XR.Object)
@@ -92,7 +94,7 @@ func Decide(in Inputs) Decision {
 		spec["failureDomain"] = fd
 	}
 
-	if n := network(cluster, fd, isControlPlane(in.Machine)); len(n) > 0 {
+	if n := network(cluster, fd, util.IsControlPlaneMachine(in.Machine)); len(n) > 0 {
 		spec["network"] = n
 	}
 	if _, err := xr.GetValue("spec.providerConfigRef"); fieldpath.IsNotFound(err) && cluster != nil {
@@ -101,11 +103,6 @@ func Decide(in Inputs) Decision {
 		}
 	}
 	return Decision{Open: true, Spec: spec}
-}
-
-func isControlPlane(m *clusterv1.Machine) bool {
-	_, ok := m.Labels[clusterv1.MachineControlPlaneLabel]
-	return ok
 }
 
 func failureDomains(cluster *fieldpath.Paved) []string {

@@ -25,19 +25,6 @@ type Cluster struct {
 	Endpoint infrav1.APIEndpoint
 }
 
-// ClusterMapper maps an InfraCluster XR's outputs onto the contract.
-type ClusterMapper interface {
-	MapCluster(xr *unstructured.Unstructured) (Cluster, field.ErrorList)
-}
-
-// ClusterMapperFn adapts a function to ClusterMapper.
-type ClusterMapperFn func(xr *unstructured.Unstructured) (Cluster, field.ErrorList)
-
-// MapCluster calls fn.
-func (fn ClusterMapperFn) MapCluster(xr *unstructured.Unstructured) (Cluster, field.ErrorList) {
-	return fn(xr)
-}
-
 // MapCluster reads status.outputs.controlPlaneEndpoint and
 // status.failureDomains. The endpoint comes from the outputs or, for
 // externally provisioned infrastructure, from spec.controlPlaneEndpoint set by
@@ -73,8 +60,8 @@ func MapCluster(xr *unstructured.Unstructured) (Cluster, field.ErrorList) {
 // endpoint reads a host and port at path. An absent object is the zero
 // endpoint; a present one must be complete and valid.
 func endpoint(p *fieldpath.Paved, path *field.Path) (infrav1.APIEndpoint, field.ErrorList) {
-	v, err := p.GetValue(path.String())
-	if fieldpath.IsNotFound(err) || v == nil {
+	v := value(p, path)
+	if v == nil {
 		return infrav1.APIEndpoint{}, nil
 	}
 	obj, ok := v.(map[string]any)
@@ -82,10 +69,10 @@ func endpoint(p *fieldpath.Paved, path *field.Path) (infrav1.APIEndpoint, field.
 		return infrav1.APIEndpoint{}, field.ErrorList{field.Invalid(path, v, "must be an object with host and port")}
 	}
 	var errs field.ErrorList
-	host, hostSet := obj["host"]
+	host := obj["host"]
 	hostStr, isStr := host.(string)
 	switch {
-	case !hostSet || host == nil || hostStr == "" && isStr:
+	case host == nil || hostStr == "" && isStr:
 		errs = append(errs, field.Required(path.Child("host"), "must not be empty"))
 	case !isStr:
 		errs = append(errs, field.Invalid(path.Child("host"), host, "must be a string"))
@@ -137,8 +124,8 @@ func integer(v any) (int64, string) {
 }
 
 func checkFailureDomains(p *fieldpath.Paved) field.ErrorList {
-	v, err := p.GetValue(failureDomains.String())
-	if fieldpath.IsNotFound(err) || v == nil {
+	v := value(p, failureDomains)
+	if v == nil {
 		return nil
 	}
 	list, ok := v.([]any)
@@ -172,3 +159,10 @@ func checkFailureDomains(p *fieldpath.Paved) field.ErrorList {
 }
 
 func hostPort(e infrav1.APIEndpoint) string { return fmt.Sprintf("%s:%d", e.Host, e.Port) }
+
+// value reads an optional field: nil when it is absent (or its parent is
+// not an object), which every reader here treats as not reported.
+func value(p *fieldpath.Paved, path *field.Path) any {
+	v, _ := p.GetValue(path.String())
+	return v
+}

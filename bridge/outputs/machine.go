@@ -3,10 +3,13 @@ package outputs
 import (
 	"fmt"
 	"regexp"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 )
@@ -25,25 +28,15 @@ var (
 var providerIDFormat = regexp.MustCompile(`^[a-z][a-z0-9+.-]*://.+$`)
 
 // addressTypes are CAPI's MachineAddress types.
-var addressTypes = map[string]bool{"Hostname": true, "ExternalIP": true, "InternalIP": true, "ExternalDNS": true, "InternalDNS": true}
+var addressTypes = []string{
+	string(clusterv1.MachineHostName), string(clusterv1.MachineExternalIP), string(clusterv1.MachineInternalIP),
+	string(clusterv1.MachineExternalDNS), string(clusterv1.MachineInternalDNS),
+}
 
 // Machine is what the bridge maps from an InfraMachine XR.
 type Machine struct {
 	// ProviderID spec.providerID must hold. Empty while unknown.
 	ProviderID string
-}
-
-// MachineMapper maps an InfraMachine XR's outputs onto the contract.
-type MachineMapper interface {
-	MapMachine(xr *unstructured.Unstructured) (Machine, field.ErrorList)
-}
-
-// MachineMapperFn adapts a function to MachineMapper.
-type MachineMapperFn func(xr *unstructured.Unstructured) (Machine, field.ErrorList)
-
-// MapMachine calls fn.
-func (fn MachineMapperFn) MapMachine(xr *unstructured.Unstructured) (Machine, field.ErrorList) {
-	return fn(xr)
 }
 
 // MapMachine reads status.outputs.providerID, status.addresses and
@@ -87,8 +80,8 @@ func MapMachine(xr *unstructured.Unstructured) (Machine, field.ErrorList) {
 
 // str reads an optional string.
 func str(p *fieldpath.Paved, path *field.Path) (string, field.ErrorList) {
-	v, err := p.GetValue(path.String())
-	if fieldpath.IsNotFound(err) || v == nil {
+	v := value(p, path)
+	if v == nil {
 		return "", nil
 	}
 	s, ok := v.(string)
@@ -99,8 +92,8 @@ func str(p *fieldpath.Paved, path *field.Path) (string, field.ErrorList) {
 }
 
 func checkAddresses(p *fieldpath.Paved) field.ErrorList {
-	v, err := p.GetValue(addresses.String())
-	if fieldpath.IsNotFound(err) || v == nil {
+	v := value(p, addresses)
+	if v == nil {
 		return nil
 	}
 	list, ok := v.([]any)
@@ -117,8 +110,8 @@ func checkAddresses(p *fieldpath.Paved) field.ErrorList {
 		}
 		t, _ := a["type"].(string)
 		addr, _ := a["address"].(string)
-		if !addressTypes[t] {
-			errs = append(errs, field.NotSupported(path.Child("type"), a["type"], []string{"Hostname", "ExternalIP", "InternalIP", "ExternalDNS", "InternalDNS"}))
+		if !slices.Contains(addressTypes, t) {
+			errs = append(errs, field.NotSupported(path.Child("type"), a["type"], addressTypes))
 			continue
 		}
 		switch {

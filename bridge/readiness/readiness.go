@@ -24,17 +24,6 @@ type Observation struct {
 	Message string
 }
 
-// Observer observes an XR's readiness.
-type Observer interface {
-	Observe(xr *composite.Unstructured) Observation
-}
-
-// ObserverFn adapts a function to Observer.
-type ObserverFn func(xr *composite.Unstructured) Observation
-
-// Observe calls fn.
-func (fn ObserverFn) Observe(xr *composite.Unstructured) Observation { return fn(xr) }
-
 // Observe reads the XR's Synced and Ready conditions. A condition observed at
 // an older generation than the XR's says nothing about the current spec, so
 // it counts as not ready (as CAPZ does for Azure Service Operator). A failed
@@ -46,7 +35,7 @@ func Observe(xr *composite.Unstructured) Observation {
 	ready := xr.GetCondition(xpv2.TypeReady)
 
 	switch {
-	case synced.Status == corev1.ConditionFalse && synced.Reason == reasonReconcilePaused:
+	case synced.Status == corev1.ConditionFalse && synced.Reason == xpv2.ReasonReconcilePaused:
 		// Paused is not failed: the bridge reports its own pauses, and a
 		// just-unpaused XR keeps this until Crossplane reconciles it again.
 		return Observation{Reason: infrav1.WaitingForCompositionReason, Message: describe("Synced", synced)}
@@ -66,9 +55,6 @@ func Observe(xr *composite.Unstructured) Observation {
 	}
 	return Observation{Ready: true}
 }
-
-// reasonReconcilePaused is Crossplane's Synced reason for a paused XR.
-const reasonReconcilePaused = "ReconcilePaused"
 
 // stale reports whether a condition was observed for an older generation.
 // Crossplane always records the generation; a condition without one (zero)

@@ -53,19 +53,19 @@ func patch(t *testing.T, o *unstructured.Unstructured, p map[string]any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := plane_().Patch(t.Context(), o, client.RawPatch(types.MergePatchType, raw)); err != nil {
+	if err := mgmt().Patch(t.Context(), o, client.RawPatch(types.MergePatchType, raw)); err != nil {
 		t.Fatalf("cannot patch %s %s: %v", o.GetKind(), o.GetName(), err)
 	}
 }
 
-func plane_() client.Client { return p.Management().Client }
+func mgmt() client.Client { return p.Management().Client }
 
 func list(t *testing.T, apiVersion, kind string) []unstructured.Unstructured {
 	t.Helper()
 	l := &unstructured.UnstructuredList{}
 	l.SetAPIVersion(apiVersion)
 	l.SetKind(kind + "List")
-	if err := plane_().List(t.Context(), l, client.InNamespace(plane.ExampleNamespace)); err != nil {
+	if err := mgmt().List(t.Context(), l, client.InNamespace(plane.ExampleNamespace)); err != nil {
 		t.Fatal(err)
 	}
 	return l.Items
@@ -99,7 +99,7 @@ func clusterXR(t *testing.T) *unstructured.Unstructured {
 	xr := &unstructured.Unstructured{}
 	xr.SetAPIVersion("infrastructure.cluster.x-k8s.io/v1alpha1")
 	xr.SetKind("CrossplaneCluster")
-	if err := plane_().Get(t.Context(), client.ObjectKey{Namespace: plane.ExampleNamespace, Name: plane.ExampleCluster}, xr); err != nil {
+	if err := mgmt().Get(t.Context(), client.ObjectKey{Namespace: plane.ExampleNamespace, Name: plane.ExampleCluster}, xr); err != nil {
 		t.Fatal(err)
 	}
 	return xr
@@ -108,7 +108,7 @@ func clusterXR(t *testing.T) *unstructured.Unstructured {
 func capiCluster(t *testing.T) *clusterv1.Cluster {
 	t.Helper()
 	c := &clusterv1.Cluster{}
-	if err := plane_().Get(t.Context(), client.ObjectKey{Namespace: plane.ExampleNamespace, Name: plane.ExampleCluster}, c); err != nil {
+	if err := mgmt().Get(t.Context(), client.ObjectKey{Namespace: plane.ExampleNamespace, Name: plane.ExampleCluster}, c); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -118,7 +118,7 @@ func setPaused(t *testing.T, paused bool) {
 	t.Helper()
 	c := capiCluster(t)
 	raw := fmt.Sprintf(`{"spec":{"paused":%t}}`, paused)
-	if err := plane_().Patch(t.Context(), c, client.RawPatch(types.MergePatchType, []byte(raw))); err != nil {
+	if err := mgmt().Patch(t.Context(), c, client.RawPatch(types.MergePatchType, []byte(raw))); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -51,7 +51,7 @@ func NewScheme() *runtime.Scheme { return controllers.NewScheme() }
 func AssetsDir() (string, error) {
 	dir := os.Getenv("KUBEBUILDER_ASSETS")
 	if dir == "" {
-		dir = filepath.Join(RepoRoot(), ".cache", "tools", "assets")
+		dir = filepath.Join(ToolsDir(), "assets")
 	}
 	for _, bin := range []string{"etcd", "kube-apiserver"} {
 		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
@@ -69,11 +69,11 @@ func Start(ctx context.Context) (*Environment, error) {
 	if err != nil {
 		return nil, err
 	}
-	capi, err := moduleDir(capiModule)
+	capi, err := Required(capiModule)
 	if err != nil {
 		return nil, err
 	}
-	xp, err := crossplaneDir()
+	xp, err := Required(CrossplaneModule)
 	if err != nil {
 		return nil, err
 	}
@@ -82,8 +82,8 @@ func Start(ctx context.Context) (*Environment, error) {
 		BinaryAssetsDirectory: assets,
 		Scheme:                scheme,
 		CRDDirectoryPaths: []string{
-			filepath.Join(capi, "core", "config", "crd", "bases"),
-			filepath.Join(xp, "cluster", "crds"),
+			filepath.Join(capi.Dir, "core", "config", "crd", "bases"),
+			filepath.Join(xp.Dir, "cluster", "crds"),
 			filepath.Join(RepoRoot(), "config", "crd", "bases"),
 			filepath.Join(RepoRoot(), "test", "envtest", "testdata", "crds"),
 		},
@@ -157,11 +157,11 @@ func (e *Environment) AdminKubeconfig(name string) ([]byte, error) {
 
 // CAPICRDs is the directory of CAPI's core CRDs in its module.
 func CAPICRDs() (string, error) {
-	capi, err := moduleDir(capiModule)
+	capi, err := Required(capiModule)
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(capi, "core", "config", "crd", "bases"), nil
+	return filepath.Join(capi.Dir, "core", "config", "crd", "bases"), nil
 }
 
 // webhookServing is where a test manager serves admission webhooks, and how

@@ -2,6 +2,7 @@ package envtest
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -13,9 +14,10 @@ import (
 
 // Modules whose CRDs the environment loads.
 const (
-	capiModule           = "sigs.k8s.io/cluster-api"
-	crossplaneAPIsModule = "github.com/crossplane/crossplane/apis/v2"
-	crossplaneModule     = "github.com/crossplane/crossplane/v2"
+	capiModule = "sigs.k8s.io/cluster-api"
+	// CrossplaneModule is Crossplane core: its CRDs, its render protocol and
+	// the crossplane binary the tests and the plane run, at one version.
+	CrossplaneModule = "github.com/crossplane/crossplane/v2"
 )
 
 var (
@@ -32,32 +34,38 @@ func RepoRoot() string {
 	return root
 }
 
-// moduleDir returns the directory of a module the project requires, as the Go
-// command resolves it.
-func moduleDir(module string) (string, error) {
-	out, err := goCmd("list", "-m", "-f", "{{.Dir}}", module)
-	if err != nil {
-		return "", err
+// ToolsDir is where hack/ensure-tools.sh caches the binaries it builds:
+// $CAPXP_TOOLS_CACHE (which the Makefile sets), or .cache/tools.
+func ToolsDir() string {
+	if d := os.Getenv("CAPXP_TOOLS_CACHE"); d != "" {
+		return d
 	}
-	if out == "" {
-		return "", errors.Errorf("module %s is not downloaded: run `go mod download`", module)
-	}
-	return out, nil
+	return filepath.Join(RepoRoot(), ".cache", "tools")
 }
 
-// crossplaneDir returns the directory of the Crossplane core module at the
-// version of the Crossplane APIs module the project requires, for its CRDs.
-func crossplaneDir() (string, error) {
-	version, err := RequiredVersion(crossplaneAPIsModule)
-	if err != nil {
-		return "", err
-	}
-	return DownloadModule(crossplaneModule, version)
+// Tool is the path of a binary hack/ensure-tools.sh built, by name and
+// version.
+func Tool(name, version string) string {
+	return filepath.Join(ToolsDir(), name+"-"+version, name)
 }
 
-// RequiredVersion is the version of a module the project requires.
-func RequiredVersion(module string) (string, error) {
-	return goCmd("list", "-m", "-f", "{{.Version}}", module)
+// Module is a module the project requires, as the Go command resolves it.
+type Module struct {
+	Version string
+	Dir     string
+}
+
+// Required looks up a module the project requires.
+func Required(module string) (Module, error) {
+	out, err := goCmd("list", "-m", "-f", "{{.Version}} {{.Dir}}", module)
+	if err != nil {
+		return Module{}, err
+	}
+	version, dir, _ := strings.Cut(out, " ")
+	if dir == "" {
+		return Module{}, errors.Errorf("module %s is not downloaded: run `go mod download`", module)
+	}
+	return Module{Version: version, Dir: dir}, nil
 }
 
 // DownloadModule downloads a module at an exact version through the Go

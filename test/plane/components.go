@@ -18,6 +18,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
 	"github.com/capxp/cluster-api-provider-crossplane/compositions"
+	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
 
 // dialable reports whether something accepts TCP connections at addr.
@@ -53,7 +54,7 @@ func (p *Plane) startProviderKubernetes(ctx context.Context) error {
 			return errors.Errorf("provider-kubernetes needs port %s, which another process uses", addr[len("127.0.0.1:"):])
 		}
 	}
-	proc, err := startProcess(p.dir, "provider-kubernetes", p.tool("provider-kubernetes", p.versions.providerKubernetes),
+	proc, err := startProcess(p.dir, "provider-kubernetes", envtest.Tool("provider-kubernetes", p.versions.providerKubernetes.Version),
 		[]string{"KUBECONFIG=" + p.kubeconfig, "WEBHOOK_TLS_CERT_DIR=" + certs},
 		"--health-probe-bind-addr="+hostPort(health), "--poll=30s", "--sync=10m")
 	if err != nil {

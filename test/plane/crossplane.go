@@ -18,10 +18,12 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
+	"github.com/capxp/cluster-api-provider-crossplane/packages"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
 
@@ -29,22 +31,7 @@ const (
 	crossplaneNamespace = "crossplane-system"
 	rootCASecret        = "crossplane-root-ca"
 	clientTLSSecret     = "crossplane-tls-client"
-	// packageRegistry is where the Configuration package's functions come
-	// from; the plane never pulls, it places their packages in the cache.
-	packageRegistry = "xpkg.crossplane.io/crossplane-contrib/"
 )
-
-// function is a composition function the plane runs beside Crossplane.
-type function struct {
-	// module and version the binary was built from.
-	module, version string
-	// binary is its name in the tools cache.
-	binary string
-}
-
-// name is the name Crossplane gives the Function installed from its package,
-// the one Compositions call.
-func (f function) name() string { return "crossplane-contrib-" + f.binary }
 
 // startCrossplane runs Crossplane core on the management API server the way
 // its Helm chart would, but as local processes: `crossplane core init`
@@ -53,19 +40,15 @@ func (f function) name() string { return "crossplane-contrib-" + f.binary }
 // External package runtime; then it installs the Functions and points their
 // revisions at the running binaries.
 func (p *Plane) startCrossplane(ctx context.Context) error {
-	xpBin := p.tool("crossplane", p.versions.crossplane)
+	xpBin := envtest.Tool("crossplane", p.versions.crossplane.Version)
 	if err := p.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: crossplaneNamespace}}); err != nil && !kerrors.IsAlreadyExists(err) {
 		return errors.Wrap(err, "cannot create the crossplane-system namespace")
-	}
-	xpDir, err := envtest.DownloadModule("github.com/crossplane/crossplane/v2", p.versions.crossplane)
-	if err != nil {
-		return err
 	}
 	env := []string{
 		"KUBECONFIG=" + p.kubeconfig,
 		"POD_NAMESPACE=" + crossplaneNamespace,
 		"ENABLE_WEBHOOKS=false",
-		"CRDS_PATH=" + filepath.Join(xpDir, "cluster", "crds"),
+		"CRDS_PATH=" + filepath.Join(p.versions.crossplane.Dir, "cluster", "crds"),
 		"TLS_CA_SECRET_NAME=" + rootCASecret,
 		"TLS_CLIENT_SECRET_NAME=" + clientTLSSecret,
 	}
@@ -93,16 +76,16 @@ func (p *Plane) startCrossplane(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		digests[f.name()] = digest
-		certs := filepath.Join(p.dir, "tls", f.binary)
-		if err := ca.serve(certs, f.binary); err != nil {
+		digests[f.FunctionName()] = digest
+		certs := filepath.Join(p.dir, "tls", f.Name())
+		if err := ca.serve(certs, f.Name()); err != nil {
 			return err
 		}
 		port, err := freePort()
 		if err != nil {
 			return err
 		}
-		proc, err := startProcess(p.dir, f.binary, p.tool(f.binary, f.version), []string{"TLS_SERVER_CERTS_DIR=" + certs},
+		proc, err := startProcess(p.dir, f.Name(), envtest.Tool(f.Name(), f.Version), []string{"TLS_SERVER_CERTS_DIR=" + certs},
 			"--address="+hostPort(port))
 		if err != nil {
 			return err
@@ -111,7 +94,7 @@ func (p *Plane) startCrossplane(ctx context.Context) error {
 		if err := proc.waitFor(ctx, 30*time.Second, func() bool { return dialable(hostPort(port)) }); err != nil {
 			return err
 		}
-		endpoints[f.name()] = hostPort(port)
+		endpoints[f.FunctionName()] = hostPort(port)
 	}
 
 	metrics, err := freePort()
@@ -135,7 +118,7 @@ func (p *Plane) startCrossplane(ctx context.Context) error {
 	}
 
 	for _, f := range p.versions.functions {
-		if err := p.installFunction(ctx, core, f, digests[f.name()], endpoints[f.name()], filepath.Join(p.dir, "tls", f.binary)); err != nil {
+		if err := p.installFunction(ctx, core, f, digests[f.FunctionName()], endpoints[f.FunctionName()], filepath.Join(p.dir, "tls", f.Name())); err != nil {
 			return err
 		}
 	}
@@ -178,28 +161,28 @@ func (p *Plane) crossplaneTLS(ctx context.Context) (*authority, string, error) {
 // cache under the key Crossplane computes for its reference, so a Function
 // with packagePullPolicy Never installs without a registry. It returns the
 // digest the Function must reference.
-func cachePackage(dir string, f function) (string, error) {
-	mod, err := envtest.DownloadModule(f.module, f.version)
+func cachePackage(dir string, f packages.Dependency) (string, error) {
+	mod, err := envtest.DownloadModule(packages.Modules[f.Package], f.Version)
 	if err != nil {
 		return "", err
 	}
 	meta, err := os.ReadFile(filepath.Join(mod, "package", "crossplane.yaml")) //nolint:gosec // module cache.
 	if err != nil {
-		return "", errors.Wrapf(err, "cannot read the package metadata of %s", f.binary)
+		return "", errors.Wrapf(err, "cannot read the package metadata of %s", f.Name())
 	}
 	sum := sha256.Sum256(meta)
 	digest := "sha256:" + hex.EncodeToString(sum[:])
-	f2, err := os.Create(filepath.Join(dir, cacheKey(packageRegistry+f.binary, digest)+".gz")) //nolint:gosec // the plane's cache.
+	f2, err := os.Create(filepath.Join(dir, cacheKey(f.Package, digest)+".gz")) //nolint:gosec // the plane's cache.
 	if err != nil {
-		return "", errors.Wrapf(err, "cannot cache the package of %s", f.binary)
+		return "", errors.Wrapf(err, "cannot cache the package of %s", f.Name())
 	}
 	defer f2.Close() //nolint:errcheck // checked on the happy path.
 	w := gzip.NewWriter(f2)
 	if _, err := w.Write(meta); err != nil {
-		return "", errors.Wrapf(err, "cannot cache the package of %s", f.binary)
+		return "", errors.Wrapf(err, "cannot cache the package of %s", f.Name())
 	}
 	if err := w.Close(); err != nil {
-		return "", errors.Wrapf(err, "cannot cache the package of %s", f.binary)
+		return "", errors.Wrapf(err, "cannot cache the package of %s", f.Name())
 	}
 	return digest, nil
 }
@@ -238,8 +221,8 @@ func truncate(s string, n int) string {
 // serving certificate in a Secret and records it, and the endpoint of the
 // running binary, in the revision's status. With the External runtime
 // Crossplane leaves both to whoever runs the function.
-func (p *Plane) installFunction(ctx context.Context, core *process, f function, digest, endpoint, certs string) error {
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: crossplaneNamespace, Name: f.name() + "-tls-server"}, Data: map[string][]byte{}}
+func (p *Plane) installFunction(ctx context.Context, core *process, f packages.Dependency, digest, endpoint, certs string) error {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: crossplaneNamespace, Name: f.FunctionName() + "-tls-server"}, Data: map[string][]byte{}}
 	for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
 		b, err := os.ReadFile(filepath.Join(certs, k)) //nolint:gosec // the plane's own certificates.
 		if err != nil {
@@ -250,17 +233,17 @@ func (p *Plane) installFunction(ctx context.Context, core *process, f function, 
 	if err := p.client.Create(ctx, secret); err != nil && !kerrors.IsAlreadyExists(err) {
 		return errors.Wrapf(err, "cannot create Secret %s", secret.Name)
 	}
-	fn := &pkgv1.Function{ObjectMeta: metav1.ObjectMeta{Name: f.name()}}
-	fn.Spec.Package = packageRegistry + f.binary + "@" + digest
-	fn.Spec.PackagePullPolicy = ptrTo(corev1.PullNever)
+	fn := &pkgv1.Function{ObjectMeta: metav1.ObjectMeta{Name: f.FunctionName()}}
+	fn.Spec.Package = f.Package + "@" + digest
+	fn.Spec.PackagePullPolicy = ptr.To(corev1.PullNever)
 	if err := p.client.Create(ctx, fn); err != nil && !kerrors.IsAlreadyExists(err) {
-		return errors.Wrapf(err, "cannot create Function %s", f.name())
+		return errors.Wrapf(err, "cannot create Function %s", f.FunctionName())
 	}
 
 	// Crossplane creates the active revision from the cached package.
 	revisions := func() []pkgv1.FunctionRevision {
 		l := &pkgv1.FunctionRevisionList{}
-		if err := p.client.List(ctx, l, client.MatchingLabels{"pkg.crossplane.io/package": f.name()}); err != nil {
+		if err := p.client.List(ctx, l, client.MatchingLabels{"pkg.crossplane.io/package": f.FunctionName()}); err != nil {
 			return nil
 		}
 		return l.Items
@@ -275,7 +258,7 @@ func (p *Plane) installFunction(ctx context.Context, core *process, f function, 
 		}
 		return false
 	}); err != nil {
-		return errors.Wrapf(err, "Crossplane made no active revision of Function %s", f.name())
+		return errors.Wrapf(err, "Crossplane made no active revision of Function %s", f.FunctionName())
 	}
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		r := &pkgv1.FunctionRevision{}
@@ -288,7 +271,7 @@ func (p *Plane) installFunction(ctx context.Context, core *process, f function, 
 			Message: "running as a local process of the CAPXP plane", LastTransitionTime: metav1.Now()})
 		return p.client.Status().Update(ctx, r)
 	}); err != nil {
-		return errors.Wrapf(err, "cannot record the endpoint of Function %s", f.name())
+		return errors.Wrapf(err, "cannot record the endpoint of Function %s", f.FunctionName())
 	}
 	var seen string
 	if err := core.waitFor(ctx, time.Minute, func() bool {
@@ -299,7 +282,7 @@ func (p *Plane) installFunction(ctx context.Context, core *process, f function, 
 		seen = fmt.Sprintf("%+v", r.Status.Conditions)
 		return r.GetCondition(pkgv1.TypeRevisionHealthy).Status == corev1.ConditionTrue && r.Status.Endpoint == endpoint
 	}); err != nil {
-		return errors.Wrapf(err, "the revision of Function %s did not become healthy (conditions %s)", f.name(), seen)
+		return errors.Wrapf(err, "the revision of Function %s did not become healthy (conditions %s)", f.FunctionName(), seen)
 	}
 	return nil
 }
@@ -320,5 +303,3 @@ func retryCommand(ctx context.Context, n int, run func() ([]byte, error)) error 
 	}
 	return errors.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -3,6 +3,7 @@ package plane
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -87,7 +88,7 @@ func readManifests(path string) ([]*unstructured.Unstructured, error) {
 	for {
 		u := &unstructured.Unstructured{}
 		if err := d.Decode(&u.Object); err != nil {
-			if err.Error() == "EOF" {
+			if errors.Is(err, io.EOF) {
 				return out, nil
 			}
 			return nil, errors.Wrapf(err, "cannot decode %s", path)

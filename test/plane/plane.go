@@ -14,16 +14,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
-	pkgmetav1 "github.com/crossplane/crossplane/apis/v2/pkg/meta/v1"
 	pkgv1 "github.com/crossplane/crossplane/apis/v2/pkg/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
+	"github.com/capxp/cluster-api-provider-crossplane/packages"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
 
@@ -60,9 +58,9 @@ type Plane struct {
 // versions are the components' versions: Crossplane's from go.mod, the
 // functions' and provider's from the Configuration package.
 type versions struct {
-	crossplane         string
-	functions          []function
-	providerKubernetes string
+	crossplane         envtest.Module
+	functions          []packages.Dependency
+	providerKubernetes packages.Dependency
 }
 
 // Management is the management cluster's API server.
@@ -79,11 +77,6 @@ func (p *Plane) progress(format string, args ...any) {
 	if p.opts.Progress != nil {
 		p.opts.Progress(format, args...)
 	}
-}
-
-// tool is the path of a binary hack/ensure-tools.sh built.
-func (p *Plane) tool(name, version string) string {
-	return filepath.Join(envtest.RepoRoot(), ".cache", "tools", name+"-"+version, name)
 }
 
 // Start starts every component in dependency order. On error it stops what
@@ -171,7 +164,8 @@ func (p *Plane) startManagement(_ context.Context) error {
 	if err != nil {
 		return err
 	}
-	pk, err := envtest.DownloadModule("github.com/crossplane-contrib/provider-kubernetes", p.versions.providerKubernetes)
+	pkv := p.versions.providerKubernetes
+	pk, err := envtest.DownloadModule(packages.Modules[pkv.Package], pkv.Version)
 	if err != nil {
 		return err
 	}
@@ -215,7 +209,11 @@ func (p *Plane) startControllerManager(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	proc, err := startProcess(p.dir, "kube-controller-manager", p.tool("kube-controller-manager", kubeVersion), nil,
+	assets, err := envtest.AssetsDir()
+	if err != nil {
+		return err
+	}
+	proc, err := startProcess(p.dir, "kube-controller-manager", filepath.Join(assets, "kube-controller-manager"), nil,
 		"--kubeconfig="+p.kubeconfig, "--authentication-kubeconfig="+p.kubeconfig, "--authorization-kubeconfig="+p.kubeconfig,
 		"--controllers=garbage-collector-controller,namespace-controller",
 		"--leader-elect=false", "--use-service-account-credentials=false",
@@ -228,40 +226,20 @@ func (p *Plane) startControllerManager(ctx context.Context) error {
 	return proc.waitFor(ctx, time.Minute, func() bool { return dialable(hostPort(port)) })
 }
 
-// kubeVersion is the version hack/ensure-tools.sh builds Kubernetes'
-// binaries at.
-const kubeVersion = "v1.36.3"
-
 // readVersions reads the versions the plane runs.
 func readVersions() (versions, error) {
 	var v versions
 	var err error
-	if v.crossplane, err = envtest.RequiredVersion("github.com/crossplane/crossplane/v2"); err != nil {
+	if v.crossplane, err = envtest.Required(envtest.CrossplaneModule); err != nil {
 		return v, err
 	}
-	raw, err := os.ReadFile(filepath.Join(envtest.RepoRoot(), "packages", "configuration", "crossplane.yaml"))
-	if err != nil {
-		return v, errors.Wrap(err, "cannot read the Configuration package")
+	if v.functions, err = packages.Dependencies("Function"); err != nil {
+		return v, err
 	}
-	c := &pkgmetav1.Configuration{}
-	if err := yaml.Unmarshal(raw, c); err != nil {
-		return v, errors.Wrap(err, "cannot decode the Configuration package")
-	}
-	for _, d := range c.Spec.DependsOn {
-		if d.Package == nil {
-			continue
-		}
-		pkg := *d.Package
-		base := pkg[strings.LastIndex(pkg, "/")+1:]
-		switch {
-		case base == "provider-kubernetes":
-			v.providerKubernetes = d.Version
-		case strings.HasPrefix(pkg, packageRegistry+"function-"):
-			v.functions = append(v.functions, function{module: "github.com/crossplane-contrib/" + base, version: d.Version, binary: base})
-		}
-	}
-	if v.providerKubernetes == "" || len(v.functions) == 0 {
-		return v, errors.New("the Configuration package names no provider-kubernetes or no functions")
-	}
-	return v, nil
+	v.providerKubernetes, err = packages.Find(providerKubernetes)
+	return v, err
 }
+
+// providerKubernetes is the package of the provider the local backend
+// composes with.
+const providerKubernetes = "xpkg.crossplane.io/crossplane-contrib/provider-kubernetes"

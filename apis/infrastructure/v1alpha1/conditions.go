@@ -10,7 +10,8 @@ const (
 	// current generation and its contract outputs are present and valid.
 	// When False, its reason and message say what is missing: Crossplane's
 	// own words (a composition error, unready resources) or what only the
-	// bridge can see (a bad output, naming the field and the value).
+	// bridge can see (a bad output, naming the field and the value; a closed
+	// machine gate; credentials that may not be used).
 	ContractReadyCondition = "ContractReady"
 
 	// CrossplaneInfrastructureReadyCondition on a CAPI Cluster or Machine
