@@ -474,6 +474,13 @@ func TestBadInputsFailClearly(t *testing.T) {
 			patch:  map[string]any{"spec.parameters.controlPlaneLoadBalancer.scheme": "Dualstack"},
 			want:   "Dualstack",
 		},
+		"AnotherProvidersCredentials": {
+			reason: "managed resources name only a kind and a name: a grant of kubernetes.m.crossplane.io's default must not become the use of aws.m.upbound.io's default",
+			patch: map[string]any{"spec.providerConfigRef": map[string]any{
+				"apiGroup": "kubernetes.m.crossplane.io", "kind": "ClusterProviderConfig", "name": "default",
+			}},
+			want: "kubernetes.m.crossplane.io/ClusterProviderConfig",
+		},
 	}
 	comp := must(compositions.Read("aws/cluster.yaml"))
 	for name, tc := range cases {

@@ -11,15 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/external"
-	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -30,7 +29,7 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/xrd"
 )
 
-// Kinds runs one controller per adapted XR kind. Controllers are started and
+// Kinds runs one controller per adapted XRD. Controllers are started and
 // stopped at run time, as XRDs come and go, on the manager's shared cache.
 type Kinds struct {
 	mgr         manager.Manager
@@ -40,20 +39,20 @@ type Kinds struct {
 
 	mu      sync.Mutex
 	base    context.Context //nolint:containedctx // the manager's context, handed to Start.
-	running map[schema.GroupVersionKind]*kind
+	running map[string]*kind // by XRD name
 	started chan struct{}
 }
 
 type kind struct {
-	contract string
-	cancel   context.CancelFunc
-	done     chan struct{}
+	adaptation xrd.Adaptation
+	cancel     context.CancelFunc
+	done       chan struct{}
 }
 
 // NewKinds returns a Kinds to add to the manager. watchFilter is CAPI's
 // --watch-filter label value; empty watches everything.
 func NewKinds(mgr manager.Manager, o controller.Options, watchFilter string, creds credentials.Resolver) *Kinds {
-	return &Kinds{mgr: mgr, options: o, filter: watchFilter, credentials: creds, running: map[schema.GroupVersionKind]*kind{}, started: make(chan struct{})}
+	return &Kinds{mgr: mgr, options: o, filter: watchFilter, credentials: creds, running: map[string]*kind{}, started: make(chan struct{})}
 }
 
 // Start implements manager.Runnable: controllers start once the manager has.
@@ -65,10 +64,8 @@ func (k *Kinds) Start(ctx context.Context) error {
 	<-ctx.Done()
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for gvk, r := range k.running {
-		r.cancel()
-		<-r.done
-		delete(k.running, gvk)
+	for name := range k.running {
+		k.stopLocked(name)
 	}
 	return nil
 }
@@ -76,8 +73,20 @@ func (k *Kinds) Start(ctx context.Context) error {
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
 func (k *Kinds) NeedLeaderElection() bool { return true }
 
-// Ensure runs a controller for an adapted kind, once.
-func (k *Kinds) Ensure(ctx context.Context, a xrd.Adaptation) error {
+// newSeam picks the contract's seam: the one place the two contracts differ.
+func newSeam(c client.Client, contract string) (seam, error) {
+	switch contract {
+	case infrav1.ContractInfraCluster:
+		return infraCluster{client: c}, nil
+	case infrav1.ContractInfraMachine:
+		return infraMachine{client: c}, nil
+	}
+	return nil, errors.Errorf("unknown contract %s", contract)
+}
+
+// Ensure runs a controller for an adapted XRD, once; a changed kind, version
+// or contract replaces the running one.
+func (k *Kinds) Ensure(ctx context.Context, name string, a xrd.Adaptation) error {
 	select {
 	case <-k.started:
 	case <-ctx.Done():
@@ -85,10 +94,10 @@ func (k *Kinds) Ensure(ctx context.Context, a xrd.Adaptation) error {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if r, ok := k.running[a.GVK]; ok && r.contract == a.Contract {
+	if r, ok := k.running[name]; ok && r.adaptation == a {
 		return nil
 	}
-	k.stopLocked(a.GVK)
+	k.stopLocked(name)
 
 	log := k.mgr.GetLogger().WithValues("controller", controllerName(a.GVK), "contract", a.Contract)
 	opts := k.options
@@ -100,14 +109,13 @@ func (k *Kinds) Ensure(ctx context.Context, a xrd.Adaptation) error {
 		return log.WithValues(a.GVK.Kind, req.NamespacedName.String())
 	}
 	tracker := &external.ObjectTracker{Cache: k.mgr.GetCache(), Scheme: k.mgr.GetScheme(), PredicateLogger: &log}
-	rec := k.mgr.GetEventRecorderFor(controllerName(a.GVK))
-	switch a.Contract {
-	case infrav1.ContractInfraCluster:
-		opts.Reconciler = NewInfraClusterReconciler(k.mgr.GetClient(), a.GVK, rec, tracker, k.credentials)
-	case infrav1.ContractInfraMachine:
-		opts.Reconciler = NewInfraMachineReconciler(k.mgr.GetClient(), a.GVK, rec, tracker, k.credentials)
-	default:
-		return errors.Errorf("unknown contract %s", a.Contract)
+	sm, err := newSeam(k.mgr.GetClient(), a.Contract)
+	if err != nil {
+		return err
+	}
+	opts.Reconciler = &XRReconciler{
+		client: k.mgr.GetClient(), gvk: a.GVK, contract: sm, tracker: tracker, credentials: k.credentials,
+		recorder: k.mgr.GetEventRecorderFor(controllerName(a.GVK)),
 	}
 	c, err := controller.NewUnmanaged(controllerName(a.GVK), opts)
 	if err != nil {
@@ -117,12 +125,21 @@ func (k *Kinds) Ensure(ctx context.Context, a xrd.Adaptation) error {
 
 	xr := &unstructured.Unstructured{}
 	xr.SetGroupVersionKind(a.GVK)
+	// CAPI's watch filter selects the XRs and CAPI objects of one
+	// management domain; grants and namespaces carry no such label, so it
+	// never applies to them.
 	filter := predicates.ResourceHasFilterLabel(k.mgr.GetScheme(), log, k.filter)
 	if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), xr, &handler.EnqueueRequestForObject{}, filter)); err != nil {
 		return errors.Wrap(err, "cannot watch composite resources")
 	}
-	for _, w := range k.watches(a, xr) {
-		if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), w.obj, handler.EnqueueRequestsFromMapFunc(w.fn), filter)); err != nil {
+	for _, w := range sm.watches(k, a.GVK, xr) {
+		w.predicates = append(w.predicates, filter)
+		if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), w.obj, handler.EnqueueRequestsFromMapFunc(w.fn), w.predicates...)); err != nil {
+			return errors.Wrapf(err, "cannot watch %T", w.obj)
+		}
+	}
+	for _, w := range k.credentialWatches(a.GVK) {
+		if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), w.obj, handler.EnqueueRequestsFromMapFunc(w.fn))); err != nil {
 			return errors.Wrapf(err, "cannot watch %T", w.obj)
 		}
 	}
@@ -135,96 +152,60 @@ func (k *Kinds) Ensure(ctx context.Context, a xrd.Adaptation) error {
 			log.Error(err, "Controller stopped")
 		}
 	}()
-	k.running[a.GVK] = &kind{contract: a.Contract, cancel: cancel, done: done}
+	k.running[name] = &kind{adaptation: a, cancel: cancel, done: done}
 	log.Info("Adapted composite resource kind", "gvk", a.GVK.String())
 	return nil
 }
 
-// Stop stops the controller of a kind, if one runs.
-func (k *Kinds) Stop(gvk schema.GroupVersionKind) {
+// Stop stops the controller of an XRD, if one runs.
+func (k *Kinds) Stop(name string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.stopLocked(gvk)
+	k.stopLocked(name)
 }
 
-func (k *Kinds) stopLocked(gvk schema.GroupVersionKind) {
-	r, ok := k.running[gvk]
+func (k *Kinds) stopLocked(name string) {
+	r, ok := k.running[name]
 	if !ok {
 		return
 	}
 	r.cancel()
 	<-r.done
-	delete(k.running, gvk)
+	delete(k.running, name)
 	xr := &unstructured.Unstructured{}
-	xr.SetGroupVersionKind(gvk)
+	xr.SetGroupVersionKind(r.adaptation.GVK)
 	_ = k.mgr.GetCache().RemoveInformer(k.base, xr)
-	k.mgr.GetLogger().Info("Stopped adapting composite resource kind", "gvk", gvk.String())
+	k.mgr.GetLogger().Info("Stopped adapting composite resource kind", "gvk", r.adaptation.GVK.String())
 }
 
 func controllerName(gvk schema.GroupVersionKind) string {
 	return fmt.Sprintf("capxp-%s.%s", strings.ToLower(gvk.Kind), gvk.Group)
 }
 
+// watch is a kind of object whose changes concern XRs, and how to map one to
+// them.
 type watch struct {
-	obj client.Object
-	fn  handler.MapFunc
+	obj        client.Object
+	fn         handler.MapFunc
+	predicates []predicate.Predicate
 }
 
-// watches are the CAPI objects whose changes concern an XR kind, beyond the
-// XRs themselves.
-func (k *Kinds) watches(a xrd.Adaptation, xr *unstructured.Unstructured) []watch {
+// credentialWatches wake the XRs whose use of shared credentials a grant
+// given or revoked, or a namespace relabelled, changes.
+func (k *Kinds) credentialWatches(gvk schema.GroupVersionKind) []watch {
 	c := k.mgr.GetClient()
-	refs := &xrBase{client: c, gvk: a.GVK}
-	// A grant given or revoked, or a namespace relabelled, changes which
-	// XRs may use shared credentials.
-	creds := []watch{
-		{&infrav1.ClusterProviderConfigGrant{}, func(ctx context.Context, o client.Object) []reconcile.Request {
+	return []watch{
+		{obj: &infrav1.ClusterProviderConfigGrant{}, fn: func(ctx context.Context, o client.Object) []reconcile.Request {
 			g, ok := o.(*infrav1.ClusterProviderConfigGrant)
 			if !ok {
 				return nil
 			}
-			return refs.referencing(ctx, "", func(r *infrav1.ProviderConfigReference) bool {
+			return referencing(ctx, c, gvk, "", func(r *infrav1.ProviderConfigReference) bool {
 				return r.Kind == infrav1.ProviderConfigKindCluster && r.APIGroup == g.Spec.ProviderConfigRef.APIGroup && r.Name == g.Spec.ProviderConfigRef.Name
 			})
 		}},
-		{&corev1.Namespace{}, func(ctx context.Context, o client.Object) []reconcile.Request {
-			return refs.referencing(ctx, o.GetName(), func(r *infrav1.ProviderConfigReference) bool { return r.Kind == infrav1.ProviderConfigKindCluster })
+		{obj: &corev1.Namespace{}, fn: func(ctx context.Context, o client.Object) []reconcile.Request {
+			return referencing(ctx, c, gvk, o.GetName(), func(r *infrav1.ProviderConfigReference) bool { return r.Kind == infrav1.ProviderConfigKindCluster })
 		}},
-	}
-	switch a.Contract {
-	case infrav1.ContractInfraCluster:
-		return append(creds,
-			// The Cluster's pause and ownership.
-			watch{&clusterv1.Cluster{}, util.ClusterToInfrastructureMapFunc(k.base, a.GVK, c, xr)},
-			// A deleting cluster XR waits for the cluster's Machines.
-			watch{&clusterv1.Machine{}, machineToClusterInfrastructure(c, a.GVK)},
-		)
-	default:
-		return append(creds,
-			// The Machine's bootstrap data and failure domain.
-			watch{&clusterv1.Machine{}, util.MachineToInfrastructureMapFunc(a.GVK)},
-			// The Cluster's pause and infrastructure provisioning.
-			watch{&clusterv1.Cluster{}, listByCluster(c, a.GVK)},
-		)
-	}
-}
-
-// machineToClusterInfrastructure maps a Machine to its Cluster's
-// infrastructure XR, when that is of the given kind.
-func machineToClusterInfrastructure(c client.Client, gvk schema.GroupVersionKind) handler.MapFunc {
-	return func(ctx context.Context, o client.Object) []reconcile.Request {
-		name := o.GetLabels()[clusterv1.ClusterNameLabel]
-		if name == "" {
-			return nil
-		}
-		cluster := &clusterv1.Cluster{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: name}, cluster); err != nil {
-			return nil
-		}
-		ref := cluster.Spec.InfrastructureRef
-		if ref.APIGroup != gvk.Group || ref.Kind != gvk.Kind {
-			return nil
-		}
-		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}}}
 	}
 }

@@ -2,18 +2,17 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 	"sort"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/utils/ptr"
+	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/external"
 	"sigs.k8s.io/cluster-api/util/annotations"
@@ -25,67 +24,404 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/contract"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
 )
 
 const (
-	errGetXR           = "cannot get composite resource"
-	errGetOwnerCluster = "cannot get the owner Cluster"
-	errGetComposed     = "cannot get composed resource"
-	errDeleteComposed  = "cannot delete composed resource"
-	errWatchComposed   = "cannot watch composed resources"
+	errGetXR          = "cannot get composite resource"
+	errGetComposed    = "cannot get composed resource"
+	errDeleteComposed = "cannot delete composed resource"
+	errWatchComposed  = "cannot watch composed resources"
+	errResolveCreds   = "cannot resolve credentials"
+	errWriteOwner     = "cannot write the verdict on the CAPI owner"
 )
 
-// xrBase is what the InfraCluster and InfraMachine reconcilers share: one XR
-// kind, and the finalizer, pause, deletion and condition mirroring every
-// adapted XR gets.
-type xrBase struct {
+// seam is what differs between the InfraCluster and InfraMachine contracts;
+// everything else about an adapted XR (finalizer, pause, credentials,
+// deletion, the one deferred write) is the XRReconciler's.
+type seam interface {
+	// owner returns the CAPI object that owns the XR (a Cluster or a
+	// Machine) and its Cluster; a nil owner while CAPI has not set the
+	// owner reference or the owner is gone.
+	owner(ctx context.Context, xr *composite.Unstructured) (client.Object, *clusterv1.Cluster, error)
+	// pauseUnowned says whether an XR that has no CAPI owner yet must be
+	// paused; nil leaves the annotation as it is.
+	pauseUnowned(xr *composite.Unstructured) *bool
+	// prepare readies a not paused, not deleting XR for composition: it
+	// returns a verdict to hold the XR paused with, or nil to go on. It may
+	// inject spec fields into s.xr.
+	prepare(ctx context.Context, s *scope) (*contract.Verdict, error)
+	// outputs maps the composition's outputs: their field errors, and the
+	// spec fields to set once the XR satisfies its contract, with an event
+	// message for the first time it does.
+	outputs(xr *unstructured.Unstructured) (set func(*unstructured.Unstructured), provisioned string, errs field.ErrorList)
+	// waitBeforeDelete names what must be gone before the XR's own
+	// composed resources go; nil when nothing.
+	waitBeforeDelete(ctx context.Context, xr *composite.Unstructured) (*contract.Verdict, error)
+	// watches are the CAPI objects whose changes concern XRs of the kind.
+	watches(k *Kinds, gvk schema.GroupVersionKind, xr *unstructured.Unstructured) []watch
+}
+
+// XRReconciler makes the XRs of one kind CAPI infrastructure objects, of the
+// contract its seam implements.
+type XRReconciler struct {
 	client      client.Client
 	gvk         schema.GroupVersionKind
+	contract    seam
 	recorder    record.EventRecorder
 	tracker     *external.ObjectTracker
 	credentials credentials.Resolver
 }
 
-func (b *xrBase) get(ctx context.Context, key types.NamespacedName) (*composite.Unstructured, error) {
-	xr := composite.New(composite.WithGroupVersionKind(b.gvk))
-	if err := b.client.Get(ctx, key, &xr.Unstructured); err != nil {
-		return nil, errors.Wrap(err, errGetXR)
+// scope is one reconcile's working state. Phases change xr (metadata and
+// spec) and say what to write; write sends it all once, at the end.
+type scope struct {
+	// xr is the working copy; before is what was read.
+	xr     *composite.Unstructured
+	before *unstructured.Unstructured
+	// owner is the CAPI Cluster or Machine; nil when none.
+	owner   client.Object
+	cluster *clusterv1.Cluster
+	// verdict goes to the owner's CrossplaneInfrastructureReady condition
+	// and, when it changes, to an event on the XR; nil leaves it.
+	verdict *contract.Verdict
+	// status holds the contract status fields to apply; nil applies none.
+	status *statusApply
+	// events are recorded on the XR once the writes succeed.
+	events []xrEvent
+}
+
+type xrEvent struct{ kind, reason, message string }
+
+func (s *scope) event(kind, reason, message string) {
+	s.events = append(s.events, xrEvent{kind, reason, message})
+}
+
+// pause sets or removes crossplane.io/paused on the working copy.
+func (s *scope) pause(paused bool) {
+	if paused {
+		meta.AddAnnotations(s.xr, map[string]string{meta.AnnotationKeyReconciliationPaused: "true"})
+		return
 	}
-	return xr, nil
+	meta.RemoveAnnotations(s.xr, meta.AnnotationKeyReconciliationPaused)
 }
 
-// patch applies mutate to a copy of the XR and sends the difference as a
-// merge patch guarded by the resource version, so that a concurrent change
-// (Crossplane adding its finalizer, say) is never overwritten. It sends
-// nothing when mutate changes nothing.
-func (b *xrBase) patch(ctx context.Context, xr *composite.Unstructured, mutate func(*unstructured.Unstructured)) error {
-	return patchIfChanged(ctx, b.client, &xr.Unstructured, mutate)
-}
-
-func (b *xrBase) addFinalizer(ctx context.Context, xr *composite.Unstructured) error {
-	return b.patch(ctx, xr, func(o *unstructured.Unstructured) { controllerutil.AddFinalizer(o, infrav1.Finalizer) })
-}
-
-func (b *xrBase) removeFinalizer(ctx context.Context, xr *composite.Unstructured) error {
-	if !controllerutil.ContainsFinalizer(xr, infrav1.Finalizer) {
-		return nil
+// Reconcile maps one XR onto its contract, in CAPI's order: get, owner,
+// finalizer, pause, then delete or normal, with one deferred write.
+func (r *XRReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, reterr error) {
+	xr := composite.New(composite.WithGroupVersionKind(r.gvk))
+	if err := r.client.Get(ctx, req.NamespacedName, &xr.Unstructured); err != nil {
+		return ctrl.Result{}, errors.Wrap(client.IgnoreNotFound(err), errGetXR)
 	}
-	return b.patch(ctx, xr, func(o *unstructured.Unstructured) { controllerutil.RemoveFinalizer(o, infrav1.Finalizer) })
+	log := ctrl.LoggerFrom(ctx).WithValues(r.gvk.Kind, klog.KObj(xr))
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	s := &scope{xr: xr, before: xr.Unstructured.DeepCopy()}
+	defer func() {
+		if err := r.write(ctx, s); err != nil {
+			reterr = kerrors.NewAggregate([]error{reterr, err})
+		}
+		// A conflict means someone wrote first (Crossplane, CAPI): read
+		// again, quietly.
+		if reterr != nil && apierrors.IsConflict(errors.Cause(reterr)) {
+			log.V(4).Info("Conflict; requeueing", "error", reterr.Error())
+			result, reterr = ctrl.Result{Requeue: true}, nil
+		}
+	}()
+
+	// Externally managed infrastructure is none of the bridge's business;
+	// it only lets go of an XR it held before the annotation was added.
+	if annotations.IsExternallyManaged(xr) {
+		log.V(4).Info("Composite resource is externally managed, skipping")
+		controllerutil.RemoveFinalizer(xr, infrav1.Finalizer)
+		return ctrl.Result{}, nil
+	}
+
+	var err error
+	if s.owner, s.cluster, err = r.contract.owner(ctx, xr); err != nil {
+		return ctrl.Result{}, err
+	}
+	if s.owner != nil {
+		ctx = ctrl.LoggerInto(ctx, log.WithValues(s.owner.GetObjectKind().GroupVersionKind().Kind, klog.KObj(s.owner)))
+	}
+	paused := annotations.HasPaused(xr) || s.cluster != nil && annotations.IsPaused(s.cluster, xr)
+
+	switch {
+	case !xr.GetDeletionTimestamp().IsZero() && paused:
+		// clusterctl move pauses a cluster and then deletes the source
+		// objects, whose composed resources belong to the target by then:
+		// leave them, and keep Crossplane off them too.
+		s.pause(true)
+		return ctrl.Result{}, nil
+	case !xr.GetDeletionTimestamp().IsZero():
+		return r.reconcileDelete(ctx, s)
+	case s.owner == nil:
+		return r.reconcileUnowned(ctx, s)
+	}
+
+	controllerutil.AddFinalizer(xr, infrav1.Finalizer)
+	if paused {
+		// CAPI pauses: carry it to Crossplane. The owner's verdict and the
+		// provisioned milestone stay as they are.
+		s.pause(true)
+		return ctrl.Result{}, nil
+	}
+	return r.reconcileNormal(ctx, s)
 }
 
-// reconcilePaused carries CAPI's pause to Crossplane and says so.
-func (b *xrBase) reconcilePaused(ctx context.Context, cluster *clusterv1.Cluster, xr *composite.Unstructured) error {
-	if err := b.patch(ctx, xr, func(o *unstructured.Unstructured) { setPausedAnnotation(o, true) }); err != nil {
+// reconcileUnowned handles an XR whose CAPI owner reference is not set yet.
+// Crossplane composes it all the same, so its credentials are checked all
+// the same.
+func (r *XRReconciler) reconcileUnowned(ctx context.Context, s *scope) (ctrl.Result, error) {
+	ctrl.LoggerFrom(ctx).V(4).Info("Waiting for CAPI to set the owner reference")
+	v, result, err := r.checkCredentials(ctx, s.xr)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if v != nil {
+		s.pause(true)
+		s.event(eventType(v.Reason), v.Reason, v.Message)
+		return result, nil
+	}
+	if p := r.contract.pauseUnowned(s.xr); p != nil {
+		s.pause(*p)
+	}
+	return ctrl.Result{}, nil
+}
+
+// reconcileNormal opens the way to composition (the seam's gate, then the
+// credentials), maps the outputs, and records the verdict and the
+// provisioned milestone.
+func (r *XRReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	hold, err := r.contract.prepare(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if hold != nil {
+		s.pause(true)
+		s.verdict = hold
+		return ctrl.Result{}, nil
+	}
+	// The credentials the XR composes with, after the seam injected any
+	// (a machine inherits its cluster's).
+	denied, result, err := r.checkCredentials(ctx, s.xr)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if denied != nil {
+		s.pause(true)
+		s.verdict = denied
+		return result, nil
+	}
+	s.pause(false)
+
+	u := &s.xr.Unstructured
+	set, provisioned, errs := r.contract.outputs(u)
+	v := contract.Evaluate(readiness.Observe(s.xr), errs)
+	if v.Ready {
+		set(u)
+	}
+	s.verdict = &v
+	was := isProvisioned(u)
+	now := contract.Provisioned(was, v)
+	s.status = &statusApply{fields: map[string]any{
+		"status.initialization.provisioned": now,
+		"status.ready":                      now,
+	}}
+	if now && !was {
+		s.event("Normal", "Provisioned", provisioned)
+	}
+	return result, nil
+}
+
+// reconcileDelete deletes every resource the XR composed (and controls) and
+// holds the XR until they are gone: Crossplane v2 leaves them to the garbage
+// collector, which would only act once the XR is gone. The seam may name
+// what must go first. The XR is released to Crossplane, which checks its
+// pause before it handles a deletion, so that its finalizer goes too.
+func (r *XRReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
+	s.pause(false)
+	if !controllerutil.ContainsFinalizer(s.xr, infrav1.Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	wait, err := r.contract.waitBeforeDelete(ctx, s.xr)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if wait != nil {
+		s.verdict = wait
+		return ctrl.Result{}, nil
+	}
+	remaining, foreign, err := r.deleteComposed(ctx, s.xr)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(foreign) > 0 {
+		v := contract.NotReady(infrav1.NotControlledReason,
+			"Not deleting %s: spec.crossplane.resourceRefs names them but this composite resource does not control them", contract.List(foreign))
+		s.event("Warning", v.Reason, v.Message)
+		s.verdict = &v
+	}
+	if len(remaining) > 0 {
+		s.verdict = &contract.Verdict{Reason: infrav1.DeletingReason, Message: contract.Waiting("composed resources", remaining)}
+		return ctrl.Result{}, nil
+	}
+	ctrl.LoggerFrom(ctx).Info("Every composed resource is gone; releasing the composite resource")
+	controllerutil.RemoveFinalizer(s.xr, infrav1.Finalizer)
+	return ctrl.Result{}, nil
+}
+
+// deleteComposed deletes the composed resources this XR controls and returns
+// those that still exist, and the referenced ones it does not control. It
+// watches their kinds (metadata only) so that their disappearance wakes the
+// bridge; nothing polls.
+func (r *XRReconciler) deleteComposed(ctx context.Context, xr *composite.Unstructured) (remaining, foreign []string, err error) {
+	log := ctrl.LoggerFrom(ctx)
+	owner := &unstructured.Unstructured{}
+	owner.SetGroupVersionKind(r.gvk)
+	for _, ref := range xr.GetResourceReferences() {
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
+		if err := r.tracker.Watch(log, obj, handler.EnqueueRequestForOwner(r.client.Scheme(), r.client.RESTMapper(), owner, handler.OnlyControllerOwner())); err != nil {
+			return nil, nil, errors.Wrap(err, errWatchComposed)
+		}
+		ns := ref.Namespace
+		if ns == "" {
+			ns = xr.GetNamespace()
+		}
+		if err := r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, nil, errors.Wrapf(err, "%s %s %s", errGetComposed, ref.Kind, ref.Name)
+		}
+		name := ref.Kind + "/" + ref.Name
+		// Anyone who may write the XR may write its resource references:
+		// only what this XR controls is its to delete.
+		if c := metav1.GetControllerOf(obj); c == nil || c.UID != xr.GetUID() {
+			foreign = append(foreign, name)
+			continue
+		}
+		remaining = append(remaining, name)
+		if obj.GetDeletionTimestamp().IsZero() {
+			log.Info("Deleting composed resource", "kind", ref.Kind, "name", ref.Name)
+			if err := r.client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+				return nil, nil, errors.Wrapf(err, "%s %s %s", errDeleteComposed, ref.Kind, ref.Name)
+			}
+		}
+	}
+	sort.Strings(remaining)
+	sort.Strings(foreign)
+	return remaining, foreign, nil
+}
+
+// write sends what the reconcile decided, each part only when it differs
+// from what is stored: one merge patch of the XR's metadata and spec, one
+// server-side apply of its contract status fields, one of the owner's
+// condition; then the events.
+func (r *XRReconciler) write(ctx context.Context, s *scope) error {
+	var errs []error
+	if err := patchIfChanged(ctx, r.client, s.before, func(u *unstructured.Unstructured) { u.Object = s.xr.Object }); err != nil {
+		// Nothing else is written on a stale read.
 		return err
 	}
-	status := &statusApply{}
-	status.condition(&xr.Unstructured, pausedCondition(cluster, xr, true))
-	return status.apply(ctx, b.client, &xr.Unstructured)
+	if s.status != nil {
+		errs = append(errs, s.status.apply(ctx, r.client, &s.xr.Unstructured))
+	}
+	if s.verdict != nil && s.owner != nil {
+		errs = append(errs, r.writeVerdict(ctx, s))
+	}
+	for _, e := range s.events {
+		r.recorder.Event(s.xr, e.kind, e.reason, e.message)
+	}
+	return kerrors.NewAggregate(errs)
+}
+
+// writeVerdict applies the verdict as the owner's
+// CrossplaneInfrastructureReady condition when it says something new, and
+// records the change as an event on the XR.
+func (r *XRReconciler) writeVerdict(ctx context.Context, s *scope) error {
+	owner, err := toUnstructured(r.client, s.owner)
+	if err != nil {
+		return errors.Wrap(err, errWriteOwner)
+	}
+	old, found := findCondition(owner, infrav1.CrossplaneInfrastructureReadyCondition)
+	if found && s.verdict.Same(&old) && old.ObservedGeneration == s.owner.GetGeneration() {
+		return nil
+	}
+	if !found || !s.verdict.Same(&old) {
+		msg := s.verdict.Message
+		if s.verdict.Ready {
+			msg = "The composite resource satisfies the " + owner.GetKind() + " infrastructure contract"
+		}
+		r.recorder.Event(s.xr, eventType(s.verdict.Reason), s.verdict.Reason, msg)
+	}
+	st := &statusApply{}
+	st.condition(owner, s.verdict.Condition(s.owner.GetGeneration()))
+	return errors.Wrap(st.apply(ctx, r.client, owner), errWriteOwner)
+}
+
+// eventType is Warning for verdicts that need someone to act, Normal for
+// progress.
+func eventType(reason string) string {
+	switch reason {
+	case infrav1.CompositionFailedReason, infrav1.InvalidOutputsReason, infrav1.InvalidFailureDomainReason,
+		infrav1.InvalidBootstrapDataRefReason, infrav1.NotControlledReason, infrav1.ProviderConfigNotFoundReason,
+		infrav1.ProviderConfigNotGrantedReason, infrav1.CredentialsSecretNotFoundReason, infrav1.SecretOutsideNamespaceReason:
+		return "Warning"
+	}
+	return "Normal"
+}
+
+// checkCredentials resolves the credentials an XR composes with; a verdict
+// to hold it paused with when they may not be used. It watches the
+// referenced config's kind so that its creation or change wakes the XR. A
+// missing Secret is looked for again after a while: the bridge does not
+// watch Secrets.
+func (r *XRReconciler) checkCredentials(ctx context.Context, xr *composite.Unstructured) (*contract.Verdict, ctrl.Result, error) {
+	ref := providerConfigRef(&xr.Unstructured)
+	if ref != nil {
+		if err := r.watchConfig(ctx, ref); err != nil {
+			return nil, ctrl.Result{}, err
+		}
+	}
+	res, err := r.credentials.Resolve(ctx, xr.GetNamespace(), ref)
+	if err != nil {
+		return nil, ctrl.Result{}, errors.Wrap(err, errResolveCreds)
+	}
+	if res.Ready {
+		return nil, ctrl.Result{}, nil
+	}
+	var result ctrl.Result
+	if res.Reason == infrav1.CredentialsSecretNotFoundReason {
+		result.RequeueAfter = credentials.RecheckSecretAfter
+	}
+	return &contract.Verdict{Reason: res.Reason, Message: res.Message}, result, nil
+}
+
+// watchConfig watches (metadata only) the kind of a referenced credentials
+// config, mapping each config to the XRs of this kind that name it.
+func (r *XRReconciler) watchConfig(ctx context.Context, ref *infrav1.ProviderConfigReference) error {
+	m, err := r.client.RESTMapper().RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: string(ref.Kind)})
+	if err != nil {
+		// The resolver reports a kind the API does not serve; nothing to
+		// watch yet.
+		return nil //nolint:nilerr // reported by the resolver as a verdict.
+	}
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(m.GroupVersionKind)
+	kind := ref.Kind
+	return errors.Wrap(r.tracker.Watch(ctrl.LoggerFrom(ctx), obj, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		return referencing(ctx, r.client, r.gvk, o.GetNamespace(), func(ref *infrav1.ProviderConfigReference) bool {
+			return ref.APIGroup == m.GroupVersionKind.Group && ref.Kind == kind && ref.Name == o.GetName()
+		})
+	})), "cannot watch credentials configs")
 }
 
 // providerConfigRef reads an XR's spec.providerConfigRef; nil when unset.
@@ -97,56 +433,12 @@ func providerConfigRef(u *unstructured.Unstructured) *infrav1.ProviderConfigRefe
 	return ref
 }
 
-// checkCredentials resolves the credentials an XR uses into its
-// CredentialsReady condition, and watches the referenced config's kind so
-// that its creation or change wakes the XR. A missing Secret is looked for
-// again after a while: the bridge does not watch Secrets.
-func (b *xrBase) checkCredentials(ctx context.Context, xr *composite.Unstructured, ref *infrav1.ProviderConfigReference) (metav1.Condition, ctrl.Result, error) {
-	c := metav1.Condition{Type: infrav1.CredentialsReadyCondition, ObservedGeneration: xr.GetGeneration()}
-	if ref != nil {
-		if err := b.watchConfig(ctx, ref); err != nil {
-			return c, ctrl.Result{}, err
-		}
-	}
-	res, err := b.credentials.Resolve(ctx, xr.GetNamespace(), ref)
-	if err != nil {
-		return c, ctrl.Result{}, errors.Wrap(err, "cannot resolve credentials")
-	}
-	c.Status, c.Reason, c.Message = metav1.ConditionFalse, res.Reason, res.Message
-	if res.Ready {
-		c.Status = metav1.ConditionTrue
-	}
-	var result ctrl.Result
-	if res.Reason == infrav1.CredentialsSecretNotFoundReason {
-		result.RequeueAfter = credentials.RecheckSecretAfter
-	}
-	return c, result, nil
-}
-
-// watchConfig watches (metadata only) the kind of a referenced credentials
-// config, mapping each config to the XRs of this kind that name it.
-func (b *xrBase) watchConfig(ctx context.Context, ref *infrav1.ProviderConfigReference) error {
-	m, err := b.client.RESTMapper().RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: string(ref.Kind)})
-	if err != nil {
-		// Reported by the resolver; nothing to watch yet.
-		return nil //nolint:nilerr // the resolver reports a missing kind as a condition.
-	}
-	obj := &metav1.PartialObjectMetadata{}
-	obj.SetGroupVersionKind(m.GroupVersionKind)
-	kind := ref.Kind
-	return errors.Wrap(b.tracker.Watch(ctrl.LoggerFrom(ctx), obj, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		return b.referencing(ctx, o.GetNamespace(), func(r *infrav1.ProviderConfigReference) bool {
-			return r.APIGroup == m.GroupVersionKind.Group && r.Kind == kind && r.Name == o.GetName()
-		})
-	})), "cannot watch credentials configs")
-}
-
-// referencing lists the XRs of this kind, in a namespace or all, whose
+// referencing lists the XRs of a kind, in a namespace or all, whose
 // providerConfigRef matches.
-func (b *xrBase) referencing(ctx context.Context, namespace string, match func(*infrav1.ProviderConfigReference) bool) []reconcile.Request {
+func referencing(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, namespace string, match func(*infrav1.ProviderConfigReference) bool) []reconcile.Request {
 	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(b.gvk.GroupVersion().WithKind(b.gvk.Kind + "List"))
-	if err := b.client.List(ctx, list, client.InNamespace(namespace)); err != nil {
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request
@@ -158,228 +450,7 @@ func (b *xrBase) referencing(ctx context.Context, namespace string, match func(*
 	return reqs
 }
 
-// holdPaused keeps an XR paused in Crossplane, so that nothing new is
-// composed (a closed machine gate, credentials that may not be used), and
-// says why in ContractReady on the XR and its CAPI owner.
-func (b *xrBase) holdPaused(ctx context.Context, owner client.Object, xr *composite.Unstructured, status *statusApply, reason, msg string) error {
-	status.condition(&xr.Unstructured, metav1.Condition{Type: infrav1.ContractReadyCondition, Status: metav1.ConditionFalse,
-		Reason: reason, Message: msg, ObservedGeneration: xr.GetGeneration()})
-	if err := b.patch(ctx, xr, func(o *unstructured.Unstructured) { setPausedAnnotation(o, true) }); err != nil {
-		return err
-	}
-	if err := status.apply(ctx, b.client, &xr.Unstructured); err != nil {
-		return err
-	}
-	return b.mirror(ctx, owner, status)
-}
-
-// capiPaused reports whether CAPI pauses the XR.
-func capiPaused(cluster *clusterv1.Cluster, xr metav1.Object) bool {
-	return annotations.HasPaused(xr) || cluster != nil && annotations.IsPaused(cluster, xr)
-}
-
-// reconcileDelete deletes every resource the XR composed and holds the XR
-// until they are gone: Crossplane v2 leaves them to the garbage collector,
-// which would only act once the XR is gone. wait, when set, is checked first:
-// it names what else must be gone before the XR's own resources go.
-func (b *xrBase) reconcileDelete(ctx context.Context, xr *composite.Unstructured, wait func(context.Context) (string, string, error)) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(xr, infrav1.Finalizer) {
-		return ctrl.Result{}, nil
-	}
-	deleting := func(reason, msg string) (ctrl.Result, error) {
-		status := &statusApply{}
-		status.condition(&xr.Unstructured, metav1.Condition{
-			Type: infrav1.DeletingCondition, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: xr.GetGeneration(),
-		})
-		return ctrl.Result{}, status.apply(ctx, b.client, &xr.Unstructured)
-	}
-	if wait != nil {
-		reason, msg, err := wait(ctx)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if msg != "" {
-			return deleting(reason, msg)
-		}
-	}
-	remaining, err := b.deleteComposed(ctx, xr)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if len(remaining) > 0 {
-		return deleting(infrav1.DeletingReason, fmt.Sprintf("Waiting for %d composed resources to be deleted: %s", len(remaining), firstN(remaining, 5)))
-	}
-	ctrl.LoggerFrom(ctx).Info("Every composed resource is gone; releasing the composite resource")
-	return ctrl.Result{}, b.removeFinalizer(ctx, xr)
-}
-
-// deleteComposed deletes the XR's composed resources and returns those that
-// still exist. It watches their kinds (metadata only) so that their
-// disappearance wakes the bridge; nothing polls.
-func (b *xrBase) deleteComposed(ctx context.Context, xr *composite.Unstructured) ([]string, error) {
-	log := ctrl.LoggerFrom(ctx)
-	owner := &unstructured.Unstructured{}
-	owner.SetGroupVersionKind(b.gvk)
-	var remaining []string
-	for _, ref := range xr.GetResourceReferences() {
-		obj := &metav1.PartialObjectMetadata{}
-		obj.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
-		if err := b.tracker.Watch(log, obj, handler.EnqueueRequestForOwner(b.client.Scheme(), b.client.RESTMapper(), owner, handler.OnlyControllerOwner())); err != nil {
-			return nil, errors.Wrap(err, errWatchComposed)
-		}
-		ns := ref.Namespace
-		if ns == "" {
-			ns = xr.GetNamespace()
-		}
-		if err := b.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return nil, errors.Wrapf(err, "%s %s %s", errGetComposed, ref.Kind, ref.Name)
-		}
-		remaining = append(remaining, ref.Kind+"/"+ref.Name)
-		if obj.GetDeletionTimestamp().IsZero() {
-			log.Info("Deleting composed resource", "kind", ref.Kind, "name", ref.Name)
-			if err := b.client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-				return nil, errors.Wrapf(err, "%s %s %s", errDeleteComposed, ref.Kind, ref.Name)
-			}
-		}
-	}
-	sort.Strings(remaining)
-	return remaining, nil
-}
-
-// contract computes the ContractReady condition from Crossplane's view and
-// the outputs' field errors.
-func (b *xrBase) contract(xr *composite.Unstructured, mapOutputs func() field.ErrorList) metav1.Condition {
-	c := metav1.Condition{Type: infrav1.ContractReadyCondition, ObservedGeneration: xr.GetGeneration()}
-	obs := readiness.Observe(xr)
-	if !obs.Ready {
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, obs.Reason, obs.Message
-		return c
-	}
-	if errs := mapOutputs(); len(errs) > 0 {
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, outputsReason(errs), errs.ToAggregate().Error()
-		return c
-	}
-	c.Status, c.Reason = metav1.ConditionTrue, infrav1.ContractReadyReason
-	return c
-}
-
-// mirror copies the XR's ContractReady condition onto the CAPI object that
-// owns it as CrossplaneInfrastructureReady, the one condition type the bridge
-// writes on CAPI's objects.
-func (b *xrBase) mirror(ctx context.Context, owner client.Object, s *statusApply) error {
-	for _, c := range s.conditions {
-		if c.Type != infrav1.ContractReadyCondition {
-			continue
-		}
-		c.Type = infrav1.CrossplaneInfrastructureReadyCondition
-		c.ObservedGeneration = owner.GetGeneration()
-		u, err := toUnstructured(b.client, owner)
-		if err != nil {
-			return err
-		}
-		m := &statusApply{}
-		m.condition(u, c)
-		return m.apply(ctx, b.client, u)
-	}
-	return nil
-}
-
-// warnOnce records a Warning event when an XR's condition turns to a bad
-// outputs reason, not on every reconcile.
-func (b *xrBase) warnOnce(xr *composite.Unstructured, c metav1.Condition) {
-	if c.Reason == infrav1.InvalidOutputsReason && !sameCondition(&xr.Unstructured, c) {
-		b.recorder.Event(xr, "Warning", c.Reason, c.Message)
-	}
-}
-
-// listByCluster maps a Cluster to the XRs of a kind labelled with its name.
-func listByCluster(c client.Client, gvk schema.GroupVersionKind) handler.MapFunc {
-	return func(ctx context.Context, o client.Object) []reconcile.Request {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := c.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingLabels{clusterv1.ClusterNameLabel: o.GetName()}); err != nil {
-			return nil
-		}
-		reqs := make([]reconcile.Request, 0, len(list.Items))
-		for _, xr := range list.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&xr)})
-		}
-		return reqs
-	}
-}
-
-func pausedCondition(cluster *clusterv1.Cluster, xr metav1.Object, paused bool) metav1.Condition {
-	c := metav1.Condition{Type: infrav1.PausedCondition, Status: metav1.ConditionFalse, Reason: infrav1.NotPausedReason, ObservedGeneration: xr.GetGeneration()}
-	if !paused {
-		return c
-	}
-	c.Status, c.Reason = metav1.ConditionTrue, infrav1.PausedReason
-	var why []string
-	if cluster != nil && ptr.Deref(cluster.Spec.Paused, false) {
-		why = append(why, "Cluster spec.paused is true")
-	}
-	if cluster != nil && annotations.HasPaused(cluster) {
-		why = append(why, "Cluster has the "+clusterv1.PausedAnnotation+" annotation")
-	}
-	if annotations.HasPaused(xr) {
-		why = append(why, "the composite resource has the "+clusterv1.PausedAnnotation+" annotation")
-	}
-	c.Message = strings.Join(why, "; ") + "; Crossplane is paused with " + infrav1.CrossplanePausedAnnotation
-	return c
-}
-
-func setPausedAnnotation(o *unstructured.Unstructured, paused bool) {
-	a := o.GetAnnotations()
-	if paused {
-		if a == nil {
-			a = map[string]string{}
-		}
-		a[infrav1.CrossplanePausedAnnotation] = "true"
-	} else {
-		delete(a, infrav1.CrossplanePausedAnnotation)
-	}
-	o.SetAnnotations(a)
-}
-
-// setProvisioned records the provisioned milestone (CAPI's v1beta2 field and
-// the v1beta1 one it still reads) and reports whether it is reached now for
-// the first time. Once reached it stays, whatever the contract says later.
-func setProvisioned(status *statusApply, u *unstructured.Unstructured, c metav1.Condition) (first bool) {
-	was := isProvisioned(u)
-	provisioned := c.Status == metav1.ConditionTrue || was
-	status.fields["status.initialization.provisioned"] = provisioned
-	status.fields["status.ready"] = provisioned
-	return provisioned && !was
-}
-
 func isProvisioned(u *unstructured.Unstructured) bool {
 	p, _, _ := unstructured.NestedBool(u.Object, "status", "initialization", "provisioned")
 	return p
-}
-
-func sameCondition(u *unstructured.Unstructured, c metav1.Condition) bool {
-	old, ok := findCondition(u, c.Type)
-	return ok && old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message
-}
-
-// outputsReason tells a missing output (a whole status.outputs.<name> absent)
-// from a malformed one.
-func outputsReason(errs field.ErrorList) string {
-	for _, e := range errs {
-		whole := strings.HasPrefix(e.Field, "status.outputs.") && strings.Count(e.Field, ".") == 2
-		if e.Type != field.ErrorTypeRequired || !whole {
-			return infrav1.InvalidOutputsReason
-		}
-	}
-	return infrav1.MissingOutputsReason
-}
-
-func firstN(s []string, n int) string {
-	if len(s) <= n {
-		return strings.Join(s, ", ")
-	}
-	return strings.Join(s[:n], ", ") + fmt.Sprintf(" and %d more", len(s)-n)
 }

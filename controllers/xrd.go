@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
 	xpcorev2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	kmeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -58,16 +60,13 @@ type XRDReconciler struct {
 	kinds     *Kinds
 	recorder  record.EventRecorder
 	webhook   *WebhookClientConfig
-
-	mu      sync.Mutex
-	adapted map[string]xrd.Adaptation // XRD name -> what it was adapted as
 }
 
 // NewXRDReconciler returns an XRDReconciler that runs kind controllers with k.
 // With a webhook client config, it also keeps the credentials admission
 // webhook registered for every adapted kind.
 func NewXRDReconciler(c client.Client, apiReader client.Reader, k *Kinds, rec record.EventRecorder, wh *WebhookClientConfig) *XRDReconciler {
-	return &XRDReconciler{client: c, apiReader: apiReader, kinds: k, recorder: rec, webhook: wh, adapted: map[string]xrd.Adaptation{}}
+	return &XRDReconciler{client: c, apiReader: apiReader, kinds: k, recorder: rec, webhook: wh}
 }
 
 // SetupWithManager watches contract XRDs and their CRDs (metadata only).
@@ -100,20 +99,27 @@ func (r *XRDReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	x := &xpv2.CompositeResourceDefinition{}
 	if err := r.client.Get(ctx, req.NamespacedName, x); err != nil {
 		if client.IgnoreNotFound(err) == nil {
-			return ctrl.Result{}, r.forget(ctx, req.Name)
+			r.kinds.Stop(req.Name)
+			return ctrl.Result{}, r.syncAdmission(ctx)
 		}
 		return ctrl.Result{}, errors.Wrap(err, errGetXRD)
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("CompositeResourceDefinition", klog.KObj(x))
 	ctx = ctrl.LoggerInto(ctx, log)
 
-	if _, ok := x.Labels[infrav1.ContractLabel]; !ok || !x.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.forget(ctx, x.Name)
+	if _, ok := x.Labels[infrav1.ContractLabel]; !ok {
+		return ctrl.Result{}, r.release(ctx, x)
+	}
+	if !x.DeletionTimestamp.IsZero() {
+		// Crossplane deletes every XR of the kind before the CRD goes: the
+		// kind's controller keeps running until then, so that each XR's
+		// composed resources are deleted and its finalizer released.
+		return ctrl.Result{}, nil
 	}
 
 	a, p := xrd.Check(x)
 	if p != nil {
-		if err := r.forget(ctx, x.Name); err != nil {
+		if err := r.release(ctx, x); err != nil {
 			return ctrl.Result{}, err
 		}
 		msg := "Not adapted: " + p.Error()
@@ -134,6 +140,13 @@ func (r *XRDReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, err
 	}
 
+	// New machine XRs of the kind must be paused, and references to
+	// credentials the namespace may not use refused, at admission, before
+	// the kind's controller runs (and before its CRD exists).
+	if err := r.syncAdmission(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+
 	crd := &extv1.CustomResourceDefinition{}
 	if err := r.apiReader.Get(ctx, types.NamespacedName{Name: x.Name}, crd); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, errors.Wrap(err, errGetCRD)
@@ -142,56 +155,66 @@ func (r *XRDReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, r.setCondition(ctx, x, metav1.ConditionFalse, reasonWaitingOnCRD,
 			fmt.Sprintf("Waiting for Crossplane to establish CRD %s with label %s including %s", x.Name, infrav1.CAPIContractLabel, a.GVK.Version))
 	}
-
-	// New machine XRs of the kind must be paused, and references to
-	// credentials the namespace may not use refused, at admission, before
-	// the kind's controller runs.
-	if err := r.syncAdmission(ctx, x.Name, a); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.kinds.Ensure(ctx, *a); err != nil {
+	if err := r.kinds.Ensure(ctx, x.Name, *a); err != nil {
 		return ctrl.Result{}, errors.Wrapf(err, "cannot adapt %s", a.GVK)
 	}
-	r.mu.Lock()
-	r.adapted[x.Name] = *a
-	r.mu.Unlock()
 	return ctrl.Result{}, r.setCondition(ctx, x, metav1.ConditionTrue, reasonAdapted,
 		fmt.Sprintf("%s %s is a CAPI %s", a.GVK.Kind, a.GVK.GroupVersion(), a.Contract))
 }
 
-// forget stops the controller of an XRD that is gone or no longer adaptable.
-func (r *XRDReconciler) forget(ctx context.Context, name string) error {
-	r.mu.Lock()
-	a, ok := r.adapted[name]
-	delete(r.adapted, name)
-	r.mu.Unlock()
-	if !ok {
+// release stops adapting an XRD that no longer declares the contract, or
+// declares it wrongly: its kind's controller stops and the bridge's
+// finalizer leaves every XR of the kind, which Crossplane alone handles from
+// then on (pause annotations stay as they are).
+func (r *XRDReconciler) release(ctx context.Context, x *xpv2.CompositeResourceDefinition) error {
+	r.kinds.Stop(x.Name)
+	if err := r.syncAdmission(ctx); err != nil {
+		return err
+	}
+	for _, v := range x.Spec.Versions {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(schema.GroupVersionKind{Group: x.Spec.Group, Version: v.Name, Kind: x.Spec.Names.ListKind})
+		if list.GetKind() == "" {
+			list.SetKind(x.Spec.Names.Kind + "List")
+		}
+		// Uncached: the kind's informer stopped with its controller.
+		if err := r.apiReader.List(ctx, list); err != nil {
+			if kmeta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+				return nil
+			}
+			return errors.Wrapf(err, "cannot list %s", x.Spec.Names.Plural)
+		}
+		for i := range list.Items {
+			xr := &list.Items[i]
+			if err := patchIfChanged(ctx, r.client, xr, func(o *unstructured.Unstructured) { controllerutil.RemoveFinalizer(o, infrav1.Finalizer) }); client.IgnoreNotFound(err) != nil {
+				return err
+			}
+		}
+		// Every served version lists the same objects.
 		return nil
 	}
-	r.kinds.Stop(a.GVK)
-	return r.syncAdmission(ctx, "", nil)
+	return nil
 }
 
-// syncAdmission applies the machine gate policy for every adapted
-// InfraMachine kind and the credentials webhook for every adapted kind, plus
-// the kind being adapted (named by its XRD) when a is set.
-func (r *XRDReconciler) syncAdmission(ctx context.Context, name string, a *xrd.Adaptation) error {
-	r.mu.Lock()
+// syncAdmission applies the machine gate policy for every InfraMachine XRD
+// and the credentials webhook for every XRD that declares the contract
+// correctly. It reads them from the API every time, so that a restarted
+// manager never narrows either before it has seen every XRD.
+func (r *XRDReconciler) syncAdmission(ctx context.Context) error {
+	list := &xpv2.CompositeResourceDefinitionList{}
+	if err := r.client.List(ctx, list, client.HasLabels{infrav1.ContractLabel}); err != nil {
+		return errors.Wrap(err, "cannot list CompositeResourceDefinitions")
+	}
 	var machines, all []schema.GroupResource
-	for n, ad := range r.adapted {
-		if n == name {
+	for i := range list.Items {
+		a, p := xrd.Check(&list.Items[i])
+		if p != nil {
 			continue
 		}
-		all = append(all, groupResource(n))
-		if ad.Contract == infrav1.ContractInfraMachine {
-			machines = append(machines, groupResource(n))
-		}
-	}
-	r.mu.Unlock()
-	if a != nil {
-		all = append(all, groupResource(name))
+		gr := groupResource(list.Items[i].Name)
+		all = append(all, gr)
 		if a.Contract == infrav1.ContractInfraMachine {
-			machines = append(machines, groupResource(name))
+			machines = append(machines, gr)
 		}
 	}
 	if err := ensureGatePolicy(ctx, r.client, machines); err != nil {

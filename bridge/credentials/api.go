@@ -133,7 +133,14 @@ func (r *APIResolver) secret(ctx context.Context, cfg *unstructured.Unstructured
 	}
 	name, _ := p.GetString("spec.credentials.secretRef.name")
 	ns, _ := p.GetString("spec.credentials.secretRef.namespace")
-	if ns == "" {
+	switch {
+	case ref.Kind == infrav1.ProviderConfigKindNamespaced && ns != "" && ns != namespace:
+		// A tenant's own ProviderConfig may only use a Secret of its own
+		// namespace. Looking the Secret up would tell the tenant whether it
+		// exists elsewhere; the provider would not use it either.
+		return Result{Reason: infrav1.SecretOutsideNamespaceReason,
+			Message: fmt.Sprintf("%s %s spec.credentials.secretRef names namespace %s; a ProviderConfig in namespace %s may only use Secrets of its own namespace", ref.Kind, ref.Name, ns, namespace)}, false, nil
+	case ns == "":
 		ns = namespace
 	}
 	s := &metav1.PartialObjectMetadata{}

@@ -55,17 +55,32 @@ type Decision struct {
 // region, the subnet of that failure domain and the security groups of the
 // machine's role), and the cluster's credentials unless the machine names
 // its own. Once injected, the gate stays
-// open.
+// open; a dataSecretRef that the bridge did not inject (preset in a
+// template) closes it for good.
 func Decide(in Inputs) Decision {
 	xr := fieldpath.Pave(in.XR.Object)
+	secret := ptr.Deref(in.Machine.Spec.Bootstrap.DataSecretName, "")
+
+	// spec.bootstrap.dataSecretRef is the bridge's to set (and immutable
+	// once set): one preset in a template or by hand must name the Machine's
+	// own bootstrap data, or the machine would boot from someone else's.
+	injected := false
 	if name, _ := xr.GetString("spec.bootstrap.dataSecretRef.name"); name != "" {
-		return Decision{Open: true}
+		key, _ := xr.GetString("spec.bootstrap.dataSecretRef.key")
+		if name != secret || key != BootstrapDataKey {
+			want := fmt.Sprintf("Machine %s has no bootstrap data secret yet", in.Machine.Name)
+			if secret != "" {
+				want = fmt.Sprintf("Machine %s's bootstrap data is %s/%s", in.Machine.Name, secret, BootstrapDataKey)
+			}
+			return Decision{Reason: infrav1.InvalidBootstrapDataRefReason,
+				Message: fmt.Sprintf("spec.bootstrap.dataSecretRef %s/%s is set by the bridge, not preset: %s; recreate the machine without it", name, key, want)}
+		}
+		injected = true
 	}
-	if !ptr.Deref(in.Cluster.Status.Initialization.InfrastructureProvisioned, false) {
+	if !injected && !ptr.Deref(in.Cluster.Status.Initialization.InfrastructureProvisioned, false) {
 		return Decision{Reason: infrav1.WaitingForClusterInfrastructureReason,
 			Message: fmt.Sprintf("Waiting for the infrastructure of Cluster %s to be provisioned", in.Cluster.Name)}
 	}
-	secret := ptr.Deref(in.Machine.Spec.Bootstrap.DataSecretName, "")
 	if secret == "" {
 		return Decision{Reason: infrav1.WaitingForBootstrapDataReason,
 			Message: fmt.Sprintf("Waiting for the bootstrap data secret of Machine %s", in.Machine.Name)}
@@ -80,7 +95,13 @@ func Decide(in Inputs) Decision {
 	}
 
 	fd := in.Machine.Spec.FailureDomain
-	if fd != "" {
+	if preset, _ := xr.GetString("spec.failureDomain"); preset != "" && preset != fd {
+		return Decision{Reason: infrav1.InvalidFailureDomainReason,
+			Message: fmt.Sprintf("spec.failureDomain %q differs from Machine.spec.failureDomain %q, where CAPI placed the machine", preset, fd)}
+	}
+	// Once the machine is composed its failure domain is settled: the
+	// cluster's list changing later does not close the gate again.
+	if fd != "" && !injected {
 		known := failureDomains(cluster)
 		if !slices.Contains(known, fd) {
 			msg := fmt.Sprintf("Machine.spec.failureDomain %q is not one of the cluster's failure domains", fd)
@@ -91,16 +112,28 @@ func Decide(in Inputs) Decision {
 			}
 			return Decision{Reason: infrav1.InvalidFailureDomainReason, Message: msg}
 		}
+	}
+	if fd != "" {
 		spec["failureDomain"] = fd
 	}
 
 	if n := network(cluster, fd, util.IsControlPlaneMachine(in.Machine)); len(n) > 0 {
 		spec["network"] = n
 	}
-	if _, err := xr.GetValue("spec.providerConfigRef"); fieldpath.IsNotFound(err) && cluster != nil {
+	if cluster != nil {
 		if ref, err := cluster.GetValue("spec.providerConfigRef"); err == nil && ref != nil {
 			spec["providerConfigRef"] = ref
 		}
+	}
+	// Inject only what the XR lacks: what it holds was injected before (or
+	// is the machine's own choice, as its credentials), and is kept.
+	for k := range spec {
+		if _, err := xr.GetValue("spec." + k); err == nil {
+			delete(spec, k)
+		}
+	}
+	if len(spec) == 0 {
+		return Decision{Open: true}
 	}
 	return Decision{Open: true, Spec: spec}
 }

@@ -107,10 +107,54 @@ func TestDecide(t *testing.T) {
 				Message: `Machine.spec.failureDomain "us-east-1a" is not one of the cluster's failure domains: eu-west-1a, eu-west-1b`},
 		},
 		"AlreadyInjected": {
-			reason: "once opened, the gate stays open and injects nothing again",
-			in: Inputs{Machine: machine("", "", false), Cluster: cluster(false), ClusterXR: awsClusterXR,
-				XR: u(map[string]any{"spec": map[string]any{"bootstrap": map[string]any{"dataSecretRef": map[string]any{"name": "boot"}}}})},
+			reason: "once opened, the gate stays open and injects nothing again, even if the cluster's failure domains change",
+			in: Inputs{Machine: machine("boot", "eu-west-1c", false), Cluster: cluster(true), ClusterXR: awsClusterXR,
+				XR: u(map[string]any{"spec": map[string]any{
+					"bootstrap":         map[string]any{"dataSecretRef": map[string]any{"name": "boot", "key": "value"}},
+					"failureDomain":     "eu-west-1c",
+					"network":           map[string]any{"region": "eu-west-1"},
+					"providerConfigRef": map[string]any{"apiGroup": "aws.m.upbound.io", "kind": "ProviderConfig", "name": "team-a"},
+				}})},
 			want: Decision{Open: true},
+		},
+		"PresetDataSecretRefOfAnotherMachine": {
+			reason: "a dataSecretRef preset in a template must not boot the machine from someone else's bootstrap data",
+			in: Inputs{Machine: machine("boot", "", false), Cluster: cluster(true), ClusterXR: awsClusterXR,
+				XR: u(map[string]any{"spec": map[string]any{"bootstrap": map[string]any{"dataSecretRef": map[string]any{"name": "other-cluster-boot", "key": "value"}}}})},
+			want: Decision{Reason: infrav1.InvalidBootstrapDataRefReason,
+				Message: "spec.bootstrap.dataSecretRef other-cluster-boot/value is set by the bridge, not preset: Machine alpha-md-0-abc's bootstrap data is boot/value; recreate the machine without it"},
+		},
+		"PresetDataSecretRefBeforeBootstrapData": {
+			reason: "a preset dataSecretRef never skips the wait for the Machine's bootstrap data",
+			in: Inputs{Machine: machine("", "", false), Cluster: cluster(false), ClusterXR: awsClusterXR,
+				XR: u(map[string]any{"spec": map[string]any{"bootstrap": map[string]any{"dataSecretRef": map[string]any{"name": "boot", "key": "value"}}}})},
+			want: Decision{Reason: infrav1.InvalidBootstrapDataRefReason,
+				Message: "spec.bootstrap.dataSecretRef boot/value is set by the bridge, not preset: Machine alpha-md-0-abc has no bootstrap data secret yet; recreate the machine without it"},
+		},
+		"PresetMatchingDataSecretRefStillInjects": {
+			reason: "a preset dataSecretRef that happens to be right does not skip the injection of the network and credentials",
+			in: Inputs{Machine: machine("boot", "eu-west-1b", false), Cluster: cluster(true), ClusterXR: awsClusterXR,
+				XR: u(map[string]any{"spec": map[string]any{"bootstrap": map[string]any{"dataSecretRef": map[string]any{"name": "boot", "key": "value"}}}})},
+			want: Decision{Open: true, Spec: map[string]any{
+				"failureDomain":     "eu-west-1b",
+				"network":           map[string]any{"region": "eu-west-1", "networkID": "vpc-1", "subnetID": "subnet-priv-b", "securityGroupIDs": []any{"sg-node"}},
+				"providerConfigRef": map[string]any{"apiGroup": "aws.m.upbound.io", "kind": "ProviderConfig", "name": "team-a"},
+			}},
+		},
+		"PresetFailureDomainDiffers": {
+			reason: "the machine is placed where CAPI placed its Machine, not where a template says",
+			in: Inputs{Machine: machine("boot", "eu-west-1a", false), Cluster: cluster(true), ClusterXR: awsClusterXR,
+				XR: u(map[string]any{"spec": map[string]any{"failureDomain": "eu-west-1b"}})},
+			want: Decision{Reason: infrav1.InvalidFailureDomainReason,
+				Message: `spec.failureDomain "eu-west-1b" differs from Machine.spec.failureDomain "eu-west-1a", where CAPI placed the machine`},
+		},
+		"MachineOwnCredentialsKept": {
+			reason: "a machine naming its own credentials keeps them (the credentials check judges them)",
+			in: Inputs{Machine: machine("boot", "", false), Cluster: cluster(true), ClusterXR: u(map[string]any{"spec": map[string]any{"providerConfigRef": map[string]any{"name": "cluster-creds"}}}),
+				XR: u(map[string]any{"spec": map[string]any{"providerConfigRef": map[string]any{"name": "own"}}})},
+			want: Decision{Open: true, Spec: map[string]any{
+				"bootstrap": map[string]any{"dataSecretRef": map[string]any{"name": "boot", "key": "value"}},
+			}},
 		},
 	}
 	for name, tc := range cases {

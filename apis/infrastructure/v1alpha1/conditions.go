@@ -1,46 +1,25 @@
 package v1alpha1
 
-// Condition types the bridge owns. Crossplane owns Ready and Synced on the
-// XR and the bridge never writes them; CAPI owns its own objects' conditions
-// except the one type below the bridge adds to them. Each type has exactly
-// one writer, so conditions never flap.
-const (
-	// ContractReadyCondition on an XR is True when the bridge has mapped it
-	// onto the CAPI contract: Crossplane reports it Ready and Synced for its
-	// current generation and its contract outputs are present and valid.
-	// When False, its reason and message say what is missing: Crossplane's
-	// own words (a composition error, unready resources) or what only the
-	// bridge can see (a bad output, naming the field and the value; a closed
-	// machine gate; credentials that may not be used).
-	ContractReadyCondition = "ContractReady"
+// CrossplaneInfrastructureReadyCondition is the one condition type the bridge
+// writes, and it writes it on CAPI's objects, never on an XR: every condition
+// on an XR is Crossplane's on the real engine (it marks conditions it did not
+// set Unknown after a fatal pipeline result and server-side-applies the
+// conditions it read after a successful one), so a second writer there would
+// fight it and trip its watch circuit breaker.
+//
+// On a CAPI Cluster or Machine it carries the bridge's verdict on the
+// infrastructure XR: True when the XR satisfies its contract; otherwise why
+// not, in Crossplane's words (a failing pipeline, unready resources) or in the
+// bridge's (a missing or malformed output, a closed machine gate, credentials
+// the namespace may not use, a deletion waiting for composed resources). CAPI
+// mirrors the XR's Ready into InfrastructureReady, which carries neither a
+// composition error (Crossplane puts it in Synced) nor the bridge's findings;
+// this condition carries both to `kubectl describe cluster` and `clusterctl
+// describe cluster`. The bridge also records each change of verdict as an
+// event on the XR.
+const CrossplaneInfrastructureReadyCondition = "CrossplaneInfrastructureReady"
 
-	// CrossplaneInfrastructureReadyCondition on a CAPI Cluster or Machine
-	// copies the ContractReady condition of its infrastructure XR. CAPI's
-	// InfrastructureReady mirrors only the XR's Ready, which Crossplane
-	// writes and which carries neither composition errors (Crossplane puts
-	// them in Synced) nor the bridge's findings; this condition carries both
-	// to `kubectl describe cluster` and `clusterctl describe`.
-	CrossplaneInfrastructureReadyCondition = "CrossplaneInfrastructureReady"
-
-	// PausedCondition on an XR is True while CAPI pauses it (the Cluster's
-	// spec.paused or the cluster.x-k8s.io/paused annotation), which the
-	// bridge carries to Crossplane as crossplane.io/paused.
-	PausedCondition = "Paused"
-
-	// DeletingCondition on an XR is True while the bridge waits for its
-	// composed resources to be deleted.
-	DeletingCondition = "Deleting"
-
-	// CredentialsReadyCondition on an XR says whether the credentials its
-	// spec.providerConfigRef names may be used and are complete: the
-	// referenced config exists (a ProviderConfig in the XR's own namespace,
-	// or a ClusterProviderConfig granted to that namespace) and its
-	// credentials secret exists. When False the XR is paused: nothing new is
-	// composed with credentials the namespace may not use.
-	CredentialsReadyCondition = "CredentialsReady"
-)
-
-// Reasons of the CredentialsReady condition.
+// Reasons of a verdict about credentials.
 const (
 	// CredentialsReadyReason: the credentials may be used.
 	CredentialsReadyReason = "Ready"
@@ -55,12 +34,13 @@ const (
 	// CredentialsSecretNotFoundReason: the config's credentials secret does
 	// not exist.
 	CredentialsSecretNotFoundReason = "SecretNotFound"
-	// CredentialsNotReadyReason on ContractReady: the XR waits for its
-	// credentials.
-	CredentialsNotReadyReason = "CredentialsNotReady"
+	// SecretOutsideNamespaceReason: a namespaced ProviderConfig names a
+	// credentials secret in another namespace, which the bridge does not look
+	// up (and so does not reveal whether it exists).
+	SecretOutsideNamespaceReason = "SecretOutsideNamespace"
 )
 
-// Reasons of the bridge's conditions. They are stable: messages carry the
+// Reasons of the bridge's verdicts. They are stable: messages carry the
 // details.
 const (
 	// ContractReadyReason: provisioned and mapped.
@@ -75,12 +55,12 @@ const (
 	MissingOutputsReason = "MissingOutputs"
 	// InvalidOutputsReason: a contract output is malformed.
 	InvalidOutputsReason = "InvalidOutputs"
-	// PausedReason: CAPI pauses the XR.
-	PausedReason = "Paused"
-	// NotPausedReason: CAPI does not pause the XR.
-	NotPausedReason = "NotPaused"
 	// DeletingReason: composed resources are being deleted.
 	DeletingReason = "Deleting"
+	// NotControlledReason: an object named in spec.crossplane.resourceRefs
+	// is not controlled by the XR; the bridge neither deletes nor waits for
+	// it.
+	NotControlledReason = "NotControlled"
 	// WaitingForMachinesReason: a cluster XR being deleted waits for its
 	// cluster's Machines (and so their machine XRs) to be gone.
 	WaitingForMachinesReason = "WaitingForMachines"
@@ -94,6 +74,10 @@ const (
 	// InvalidFailureDomainReason: the Machine asks for a failure domain the
 	// cluster does not have.
 	InvalidFailureDomainReason = "InvalidFailureDomain"
+	// InvalidBootstrapDataRefReason: the machine XR came with a
+	// spec.bootstrap.dataSecretRef that does not name its Machine's
+	// bootstrap data; the bridge never composes it.
+	InvalidBootstrapDataRefReason = "InvalidBootstrapDataRef"
 )
 
 // Finalizer is the bridge's finalizer on adapted XRs: it holds an XR until

@@ -1,0 +1,124 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/predicates"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/contract"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/outputs"
+)
+
+const errGetOwnerCluster = "cannot get the owner Cluster"
+
+// infraCluster is the InfraCluster seam: the owner is a Cluster; the
+// endpoint output goes to spec.controlPlaneEndpoint; deletion waits for the
+// cluster's Machines.
+type infraCluster struct {
+	client client.Client
+}
+
+func (c infraCluster) owner(ctx context.Context, xr *composite.Unstructured) (client.Object, *clusterv1.Cluster, error) {
+	cluster, err := util.GetOwnerCluster(ctx, c.client, metav1.ObjectMeta{Namespace: xr.GetNamespace(), OwnerReferences: xr.GetOwnerReferences()})
+	if client.IgnoreNotFound(err) != nil {
+		return nil, nil, errors.Wrap(err, errGetOwnerCluster)
+	}
+	if cluster == nil {
+		return nil, nil, nil
+	}
+	return cluster, cluster, nil
+}
+
+// pauseUnowned: crossplane.io/paused on an adapted XR is derived from CAPI's
+// pause, also before the Cluster owns it.
+func (infraCluster) pauseUnowned(xr *composite.Unstructured) *bool {
+	return ptr.To(annotations.HasPaused(xr))
+}
+
+func (infraCluster) prepare(context.Context, *scope) (*contract.Verdict, error) { return nil, nil }
+
+func (infraCluster) outputs(xr *unstructured.Unstructured) (func(*unstructured.Unstructured), string, field.ErrorList) {
+	out, errs := outputs.MapCluster(xr)
+	set := func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedMap(u.Object, map[string]any{"host": out.Endpoint.Host, "port": int64(out.Endpoint.Port)}, "spec", "controlPlaneEndpoint")
+	}
+	return set, fmt.Sprintf("Infrastructure provisioned; control plane endpoint %s:%d", out.Endpoint.Host, out.Endpoint.Port), errs
+}
+
+// waitBeforeDelete holds a cluster XR's deletion while Machines of its
+// cluster exist: each Machine waits for its machine XR, so networking never
+// goes before the machines that use it.
+func (c infraCluster) waitBeforeDelete(ctx context.Context, xr *composite.Unstructured) (*contract.Verdict, error) {
+	name := xr.GetLabels()[clusterv1.ClusterNameLabel]
+	if name == "" {
+		return nil, nil
+	}
+	machines := &clusterv1.MachineList{}
+	if err := c.client.List(ctx, machines, client.InNamespace(xr.GetNamespace()), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
+		return nil, errors.Wrap(err, "cannot list the cluster's Machines")
+	}
+	if len(machines.Items) == 0 {
+		return nil, nil
+	}
+	names := make([]string, 0, len(machines.Items))
+	for _, m := range machines.Items {
+		names = append(names, m.Name)
+	}
+	sort.Strings(names)
+	return &contract.Verdict{Reason: infrav1.WaitingForMachinesReason, Message: contract.Waiting("Machines of Cluster "+name, names)}, nil
+}
+
+func (infraCluster) watches(k *Kinds, gvk schema.GroupVersionKind, xr *unstructured.Unstructured) []watch {
+	c, log := k.mgr.GetClient(), k.mgr.GetLogger()
+	return []watch{
+		// The Cluster's pause.
+		{obj: &clusterv1.Cluster{}, fn: util.ClusterToInfrastructureMapFunc(k.base, gvk, c, xr),
+			predicates: []predicate.Predicate{predicates.ClusterPausedTransitions(k.mgr.GetScheme(), log)}},
+		// A deleting cluster XR waits for the cluster's Machines to go;
+		// nothing else about a Machine concerns it.
+		{obj: &clusterv1.Machine{}, fn: machineToClusterInfrastructure(c, gvk),
+			predicates: []predicate.Predicate{predicate.Funcs{
+				CreateFunc:  func(event.CreateEvent) bool { return false },
+				UpdateFunc:  func(event.UpdateEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			}}},
+	}
+}
+
+// machineToClusterInfrastructure maps a Machine to its Cluster's
+// infrastructure XR, when that is of the given kind.
+func machineToClusterInfrastructure(c client.Client, gvk schema.GroupVersionKind) func(context.Context, client.Object) []reconcile.Request {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		name := o.GetLabels()[clusterv1.ClusterNameLabel]
+		if name == "" {
+			return nil
+		}
+		cluster := &clusterv1.Cluster{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: name}, cluster); err != nil {
+			return nil
+		}
+		ref := cluster.Spec.InfrastructureRef
+		if ref.APIGroup != gvk.Group || ref.Kind != gvk.Kind {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}}}
+	}
+}

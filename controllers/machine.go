@@ -1,0 +1,142 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/external"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/predicates"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
+
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/contract"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/gate"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/outputs"
+)
+
+const (
+	errGetOwnerMachine = "cannot get the owner Machine"
+	errGetCluster      = "cannot get the Machine's Cluster"
+	errGetClusterXR    = "cannot get the cluster's infrastructure"
+)
+
+// infraMachine is the InfraMachine seam: the owner is a Machine; the XR stays
+// paused until the gate opens, which injects what the composition needs; the
+// providerID output goes to spec.providerID.
+type infraMachine struct {
+	client client.Client
+}
+
+func (m infraMachine) owner(ctx context.Context, xr *composite.Unstructured) (client.Object, *clusterv1.Cluster, error) {
+	machine, err := util.GetOwnerMachine(ctx, m.client, metav1.ObjectMeta{Namespace: xr.GetNamespace(), OwnerReferences: xr.GetOwnerReferences()})
+	if client.IgnoreNotFound(err) != nil {
+		return nil, nil, errors.Wrap(err, errGetOwnerMachine)
+	}
+	if machine == nil {
+		return nil, nil, nil
+	}
+	cluster, err := util.GetClusterFromMetadata(ctx, m.client, machine.ObjectMeta)
+	if client.IgnoreNotFound(err) != nil {
+		return nil, nil, errors.Wrap(err, errGetCluster)
+	}
+	if cluster == nil && xr.GetDeletionTimestamp().IsZero() {
+		// Nothing to compose for until the Cluster exists.
+		return nil, nil, nil
+	}
+	return machine, cluster, nil
+}
+
+// pauseUnowned keeps a machine XR without its Machine paused: the admission
+// policy paused it at creation; one it did not catch (created before its
+// kind was adapted) is paused here, unless Crossplane composed it already.
+func (infraMachine) pauseUnowned(xr *composite.Unstructured) *bool {
+	if len(xr.GetResourceReferences()) == 0 {
+		return ptr.To(true)
+	}
+	return nil
+}
+
+// prepare runs the gate: closed, it returns why; open, it injects into the
+// working copy what the composition needs (the bootstrap data reference, the
+// failure domain, the cluster's network and credentials), which the one
+// deferred patch sends together with the unpause, so Crossplane never
+// composes a half-configured machine.
+func (m infraMachine) prepare(ctx context.Context, s *scope) (*contract.Verdict, error) {
+	machine, ok := s.owner.(*clusterv1.Machine)
+	if !ok {
+		return nil, errors.Errorf("owner %T is not a Machine", s.owner)
+	}
+	// The cluster's XR holds the failure domains, network and credentials
+	// the machine inherits. It is read once the Cluster says its
+	// infrastructure is provisioned; an error then is retried, never taken
+	// as "nothing to inherit".
+	var clusterXR *unstructured.Unstructured
+	if ptr.Deref(s.cluster.Status.Initialization.InfrastructureProvisioned, false) {
+		var err error
+		if clusterXR, err = external.GetObjectFromContractVersionedRef(ctx, m.client, s.cluster.Spec.InfrastructureRef, s.cluster.Namespace); err != nil {
+			return nil, errors.Wrap(err, errGetClusterXR)
+		}
+	}
+	d := gate.Decide(gate.Inputs{Machine: machine, Cluster: s.cluster, ClusterXR: clusterXR, XR: &s.xr.Unstructured})
+	if !d.Open {
+		return &contract.Verdict{Reason: d.Reason, Message: d.Message}, nil
+	}
+	if len(d.Spec) > 0 {
+		for k, v := range d.Spec {
+			if err := unstructured.SetNestedField(s.xr.Object, v, "spec", k); err != nil {
+				return nil, errors.Wrapf(err, "cannot inject spec.%s", k)
+			}
+		}
+		s.event("Normal", "Composing", "Cluster infrastructure and bootstrap data are ready; composing the machine")
+	}
+	return nil, nil
+}
+
+func (infraMachine) outputs(xr *unstructured.Unstructured) (func(*unstructured.Unstructured), string, field.ErrorList) {
+	out, errs := outputs.MapMachine(xr)
+	set := func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, out.ProviderID, "spec", "providerID")
+	}
+	return set, fmt.Sprintf("Machine provisioned as %s", out.ProviderID), errs
+}
+
+func (infraMachine) waitBeforeDelete(context.Context, *composite.Unstructured) (*contract.Verdict, error) {
+	return nil, nil
+}
+
+func (infraMachine) watches(k *Kinds, gvk schema.GroupVersionKind, _ *unstructured.Unstructured) []watch {
+	return []watch{
+		// The Machine's bootstrap data and failure domain.
+		{obj: &clusterv1.Machine{}, fn: util.MachineToInfrastructureMapFunc(gvk)},
+		// The Cluster's pause and infrastructure provisioning.
+		{obj: &clusterv1.Cluster{}, fn: listByCluster(k.mgr.GetClient(), gvk),
+			predicates: []predicate.Predicate{predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(k.mgr.GetScheme(), k.mgr.GetLogger())}},
+	}
+}
+
+// listByCluster maps a Cluster to the XRs of a kind labelled with its name.
+func listByCluster(c client.Client, gvk schema.GroupVersionKind) func(context.Context, client.Object) []reconcile.Request {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := c.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingLabels{clusterv1.ClusterNameLabel: o.GetName()}); err != nil {
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for _, xr := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&xr)})
+		}
+		return reqs
+	}
+}
