@@ -38,7 +38,7 @@ type Kinds struct {
 	credentials credentials.Resolver
 
 	mu      sync.Mutex
-	base    context.Context //nolint:containedctx // the manager's context, handed to Start.
+	base    context.Context  //nolint:containedctx // the manager's context, handed to Start.
 	running map[string]*kind // by XRD name
 	started chan struct{}
 }
