@@ -2,8 +2,9 @@
 #
 # Real components (etcd, kube-apiserver, controller-gen, crossplane and the
 # composition functions) are built from the Go
-# module proxy into .cache/tools by hack/ensure-tools.sh; nothing is downloaded
-# from release pages.
+# module proxy into .cache/tools by hack/ensure-tools.sh, which also stages the
+# CRDs the local plane reads from other modules; nothing is downloaded from
+# release pages.
 
 SHELL := /usr/bin/env bash -o pipefail
 .DEFAULT_GOAL := help
@@ -31,11 +32,15 @@ help: ## Show the targets.
 
 ##@ Development
 
+# What the local management plane (bin/capxp-dev, the e2e tests) needs in
+# the tools cache: binaries, plus CAPI's and Crossplane's CRDs ("crds").
+PLANE_TOOLS := etcd kube-apiserver kube-controller-manager crossplane function-patch-and-transform function-auto-ready provider-kubernetes crds
+
 .PHONY: dev
-dev: ## Run the local management plane with an example cluster (capxp dev); Ctrl-C stops it.
-	$(ENSURE_TOOLS) etcd kube-apiserver kube-controller-manager crossplane function-patch-and-transform function-auto-ready provider-kubernetes >/dev/null
-	go build -o bin/capxp ./cmd/capxp
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) bin/capxp dev
+dev: ## Run the local management plane with an example cluster (bin/capxp-dev); Ctrl-C stops it.
+	$(ENSURE_TOOLS) $(PLANE_TOOLS) >/dev/null
+	go build -o bin/ ./cmd/capxp ./cmd/capxp-dev
+	bin/capxp-dev --tools-dir=$(TOOLS_CACHE)
 
 .PHONY: tools
 tools: ## Build etcd, kube-apiserver, kube-controller-manager, controller-gen, crossplane and the functions into .cache/tools (cold: ~15 min).
@@ -57,7 +62,7 @@ manifests: ## Generate the template CRDs and the XRDs from apis/, and the manage
 	go run ./hack/manifestgen -crds $(GEN_DIR)/crd -xrds compositions/xrds -out-crds config/crd/bases
 
 .PHONY: verify
-verify: ## Fail when generated files are stale (regenerates and compares) or go.mod is untidy.
+verify: verify-deps ## Fail when generated files are stale (regenerates and compares), go.mod is untidy or capxp links what it must not.
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	tar -cf "$$tmp/before.tar" $(GENERATED); mkdir "$$tmp/before"; tar -xf "$$tmp/before.tar" -C "$$tmp/before"; \
 	$(MAKE) --no-print-directory generate >/dev/null; \
@@ -65,6 +70,21 @@ verify: ## Fail when generated files are stale (regenerates and compares) or go.
 	if [ -n "$$stale" ]; then echo "generated files are stale: run 'make generate' and commit the result"; exit 1; fi
 	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
 	@echo "generated files are up to date"
+
+# What the product binary must not link: test code, controller-runtime's
+# envtest and CAPI's core controllers, which only capxp-dev runs
+# (in-process). CAPI's internal/contract is allowed: its public
+# controllers/external, which the bridge uses, wraps it.
+FORBIDDEN_DEPS := ^github\.com/capxp/cluster-api-provider-crossplane/test/|^sigs\.k8s\.io/controller-runtime/pkg/envtest|^sigs\.k8s\.io/cluster-api/core/|^sigs\.k8s\.io/cluster-api/internal/
+
+.PHONY: verify-deps
+verify-deps: ## Fail when cmd/capxp links test code, envtest or CAPI's core controllers, or internal/ or cmd/ import test/.
+	@deps=$$(go list -deps ./cmd/capxp) || exit 1; \
+	bad=$$(echo "$$deps" | grep -E '$(FORBIDDEN_DEPS)' | grep -vx 'sigs.k8s.io/cluster-api/internal/contract'); \
+	if [ -n "$$bad" ]; then echo "cmd/capxp links packages only capxp-dev and the tests may use:"; echo "$$bad"; exit 1; fi; \
+	tests=$$(go list -deps -test ./internal/... ./cmd/... | grep '^github.com/capxp/cluster-api-provider-crossplane/test/'); \
+	if [ -n "$$tests" ]; then echo "internal/ or cmd/ import test/:"; echo "$$tests"; exit 1; fi; \
+	echo "cmd/capxp links $$(echo "$$deps" | wc -l) packages, none of test/, envtest or CAPI's core controllers"
 
 .PHONY: lint
 lint: ## Run gofmt and go vet.
@@ -75,13 +95,13 @@ lint: ## Run gofmt and go vet.
 
 .PHONY: test
 test: ## Run unit, integration, composition and end-to-end tests on real components (builds them on first use).
-	$(ENSURE_TOOLS) etcd kube-apiserver kube-controller-manager crossplane function-patch-and-transform function-auto-ready provider-kubernetes >/dev/null
+	$(ENSURE_TOOLS) $(PLANE_TOOLS) >/dev/null
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) $(PKGS)
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -timeout 20m ./test/e2e/
 
 .PHONY: test-e2e
 test-e2e: ## Run the end-to-end tests on the local management plane.
-	$(ENSURE_TOOLS) etcd kube-apiserver kube-controller-manager crossplane function-patch-and-transform function-auto-ready provider-kubernetes >/dev/null
+	$(ENSURE_TOOLS) $(PLANE_TOOLS) >/dev/null
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -timeout 20m -v ./test/e2e/
 
 .PHONY: reviewable
@@ -102,6 +122,6 @@ package-root: ## Assemble the Configuration package's contents (crossplane.yaml,
 	@echo "package root: .cache/package"
 
 .PHONY: build
-build: ## Build bin/capxp (and compile every package).
+build: ## Build bin/capxp and bin/capxp-dev (and compile every package).
 	go build ./...
-	go build -o bin/capxp ./cmd/capxp
+	go build -o bin/ ./cmd/capxp ./cmd/capxp-dev

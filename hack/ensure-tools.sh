@@ -7,8 +7,15 @@
 # hack/tools with a committed go.mod and go.sum, so the project's module never
 # pulls in Kubernetes or etcd.
 #
-# Usage: hack/ensure-tools.sh [tool...]   (default: all)
-# Prints the directory of every binary, one "name=path" per line.
+# It also stages what the local management plane (capxp-dev) reads from other
+# projects' modules, so that it needs neither a checkout nor the Go toolchain:
+#   crds/cluster-api-<v>/      CAPI's core CRDs (the version go.mod requires)
+#   crds/crossplane-<v>/       Crossplane's CRDs (tool "crds", and with "crossplane")
+#   <function>-<v>/package/    a function's crossplane.yaml (with its binary)
+#   provider-kubernetes-<v>/package/  its crossplane.yaml and crds/
+#
+# Usage: hack/ensure-tools.sh [tool...]   (default: all; "crds" is a tool)
+# Prints the path of every binary or staged directory, one "name=path" per line.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,23 +44,94 @@ build() {
   echo "$name=$out"
 }
 
+# module_dir MODULE_DIR MODULE: the directory of a module (its replacement,
+# if any) as the module at MODULE_DIR requires it, downloaded if need be.
+module_dir() {
+  local moddir=$1 module=$2
+  (cd "$root/$moddir" && GOFLAGS=-mod=mod go mod download "$module" &&
+    GOFLAGS=-mod=mod go list -m -f '{{if .Replace}}{{.Replace.Dir}}{{else}}{{.Dir}}{{end}}' "$module")
+}
+
+# stage OUT SRC...: copies directories or files into OUT, replacing it
+# atomically (module cache files are read-only; the copies are not).
+stage() {
+  local out=$1; shift
+  rm -rf "$out.tmp"
+  mkdir -p "$out.tmp"
+  cp -R "$@" "$out.tmp/"
+  chmod -R u+w "$out.tmp"
+  rm -rf "$out"
+  mv "$out.tmp" "$out"
+}
+
+# stage_package NAME VERSION MODULE_DIR MODULE: a function's or provider's
+# package/ directory (crossplane.yaml, and crds/ for a provider) beside its
+# binary.
+stage_package() {
+  local name=$1 version=$2 moddir=$3 module=$4
+  local out=$cache/$name-$version/package
+  if [[ ! -f $out/crossplane.yaml ]]; then
+    local dir
+    dir=$(module_dir "$moddir" "$module")
+    stage "$out" "$dir"/package/*
+    echo "staged $name $version's package in $out" >&2
+  fi
+  echo "$name-package=$out"
+}
+
+# stage_crds NAME VERSION MODULE_DIR MODULE SUBDIR: a module's CRD directory.
+stage_crds() {
+  local name=$1 version=$2 moddir=$3 module=$4 subdir=$5
+  local out=$cache/crds/$name-$version
+  if [[ ! -d $out ]] || [[ -z $(ls -A "$out") ]]; then
+    local dir
+    dir=$(module_dir "$moddir" "$module")
+    stage "$out" "$dir/$subdir"/*.yaml
+    echo "staged $name $version's CRDs in $out" >&2
+  fi
+  echo "crds/$name=$out"
+}
+
+# CAPI's CRDs at the version the project's go.mod requires: the plane runs
+# CAPI's controllers from that module.
+stage_capi_crds() {
+  local version
+  version=$(cd "$root" && go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)
+  stage_crds cluster-api "$version" . sigs.k8s.io/cluster-api core/config/crd/bases
+}
+
+stage_crossplane_crds() {
+  stage_crds crossplane "$crossplane_version" hack/tools/crossplane github.com/crossplane/crossplane/v2 cluster/crds
+}
+
 kube_ldflags="-X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36 -X k8s.io/component-base/version.gitTreeState=clean"
 
 # crossplane's version string lives in crossplane-runtime.
 crossplane_ldflags="-X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=$crossplane_version"
 
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager controller-gen crossplane function-patch-and-transform function-auto-ready provider-kubernetes)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager controller-gen crossplane function-patch-and-transform function-auto-ready provider-kubernetes crds)
 for t in "${tools[@]}"; do
   case $t in
     etcd) build etcd "$etcd_version" hack/tools/etcd . ;;
     kube-apiserver) build kube-apiserver "$kube_version" hack/tools/kube ./kube-apiserver "$kube_ldflags" ;;
     kube-controller-manager) build kube-controller-manager "$kube_version" hack/tools/kube ./kube-controller-manager "$kube_ldflags" ;;
     controller-gen) build controller-gen "$controller_gen_version" hack/tools/controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen ;;
-    crossplane) build crossplane "$crossplane_version" hack/tools/crossplane github.com/crossplane/crossplane/v2/cmd/crossplane "$crossplane_ldflags" ;;
-    function-patch-and-transform) build function-patch-and-transform "$pat_version" hack/tools/function-patch-and-transform github.com/crossplane-contrib/function-patch-and-transform ;;
-    function-auto-ready) build function-auto-ready "$auto_ready_version" hack/tools/function-auto-ready github.com/crossplane/function-auto-ready ;;
-    provider-kubernetes) build provider-kubernetes "$provider_kubernetes_version" hack/tools/provider-kubernetes github.com/crossplane-contrib/provider-kubernetes/cmd/provider ;;
+    crossplane)
+      build crossplane "$crossplane_version" hack/tools/crossplane github.com/crossplane/crossplane/v2/cmd/crossplane "$crossplane_ldflags"
+      stage_crossplane_crds ;;
+    function-patch-and-transform)
+      build function-patch-and-transform "$pat_version" hack/tools/function-patch-and-transform github.com/crossplane-contrib/function-patch-and-transform
+      stage_package function-patch-and-transform "$pat_version" hack/tools/function-patch-and-transform github.com/crossplane-contrib/function-patch-and-transform ;;
+    function-auto-ready)
+      build function-auto-ready "$auto_ready_version" hack/tools/function-auto-ready github.com/crossplane/function-auto-ready
+      stage_package function-auto-ready "$auto_ready_version" hack/tools/function-auto-ready github.com/crossplane/function-auto-ready ;;
+    provider-kubernetes)
+      build provider-kubernetes "$provider_kubernetes_version" hack/tools/provider-kubernetes github.com/crossplane-contrib/provider-kubernetes/cmd/provider
+      stage_package provider-kubernetes "$provider_kubernetes_version" hack/tools/provider-kubernetes github.com/crossplane-contrib/provider-kubernetes ;;
+    crds)
+      stage_capi_crds
+      stage_crossplane_crds ;;
     *) echo "unknown tool $t" >&2; exit 2 ;;
   esac
 done

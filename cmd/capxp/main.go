@@ -3,6 +3,10 @@
 //
 //	capxp manager [flags]   run the bridge controller manager
 //	capxp version           print the version
+//
+// It links only what the manager runs. The local management plane is a
+// separate binary, capxp-dev (cmd/capxp-dev), which runs this one as its
+// manager.
 package main
 
 import (
@@ -24,11 +28,6 @@ func main() {
 			fmt.Fprintln(os.Stderr, "capxp manager:", err)
 			os.Exit(1)
 		}
-	case "dev":
-		if err := runDev(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "capxp dev:", err)
-			os.Exit(1)
-		}
 	case "version":
 		fmt.Println(version)
 	case "-h", "--help", "help":
@@ -45,7 +44,6 @@ func usage() {
 
 Commands:
   manager   run the bridge controller manager (capxp manager --help for flags)
-  dev       run the local management plane with an example cluster (from a checkout, after make tools)
   version   print the version
 `)
 }

@@ -1,6 +1,7 @@
 // Package e2e runs CAPXP end to end on the real local management plane
-// (test/plane): Crossplane core composing with the real functions and
+// (internal/plane): Crossplane core composing with the real functions and
 // provider-kubernetes, CAPI's core controllers, and the capxp manager binary.
+// It also checks the capxp-dev binary runs outside a checkout.
 package e2e
 
 import (
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,13 +20,22 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capxp/cluster-api-provider-crossplane/internal/lifeline"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
-	"github.com/capxp/cluster-api-provider-crossplane/test/plane"
 )
 
-var p *plane.Plane
+var (
+	p *plane.Plane
+	// bin holds the capxp and capxp-dev binaries built for the run.
+	bin string
+)
 
 func TestMain(m *testing.M) {
+	// The plane starts etcd and kube-apiserver through links to this test
+	// binary, so that they die with it.
+	lifeline.Main()
 	os.Exit(run(m))
 }
 
@@ -34,18 +45,19 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	bin := filepath.Join(dir, "capxp")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/capxp") //nolint:gosec // fixed arguments.
+	bin = filepath.Join(dir, "bin")
+	build := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "./cmd/capxp", "./cmd/capxp-dev") //nolint:gosec // fixed arguments.
 	build.Dir = envtest.RepoRoot()
 	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "cannot build capxp: %v\n%s", err, out)
+		fmt.Fprintf(os.Stderr, "cannot build capxp and capxp-dev: %v\n%s", err, out)
 		return 1
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	p, err = plane.Start(ctx, plane.Options{
 		Dir:           filepath.Join(dir, "plane"),
-		ManagerBinary: bin,
+		ManagerBinary: filepath.Join(bin, "capxp"),
+		Tools:         tools.Dir(envtest.ToolsDir()),
 		Progress:      func(f string, a ...any) { fmt.Fprintf(os.Stderr, "plane: "+f+"\n", a...) },
 	})
 	if err != nil {
@@ -60,6 +72,39 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "the plane's logs are in %s\n", p.Dir())
 	}
 	return code
+}
+
+// TestDevBinary runs capxp-dev outside the checkout: it finds the tools
+// directory it is given and its manager beside it, and says exactly what is
+// missing from an empty tools directory.
+func TestDevBinary(t *testing.T) {
+	dev := filepath.Join(bin, "capxp-dev")
+	cwd := t.TempDir()
+	run := func(args ...string) (string, error) {
+		cmd := exec.Command(dev, args...) //nolint:gosec // the binary built for this run.
+		cmd.Dir = cwd
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("--help"); err != nil || !strings.Contains(out, "--tools-dir") {
+		t.Errorf("capxp-dev --help: %v\n%s", err, out)
+	}
+	toolsDir, err := filepath.Abs(envtest.ToolsDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run("--check", "--tools-dir", toolsDir); err != nil {
+		t.Errorf("capxp-dev --check with the tools directory of this run: %v\n%s", err, out)
+	}
+	out, err := run("--check", "--tools-dir", t.TempDir())
+	if err == nil {
+		t.Fatalf("capxp-dev --check with an empty tools directory succeeded:\n%s", out)
+	}
+	for _, want := range []string{"hack/ensure-tools.sh", "crossplane", "crds", "provider-kubernetes", "function-patch-and-transform", "--tools-dir"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("capxp-dev --check with an empty tools directory does not mention %q:\n%s", want, out)
+		}
+	}
 }
 
 // TestLocalCluster runs the life of examples/local on the plane, step by

@@ -16,10 +16,9 @@ import (
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	ctrlenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/yaml"
@@ -28,18 +27,16 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/xcrd"
 
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/localkube"
 )
 
-// Environment is a running kube-apiserver and etcd with CAPXP's world loaded.
+// Environment is a running kube-apiserver and etcd with CAPXP's world
+// loaded: the local plane's API server (internal/localkube), with helpers
+// for tests.
 type Environment struct {
-	env *ctrlenvtest.Environment
+	*localkube.Environment
 
-	// Config reaches the API server as an administrator.
-	Config *rest.Config
-	// Scheme knows Kubernetes', CAPI's, Crossplane's and CAPXP's types.
-	Scheme *runtime.Scheme
-	// Client is an uncached client on Config.
-	Client client.Client
+	env *ctrlenvtest.Environment
 }
 
 // NewScheme returns the manager's scheme: the tests use the types the
@@ -77,91 +74,40 @@ func Start(ctx context.Context) (*Environment, error) {
 	if err != nil {
 		return nil, err
 	}
-	scheme := NewScheme()
-	env := &ctrlenvtest.Environment{
-		BinaryAssetsDirectory: assets,
-		Scheme:                scheme,
-		CRDDirectoryPaths: []string{
+	le, err := localkube.Start(localkube.Options{
+		Assets: assets,
+		Scheme: NewScheme(),
+		CRDPaths: []string{
 			filepath.Join(capi.Dir, "core", "config", "crd", "bases"),
 			filepath.Join(xp.Dir, "cluster", "crds"),
 			filepath.Join(RepoRoot(), "config", "crd", "bases"),
 			filepath.Join(RepoRoot(), "test", "envtest", "testdata", "crds"),
 		},
-		ErrorIfCRDPathMissing: true,
 		// Serving certificates for the bridge's admission webhook; the
 		// bridge registers the webhook configuration itself.
-		WebhookInstallOptions: ctrlenvtest.WebhookInstallOptions{},
-	}
-	e, err := startEnvironment(env, scheme)
+		Webhooks: true,
+	})
 	if err != nil {
 		return nil, err
 	}
+	e := &Environment{Environment: le, env: le.Envtest}
 	xrds, err := ReadXRDs(filepath.Join(RepoRoot(), "compositions", "xrds"))
 	if err != nil {
-		_ = env.Stop()
+		_ = e.Stop()
 		return nil, err
 	}
 	for _, xrd := range xrds {
 		if _, err := e.InstallXRD(ctx, xrd); err != nil {
-			_ = env.Stop()
+			_ = e.Stop()
 			return nil, err
 		}
 	}
 	return e, nil
 }
 
-// Stop stops the API server and etcd.
-func (e *Environment) Stop() error { return e.env.Stop() }
-
-// StartManagement starts an API server with only the given CRDs (files or
-// directories), for a plane where Crossplane itself installs its CRDs and
-// generates the XRs' CRDs from the XRDs.
-func StartManagement(crds ...string) (*Environment, error) {
-	assets, err := AssetsDir()
-	if err != nil {
-		return nil, err
-	}
-	scheme := NewScheme()
-	env := &ctrlenvtest.Environment{
-		BinaryAssetsDirectory:   assets,
-		Scheme:                  scheme,
-		CRDInstallOptions:       ctrlenvtest.CRDInstallOptions{Paths: crds, ErrorIfPathMissing: true},
-		ControlPlaneStopTimeout: 2 * time.Minute,
-	}
-	return startEnvironment(env, scheme)
-}
-
-// startEnvironment starts an envtest environment and makes its client.
-func startEnvironment(env *ctrlenvtest.Environment, scheme *runtime.Scheme) (*Environment, error) {
-	cfg, err := env.Start()
-	if err != nil {
-		return nil, errors.Wrap(err, "cannot start kube-apiserver and etcd")
-	}
-	e := &Environment{env: env, Config: cfg, Scheme: scheme}
-	if e.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		_ = env.Stop()
-		return nil, errors.Wrap(err, "cannot create client")
-	}
-	return e, nil
-}
-
-// AdminKubeconfig is a kubeconfig for a new member of system:masters, for
-// components the plane runs as processes.
-func (e *Environment) AdminKubeconfig(name string) ([]byte, error) {
-	u, err := e.env.AddUser(ctrlenvtest.User{Name: name, Groups: []string{"system:masters"}}, e.Config)
-	if err != nil {
-		return nil, errors.Wrapf(err, "cannot add user %s", name)
-	}
-	return u.KubeConfig()
-}
-
-// CAPICRDs is the directory of CAPI's core CRDs in its module.
-func CAPICRDs() (string, error) {
-	capi, err := Required(capiModule)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(capi.Dir, "core", "config", "crd", "bases"), nil
+// ctrlConfig lets each test start its own managers in one test binary.
+func ctrlConfig() config.Controller {
+	return config.Controller{SkipNameValidation: ptr.To(true)}
 }
 
 // webhookServing is where a test manager serves admission webhooks, and how
@@ -289,13 +235,7 @@ func (e *Environment) SyncXRD(ctx context.Context, name string) (*extv1.CustomRe
 }
 
 // Workload is a second API server standing in for a workload cluster.
-type Workload struct {
-	env *ctrlenvtest.Environment
-	// Client reaches the workload cluster as an administrator.
-	Client client.Client
-	// Kubeconfig reaches it too, for CAPI's <cluster>-kubeconfig secret.
-	Kubeconfig []byte
-}
+type Workload = localkube.Workload
 
 // StartWorkload starts an API server for a workload cluster.
 func StartWorkload() (*Workload, error) {
@@ -305,38 +245,5 @@ func StartWorkload() (*Workload, error) {
 	}
 	// A workload API server that CAPI watched stops slowly on a loaded
 	// machine: its watches drain first.
-	env := &ctrlenvtest.Environment{BinaryAssetsDirectory: assets, ControlPlaneStopTimeout: 2 * time.Minute}
-	cfg, err := env.Start()
-	if err != nil {
-		return nil, errors.Wrap(err, "cannot start the workload cluster's API server")
-	}
-	c, err := client.New(cfg, client.Options{})
-	if err != nil {
-		_ = env.Stop()
-		return nil, errors.Wrap(err, "cannot create the workload cluster's client")
-	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["workload"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["workload"] = &clientcmdapi.Context{Cluster: "workload", AuthInfo: "admin"}
-	kc.CurrentContext = "workload"
-	raw, err := clientcmd.Write(*kc)
-	if err != nil {
-		_ = env.Stop()
-		return nil, errors.Wrap(err, "cannot write the workload cluster's kubeconfig")
-	}
-	return &Workload{env: env, Client: c, Kubeconfig: raw}, nil
-}
-
-// Stop stops the workload cluster's API server.
-func (w *Workload) Stop() error { return w.env.Stop() }
-
-// User returns a configuration authenticating as a user with no permissions
-// but those RBAC gives it.
-func (e *Environment) User(name string) (*rest.Config, error) {
-	u, err := e.env.AddUser(ctrlenvtest.User{Name: name}, e.Config)
-	if err != nil {
-		return nil, errors.Wrapf(err, "cannot add user %s", name)
-	}
-	return u.Config(), nil
+	return localkube.StartWorkload(localkube.Options{Assets: assets, StopTimeout: 2 * time.Minute})
 }

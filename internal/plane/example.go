@@ -1,11 +1,11 @@
 package plane
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"sort"
 	"strings"
 	"time"
@@ -21,11 +21,11 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
+	capxp "github.com/capxp/cluster-api-provider-crossplane"
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
-	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
 
-// Example is the cluster in examples/local.
+// Example is the cluster in examples/local (embedded in package capxp).
 const (
 	ExampleNamespace = "capxp-demo"
 	ExampleCluster   = "demo"
@@ -35,7 +35,7 @@ const (
 // ApplyExample creates the Secrets holding the workload cluster's kubeconfig
 // (for provider-kubernetes and for CAPI) and applies examples/local.
 func (p *Plane) ApplyExample(ctx context.Context) error {
-	objs, err := readManifests(filepath.Join(envtest.RepoRoot(), "examples", "local", "cluster.yaml"))
+	objs, err := readManifests(capxp.LocalExample)
 	if err != nil {
 		return err
 	}
@@ -77,13 +77,13 @@ func (p *Plane) create(ctx context.Context, o *unstructured.Unstructured) error 
 	return nil
 }
 
+// readManifests decodes every object of an embedded manifest file.
 func readManifests(path string) ([]*unstructured.Unstructured, error) {
-	f, err := os.Open(path) //nolint:gosec // the repository's examples.
+	raw, err := fs.ReadFile(capxp.Manifests, path)
 	if err != nil {
 		return nil, errors.Wrapf(err, "cannot read %s", path)
 	}
-	defer f.Close() //nolint:errcheck // read only.
-	d := yaml.NewYAMLOrJSONDecoder(f, 4096)
+	d := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
 	var out []*unstructured.Unstructured
 	for {
 		u := &unstructured.Unstructured{}

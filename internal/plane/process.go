@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	"github.com/capxp/cluster-api-provider-crossplane/internal/lifeline"
 )
 
 // process is a component the plane runs as a child process, its output in a
@@ -28,7 +30,7 @@ type process struct {
 // startProcess starts a binary with arguments and extra environment.
 func startProcess(dir, name, bin string, env []string, args ...string) (*process, error) {
 	if _, err := os.Stat(bin); err != nil {
-		return nil, errors.Wrapf(err, "%s is missing: run `make tools`", name)
+		return nil, errors.Wrapf(err, "%s is missing", name)
 	}
 	logPath := filepath.Join(dir, name+".log")
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600) //nolint:gosec // the plane's own directory.
@@ -39,8 +41,9 @@ func startProcess(dir, name, bin string, env []string, args ...string) (*process
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// Its own process group: an interrupt of the plane reaches it through
-	// Stop, in order, not all at once from the terminal.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Stop, in order, not all at once from the terminal. And it dies with
+	// the plane's process, however that ends.
+	lifeline.Attach(cmd)
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()
 		return nil, errors.Wrapf(err, "cannot start %s", name)
@@ -64,19 +67,21 @@ func (p *process) exited() (bool, error) {
 	}
 }
 
-// stop interrupts the process and waits for it, killing it after a grace
-// period.
+// stop interrupts the process's group and waits for the process, killing
+// the group after a grace period; whatever the process left in its group is
+// killed once it has exited. (A process that exited before stop is left
+// alone: its id may belong to another process group by now.)
 func (p *process) stop(grace time.Duration) {
 	if done, _ := p.exited(); done {
 		return
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = lifeline.KillGroup(p.cmd, syscall.SIGTERM)
 	select {
 	case <-p.done:
 	case <-time.After(grace):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
 	}
+	_ = lifeline.KillGroup(p.cmd, syscall.SIGKILL)
+	<-p.done
 }
 
 // tail is the end of the process's log, for error messages.

@@ -5,8 +5,14 @@
 // processes behind mutual TLS, provider-kubernetes for the local backend,
 // CAPI's core controllers, and the CAPXP manager binary. Everything listens on
 // loopback, starts in dependency order with readiness checks, and stops in
-// reverse order leaving no process behind. `capxp dev` and the end-to-end
-// tests run on it.
+// reverse order leaving no process behind; every child process also dies
+// with the plane's process if that is killed outright (see package
+// lifeline). cmd/capxp-dev and the end-to-end tests run on it;
+// StartCrossplane runs Crossplane alone against any API server.
+//
+// The plane needs no checkout: CAPXP's own manifests are embedded, and the
+// binaries and other projects' CRDs come from a tools directory that
+// hack/ensure-tools.sh fills (see package tools).
 package plane
 
 import (
@@ -21,8 +27,10 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
-	"github.com/capxp/cluster-api-provider-crossplane/packages"
-	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/lifeline"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/localkube"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 )
 
 // Options configure a plane.
@@ -32,17 +40,20 @@ type Options struct {
 	Dir string
 	// ManagerBinary is the capxp binary run as the CAPXP manager.
 	ManagerBinary string
+	// Tools is the directory hack/ensure-tools.sh filled with the
+	// components' binaries and CRDs; tools.Default() when empty.
+	Tools tools.Dir
 	// Progress receives a line per step; nil discards them.
 	Progress func(format string, args ...any)
 }
 
 // Plane is a running local management plane.
 type Plane struct {
-	opts     Options
-	dir      string
-	versions versions
+	opts   Options
+	dir    string
+	inputs inputs
 
-	mgmt *envtest.Environment
+	mgmt *localkube.Environment
 	// client reaches the management cluster as an administrator and knows
 	// Crossplane's package types too.
 	client client.Client
@@ -50,21 +61,15 @@ type Plane struct {
 	// cluster, for the components run as processes.
 	kubeconfig string
 	// Workload is the workload cluster's API server.
-	Workload *envtest.Workload
-	capi     *envtest.CAPI
+	Workload *localkube.Workload
+	capi     *localkube.CAPI
+	xp       *Crossplane
 	procs    []*process
-}
-
-// versions are the components' versions: Crossplane's from go.mod, the
-// functions' and provider's from the Configuration package.
-type versions struct {
-	crossplane         envtest.Module
-	functions          []packages.Dependency
-	providerKubernetes packages.Dependency
+	manager  *process
 }
 
 // Management is the management cluster's API server.
-func (p *Plane) Management() *envtest.Environment { return p.mgmt }
+func (p *Plane) Management() *localkube.Environment { return p.mgmt }
 
 // Kubeconfig is the path of the management cluster's administrator
 // kubeconfig.
@@ -79,10 +84,44 @@ func (p *Plane) progress(format string, args ...any) {
 	}
 }
 
-// Start starts every component in dependency order. On error it stops what
-// it started.
+// Check reports everything the plane would miss in a tools directory and
+// the manager binary (when not empty), in one error that says how to stage
+// it; nil when nothing is missing.
+func Check(o Options) error {
+	_, err := resolve(o)
+	return err
+}
+
+// resolve finds every input of the plane or says what is missing.
+func resolve(o Options) (inputs, error) {
+	if o.Tools == "" {
+		o.Tools = tools.Default()
+	}
+	in, err := resolveInputs(o.Tools)
+	if o.ManagerBinary != "" {
+		if _, serr := os.Stat(o.ManagerBinary); serr != nil {
+			err = tools.Missing(err, errors.Errorf("the capxp binary %s, run as the CAPXP manager, is missing: build it with `go build -o %s ./cmd/capxp` in a CAPXP checkout (`make dev` builds bin/capxp beside bin/capxp-dev), or name another with --manager-binary",
+				o.ManagerBinary, o.ManagerBinary))
+		}
+	}
+	return in, err
+}
+
+// Start starts every component in dependency order. It first checks that
+// every input is there and reports all that are missing at once. On error it
+// stops what it started.
 func Start(ctx context.Context, o Options) (*Plane, error) {
-	p := &Plane{opts: o, dir: o.Dir}
+	if o.Tools == "" {
+		o.Tools = tools.Default()
+	}
+	if o.ManagerBinary == "" {
+		return nil, errors.New("no capxp binary to run the manager from")
+	}
+	in, err := resolve(o)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plane{opts: o, dir: o.Dir, inputs: in}
 	if p.dir == "" {
 		d, err := os.MkdirTemp("", "capxp-plane-")
 		if err != nil {
@@ -92,10 +131,6 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 	}
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		return nil, errors.Wrap(err, "cannot create the plane's directory")
-	}
-	var err error
-	if p.versions, err = readVersions(); err != nil {
-		return nil, err
 	}
 	if err := p.start(ctx); err != nil {
 		p.Stop()
@@ -140,13 +175,14 @@ func (p *Plane) start(ctx context.Context) error {
 
 // Stop stops every component in reverse order and waits for each.
 func (p *Plane) Stop() {
-	for i := len(p.procs) - 1; i >= 0; i-- {
-		if p.procs[i].name == "capxp-manager" {
-			p.procs[i].stop(30 * time.Second)
-		}
+	if p.manager != nil {
+		p.manager.stop(30 * time.Second)
 	}
 	if p.capi != nil {
 		_ = p.capi.Stop()
+	}
+	if p.xp != nil {
+		p.xp.Stop()
 	}
 	for i := len(p.procs) - 1; i >= 0; i-- {
 		p.procs[i].stop(30 * time.Second)
@@ -159,33 +195,41 @@ func (p *Plane) Stop() {
 	}
 }
 
+// apiServer is how the plane starts an API server: from the tools
+// directory's assets, through links that tie etcd and kube-apiserver to this
+// process when the program called lifeline.Main.
+func (p *Plane) apiServer(name string) (localkube.Options, error) {
+	o := localkube.Options{Assets: p.inputs.assets, StopTimeout: 2 * time.Minute}
+	links := filepath.Join(p.dir, "bin", name)
+	var err error
+	if o.Etcd, err = lifeline.Wrap(links, filepath.Join(p.inputs.assets, "etcd")); err != nil {
+		return o, err
+	}
+	if o.APIServer, err = lifeline.Wrap(links, filepath.Join(p.inputs.assets, "kube-apiserver")); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
 func (p *Plane) startManagement(_ context.Context) error {
-	capi, err := envtest.CAPICRDs()
+	o, err := p.apiServer("management")
 	if err != nil {
 		return err
 	}
-	pkv := p.versions.providerKubernetes
-	pk, err := envtest.DownloadModule(packages.Modules[pkv.Package], pkv.Version)
+	own, err := ownCRDs()
 	if err != nil {
 		return err
 	}
-	// The namespaced kinds only: the legacy cluster-scoped ones convert
-	// through the provider's webhook, which nothing here serves.
-	pkCRDs, err := filepath.Glob(filepath.Join(pk, "package", "crds", "kubernetes.m.crossplane.io_*.yaml"))
-	if err != nil {
-		return errors.Wrap(err, "cannot list provider-kubernetes' CRDs")
-	}
-	crds := append([]string{capi, filepath.Join(envtest.RepoRoot(), "config", "crd", "bases")}, pkCRDs...)
-	if p.mgmt, err = envtest.StartManagement(crds...); err != nil {
-		return err
-	}
-	scheme := envtest.NewScheme()
-	if err := pkgv1.AddToScheme(scheme); err != nil {
+	o.Scheme = controllers.NewScheme()
+	if err := pkgv1.AddToScheme(o.Scheme); err != nil {
 		return errors.Wrap(err, "cannot add Crossplane's package types to the scheme")
 	}
-	if p.client, err = client.New(p.mgmt.Config, client.Options{Scheme: scheme}); err != nil {
-		return errors.Wrap(err, "cannot create the management cluster's client")
+	o.CRDPaths = append([]string{p.inputs.capiCRDs}, p.inputs.providerKubernetesCRDs...)
+	o.CRDs = own
+	if p.mgmt, err = localkube.Start(o); err != nil {
+		return err
 	}
+	p.client = p.mgmt.Client
 	kc, err := p.mgmt.AdminKubeconfig("capxp-plane")
 	if err != nil {
 		return err
@@ -195,8 +239,11 @@ func (p *Plane) startManagement(_ context.Context) error {
 }
 
 func (p *Plane) startWorkload(_ context.Context) error {
-	var err error
-	if p.Workload, err = envtest.StartWorkload(); err != nil {
+	o, err := p.apiServer("workload")
+	if err != nil {
+		return err
+	}
+	if p.Workload, err = localkube.StartWorkload(o); err != nil {
 		return err
 	}
 	return errors.Wrap(os.WriteFile(filepath.Join(p.dir, "workload.kubeconfig"), p.Workload.Kubeconfig, 0o600), "cannot write the workload kubeconfig")
@@ -209,11 +256,7 @@ func (p *Plane) startControllerManager(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	assets, err := envtest.AssetsDir()
-	if err != nil {
-		return err
-	}
-	proc, err := startProcess(p.dir, "kube-controller-manager", filepath.Join(assets, "kube-controller-manager"), nil,
+	proc, err := startProcess(p.dir, "kube-controller-manager", filepath.Join(p.inputs.assets, "kube-controller-manager"), nil,
 		"--kubeconfig="+p.kubeconfig, "--authentication-kubeconfig="+p.kubeconfig, "--authorization-kubeconfig="+p.kubeconfig,
 		"--controllers=garbage-collector-controller,namespace-controller",
 		"--leader-elect=false", "--use-service-account-credentials=false",
@@ -226,20 +269,15 @@ func (p *Plane) startControllerManager(ctx context.Context) error {
 	return proc.waitFor(ctx, time.Minute, func() bool { return dialable(hostPort(port)) })
 }
 
-// readVersions reads the versions the plane runs.
-func readVersions() (versions, error) {
-	var v versions
+// startCrossplane runs Crossplane core and the functions on the management
+// cluster.
+func (p *Plane) startCrossplane(ctx context.Context) error {
 	var err error
-	if v.crossplane, err = envtest.Required(envtest.CrossplaneModule); err != nil {
-		return v, err
-	}
-	if v.functions, err = packages.Dependencies("Function"); err != nil {
-		return v, err
-	}
-	v.providerKubernetes, err = packages.Find(providerKubernetes)
-	return v, err
+	p.xp, err = startCrossplane(ctx, crossplaneRun{
+		config:     p.mgmt.Config,
+		kubeconfig: p.kubeconfig,
+		dir:        p.dir,
+		inputs:     p.inputs.crossplane,
+	})
+	return err
 }
-
-// providerKubernetes is the package of the provider the local backend
-// composes with.
-const providerKubernetes = "xpkg.crossplane.io/crossplane-contrib/provider-kubernetes"

@@ -18,7 +18,6 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
 	"github.com/capxp/cluster-api-provider-crossplane/compositions"
-	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
 
 // dialable reports whether something accepts TCP connections at addr.
@@ -54,7 +53,7 @@ func (p *Plane) startProviderKubernetes(ctx context.Context) error {
 			return errors.Errorf("provider-kubernetes needs port %s, which another process uses", addr[len("127.0.0.1:"):])
 		}
 	}
-	proc, err := startProcess(p.dir, "provider-kubernetes", envtest.Tool("provider-kubernetes", p.versions.providerKubernetes.Version),
+	proc, err := startProcess(p.dir, "provider-kubernetes", p.inputs.providerKubernetes,
 		[]string{"KUBECONFIG=" + p.kubeconfig, "WEBHOOK_TLS_CERT_DIR=" + certs},
 		"--health-probe-bind-addr="+hostPort(health), "--poll=30s", "--sync=10m")
 	if err != nil {
@@ -93,7 +92,7 @@ func (p *Plane) startManager(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.procs = append(p.procs, proc)
+	p.manager = proc
 	return proc.waitHealthy(ctx, fmt.Sprintf("http://%s/readyz", hostPort(health)), time.Minute)
 }
 
@@ -118,10 +117,9 @@ func (p *Plane) install(ctx context.Context) error {
 			return errors.Wrapf(err, "cannot create %s %s", o.GetKind(), o.GetName())
 		}
 	}
-	core := p.process("crossplane")
 	for _, x := range objs[:xrds] {
 		name := x.GetName()
-		if err := core.waitFor(ctx, 2*time.Minute, func() bool {
+		if err := p.xp.core.waitFor(ctx, 2*time.Minute, func() bool {
 			xrd := &xpv1.CompositeResourceDefinition{}
 			crd := &extv1.CustomResourceDefinition{}
 			return p.client.Get(ctx, client.ObjectKey{Name: name}, xrd) == nil &&
@@ -129,16 +127,6 @@ func (p *Plane) install(ctx context.Context) error {
 				p.client.Get(ctx, client.ObjectKey{Name: name}, crd) == nil
 		}); err != nil {
 			return errors.Wrapf(err, "XRD %s was not established", name)
-		}
-	}
-	return nil
-}
-
-// process finds a running component by name.
-func (p *Plane) process(name string) *process {
-	for _, pr := range p.procs {
-		if pr.name == name {
-			return pr
 		}
 	}
 	return nil

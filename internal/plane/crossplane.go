@@ -17,14 +17,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
-	"github.com/capxp/cluster-api-provider-crossplane/packages"
-	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/lifeline"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/localkube"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 )
 
 const (
@@ -33,22 +37,145 @@ const (
 	clientTLSSecret     = "crossplane-tls-client"
 )
 
-// startCrossplane runs Crossplane core on the management API server the way
-// its Helm chart would, but as local processes: `crossplane core init`
-// (CRDs and TLS), the functions serving mutual TLS on loopback with their
-// packages in Crossplane's package cache, and `crossplane core start` with the
-// External package runtime; then it installs the Functions and points their
-// revisions at the running binaries.
-func (p *Plane) startCrossplane(ctx context.Context) error {
-	xpBin := envtest.Tool("crossplane", p.versions.crossplane.Version)
-	if err := p.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: crossplaneNamespace}}); err != nil && !kerrors.IsAlreadyExists(err) {
+// CrossplaneOptions say where StartCrossplane runs Crossplane.
+type CrossplaneOptions struct {
+	// Config reaches the API server as an administrator (a member of
+	// system:masters). Required.
+	Config *rest.Config
+	// Kubeconfig is a kubeconfig file with the same identity, for the
+	// crossplane processes; written into Dir from Config when empty.
+	Kubeconfig string
+	// Dir holds the processes' logs, certificates and Crossplane's package
+	// cache. Required; kept after Stop.
+	Dir string
+	// Tools is the directory hack/ensure-tools.sh filled (it needs
+	// crossplane, crds and the two functions); tools.Default() when empty.
+	Tools tools.Dir
+}
+
+// Crossplane is Crossplane core and the composition functions the
+// Configuration package depends on (function-patch-and-transform and
+// function-auto-ready), running as local processes.
+type Crossplane struct {
+	// Version is Crossplane core's version.
+	Version string
+
+	client client.Client
+	// procs are the functions, then core.
+	procs []*process
+	core  *process
+}
+
+// StartCrossplane runs Crossplane core and the two composition functions
+// against an existing API server — the plane's, or a test's — and returns
+// once Crossplane is healthy and both Functions' revisions are healthy, so
+// that Compositions using them compose. It does what Crossplane's Helm chart
+// and package manager would, with local processes and no registry:
+//
+//  1. `crossplane core init` installs Crossplane's CRDs (from the tools
+//     directory) and creates its CA and client certificate in
+//     crossplane-system;
+//  2. each function binary serves gRPC with mutual TLS on a free loopback
+//     port, with a certificate signed by Crossplane's CA;
+//  3. `crossplane core start --package-runtime=External` runs with free
+//     metrics and health ports and webhooks off;
+//  4. each function is installed as a Function with packagePullPolicy Never,
+//     its package metadata placed in Crossplane's package cache, and its
+//     revision pointed at the running binary.
+//
+// Crossplane's CRDs already installed (by a test, say) are updated, not
+// duplicated. The functions' SDK tries port 8080 for metrics and carries on
+// without it. Nothing is left running after Stop; if this process dies outright,
+// the children die with it. On error, StartCrossplane stops what it started.
+func StartCrossplane(ctx context.Context, o CrossplaneOptions) (*Crossplane, error) {
+	if o.Config == nil || o.Dir == "" {
+		return nil, errors.New("StartCrossplane needs the API server's Config and a working Dir")
+	}
+	if o.Tools == "" {
+		o.Tools = tools.Default()
+	}
+	in, errs := resolveCrossplane(o.Tools)
+	if err := tools.Missing(errs...); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, errors.Wrap(err, "cannot create Crossplane's directory")
+	}
+	if o.Kubeconfig == "" {
+		kc, err := localkube.Kubeconfig(o.Config, "crossplane")
+		if err != nil {
+			return nil, err
+		}
+		o.Kubeconfig = filepath.Join(o.Dir, "crossplane.kubeconfig")
+		if err := os.WriteFile(o.Kubeconfig, kc, 0o600); err != nil {
+			return nil, errors.Wrap(err, "cannot write Crossplane's kubeconfig")
+		}
+	}
+	return startCrossplane(ctx, crossplaneRun{config: o.Config, kubeconfig: o.Kubeconfig, dir: o.Dir, inputs: in})
+}
+
+// Stop stops core, then the functions, and waits for each.
+func (c *Crossplane) Stop() {
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		c.procs[i].stop(30 * time.Second)
+	}
+}
+
+// Running returns nil while every process runs, else an error naming the one
+// that exited and the end of its log.
+func (c *Crossplane) Running() error {
+	for _, p := range c.procs {
+		if done, err := p.exited(); done {
+			return errors.Errorf("%s exited (%v); its log %s ends:\n%s", p.name, err, p.log, p.tail())
+		}
+	}
+	return nil
+}
+
+// crossplaneRun is one start of Crossplane.
+type crossplaneRun struct {
+	config     *rest.Config
+	kubeconfig string
+	dir        string
+	inputs     crossplaneInputs
+}
+
+// startCrossplane runs Crossplane core on an API server the way its Helm
+// chart would, but as local processes: `crossplane core init` (CRDs and
+// TLS), the functions serving mutual TLS on loopback with their packages in
+// Crossplane's package cache, and `crossplane core start` with the External
+// package runtime; then it installs the Functions and points their revisions
+// at the running binaries.
+func startCrossplane(ctx context.Context, r crossplaneRun) (*Crossplane, error) {
+	c := &Crossplane{Version: r.inputs.version}
+	if err := c.start(ctx, r); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Crossplane) start(ctx context.Context, r crossplaneRun) error {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return errors.Wrap(err, "cannot build Crossplane's client scheme")
+	}
+	if err := pkgv1.AddToScheme(scheme); err != nil {
+		return errors.Wrap(err, "cannot add Crossplane's package types to the scheme")
+	}
+	var err error
+	if c.client, err = client.New(r.config, client.Options{Scheme: scheme}); err != nil {
+		return errors.Wrap(err, "cannot create Crossplane's client")
+	}
+	xpBin := r.inputs.binary
+	if err := c.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: crossplaneNamespace}}); err != nil && !kerrors.IsAlreadyExists(err) {
 		return errors.Wrap(err, "cannot create the crossplane-system namespace")
 	}
 	env := []string{
-		"KUBECONFIG=" + p.kubeconfig,
+		"KUBECONFIG=" + r.kubeconfig,
 		"POD_NAMESPACE=" + crossplaneNamespace,
 		"ENABLE_WEBHOOKS=false",
-		"CRDS_PATH=" + filepath.Join(p.versions.crossplane.Dir, "cluster", "crds"),
+		"CRDS_PATH=" + r.inputs.crds,
 		"TLS_CA_SECRET_NAME=" + rootCASecret,
 		"TLS_CLIENT_SECRET_NAME=" + clientTLSSecret,
 	}
@@ -56,28 +183,29 @@ func (p *Plane) startCrossplane(ctx context.Context) error {
 	if err := retryCommand(ctx, 6, func() ([]byte, error) {
 		cmd := exec.CommandContext(ctx, xpBin, "core", "init") //nolint:gosec // built by hack/ensure-tools.sh.
 		cmd.Env = append(os.Environ(), env...)
+		lifeline.Attach(cmd)
 		return cmd.CombinedOutput()
 	}); err != nil {
 		return errors.Wrap(err, "crossplane core init failed")
 	}
 
-	ca, clientDir, err := p.crossplaneTLS(ctx)
+	ca, clientDir, err := c.crossplaneTLS(ctx, r.dir)
 	if err != nil {
 		return err
 	}
-	cacheDir := filepath.Join(p.dir, "xpkg")
+	cacheDir := filepath.Join(r.dir, "xpkg")
 	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
 		return errors.Wrap(err, "cannot create the package cache")
 	}
 	endpoints := map[string]string{}
 	digests := map[string]string{}
-	for _, f := range p.versions.functions {
+	for _, f := range r.inputs.functions {
 		digest, err := cachePackage(cacheDir, f)
 		if err != nil {
 			return err
 		}
 		digests[f.FunctionName()] = digest
-		certs := filepath.Join(p.dir, "tls", f.Name())
+		certs := filepath.Join(r.dir, "tls", f.Name())
 		if err := ca.serve(certs, f.Name()); err != nil {
 			return err
 		}
@@ -85,12 +213,12 @@ func (p *Plane) startCrossplane(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		proc, err := startProcess(p.dir, f.Name(), envtest.Tool(f.Name(), f.Version), []string{"TLS_SERVER_CERTS_DIR=" + certs},
+		proc, err := startProcess(r.dir, f.Name(), f.binary, []string{"TLS_SERVER_CERTS_DIR=" + certs},
 			"--address="+hostPort(port))
 		if err != nil {
 			return err
 		}
-		p.procs = append(p.procs, proc)
+		c.procs = append(c.procs, proc)
 		if err := proc.waitFor(ctx, 30*time.Second, func() bool { return dialable(hostPort(port)) }); err != nil {
 			return err
 		}
@@ -105,20 +233,21 @@ func (p *Plane) startCrossplane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	core, err := startProcess(p.dir, "crossplane", xpBin, append(env, "TLS_CLIENT_CERTS_DIR="+clientDir),
+	core, err := startProcess(r.dir, "crossplane", xpBin, append(env, "TLS_CLIENT_CERTS_DIR="+clientDir),
 		"--debug", "core", "start", "--package-runtime=External", "--enable-webhooks=false",
 		"--cache-dir="+cacheDir, fmt.Sprintf("--metrics-port=%d", metrics), fmt.Sprintf("--health-probe-port=%d", health),
 		"--poll-interval=10s", "--sync-interval=1m")
 	if err != nil {
 		return err
 	}
-	p.procs = append(p.procs, core)
+	c.procs = append(c.procs, core)
+	c.core = core
 	if err := core.waitHealthy(ctx, fmt.Sprintf("http://%s/healthz", hostPort(health)), 2*time.Minute); err != nil {
 		return err
 	}
 
-	for _, f := range p.versions.functions {
-		if err := p.installFunction(ctx, core, f, digests[f.FunctionName()], endpoints[f.FunctionName()], filepath.Join(p.dir, "tls", f.Name())); err != nil {
+	for _, f := range r.inputs.functions {
+		if err := c.installFunction(ctx, f, digests[f.FunctionName()], endpoints[f.FunctionName()], filepath.Join(r.dir, "tls", f.Name())); err != nil {
 			return err
 		}
 	}
@@ -127,10 +256,10 @@ func (p *Plane) startCrossplane(ctx context.Context) error {
 
 // crossplaneTLS reads the CA and client certificate `core init` created; the
 // client certificate goes where `core start` reads it.
-func (p *Plane) crossplaneTLS(ctx context.Context) (*authority, string, error) {
+func (c *Crossplane) crossplaneTLS(ctx context.Context, workDir string) (*authority, string, error) {
 	read := func(n string) (*corev1.Secret, error) {
 		s := &corev1.Secret{}
-		err := p.client.Get(ctx, client.ObjectKey{Namespace: crossplaneNamespace, Name: n}, s)
+		err := c.client.Get(ctx, client.ObjectKey{Namespace: crossplaneNamespace, Name: n}, s)
 		return s, errors.Wrapf(err, "cannot read Secret %s/%s", crossplaneNamespace, n)
 	}
 	root, err := read(rootCASecret)
@@ -145,7 +274,7 @@ func (p *Plane) crossplaneTLS(ctx context.Context) (*authority, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	dir := filepath.Join(p.dir, "tls", "crossplane-client")
+	dir := filepath.Join(workDir, "tls", "crossplane-client")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, "", errors.Wrap(err, "cannot create the client certificate directory")
 	}
@@ -157,16 +286,12 @@ func (p *Plane) crossplaneTLS(ctx context.Context) (*authority, string, error) {
 	return ca, dir, nil
 }
 
-// cachePackage places a function's package metadata in Crossplane's package
-// cache under the key Crossplane computes for its reference, so a Function
+// cachePackage places a function's package metadata (staged from its module
+// into the tools directory) in Crossplane's package cache under the key Crossplane computes for its reference, so a Function
 // with packagePullPolicy Never installs without a registry. It returns the
 // digest the Function must reference.
-func cachePackage(dir string, f packages.Dependency) (string, error) {
-	mod, err := envtest.DownloadModule(packages.Modules[f.Package], f.Version)
-	if err != nil {
-		return "", err
-	}
-	meta, err := os.ReadFile(filepath.Join(mod, "package", "crossplane.yaml")) //nolint:gosec // module cache.
+func cachePackage(dir string, f function) (string, error) {
+	meta, err := os.ReadFile(f.pkgMeta) //nolint:gosec // the tools directory.
 	if err != nil {
 		return "", errors.Wrapf(err, "cannot read the package metadata of %s", f.Name())
 	}
@@ -221,7 +346,7 @@ func truncate(s string, n int) string {
 // serving certificate in a Secret and records it, and the endpoint of the
 // running binary, in the revision's status. With the External runtime
 // Crossplane leaves both to whoever runs the function.
-func (p *Plane) installFunction(ctx context.Context, core *process, f packages.Dependency, digest, endpoint, certs string) error {
+func (c *Crossplane) installFunction(ctx context.Context, f function, digest, endpoint, certs string) error {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: crossplaneNamespace, Name: f.FunctionName() + "-tls-server"}, Data: map[string][]byte{}}
 	for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
 		b, err := os.ReadFile(filepath.Join(certs, k)) //nolint:gosec // the plane's own certificates.
@@ -230,26 +355,26 @@ func (p *Plane) installFunction(ctx context.Context, core *process, f packages.D
 		}
 		secret.Data[k] = b
 	}
-	if err := p.client.Create(ctx, secret); err != nil && !kerrors.IsAlreadyExists(err) {
+	if err := c.client.Create(ctx, secret); err != nil && !kerrors.IsAlreadyExists(err) {
 		return errors.Wrapf(err, "cannot create Secret %s", secret.Name)
 	}
 	fn := &pkgv1.Function{ObjectMeta: metav1.ObjectMeta{Name: f.FunctionName()}}
 	fn.Spec.Package = f.Package + "@" + digest
 	fn.Spec.PackagePullPolicy = ptr.To(corev1.PullNever)
-	if err := p.client.Create(ctx, fn); err != nil && !kerrors.IsAlreadyExists(err) {
+	if err := c.client.Create(ctx, fn); err != nil && !kerrors.IsAlreadyExists(err) {
 		return errors.Wrapf(err, "cannot create Function %s", f.FunctionName())
 	}
 
 	// Crossplane creates the active revision from the cached package.
 	revisions := func() []pkgv1.FunctionRevision {
 		l := &pkgv1.FunctionRevisionList{}
-		if err := p.client.List(ctx, l, client.MatchingLabels{"pkg.crossplane.io/package": f.FunctionName()}); err != nil {
+		if err := c.client.List(ctx, l, client.MatchingLabels{"pkg.crossplane.io/package": f.FunctionName()}); err != nil {
 			return nil
 		}
 		return l.Items
 	}
 	var rev client.ObjectKey
-	if err := core.waitFor(ctx, time.Minute, func() bool {
+	if err := c.core.waitFor(ctx, time.Minute, func() bool {
 		for _, r := range revisions() {
 			if r.GetDesiredState() == pkgv1.PackageRevisionActive {
 				rev = client.ObjectKeyFromObject(&r)
@@ -262,21 +387,21 @@ func (p *Plane) installFunction(ctx context.Context, core *process, f packages.D
 	}
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		r := &pkgv1.FunctionRevision{}
-		if err := p.client.Get(ctx, rev, r); err != nil {
+		if err := c.client.Get(ctx, rev, r); err != nil {
 			return err
 		}
 		r.Status.Endpoint = endpoint
 		r.Status.TLSServerSecretName = &secret.Name
 		r.SetConditions(xpv2.Condition{Type: pkgv1.TypeRuntimeHealthy, Status: corev1.ConditionTrue, Reason: "HealthyPackageRevision",
 			Message: "running as a local process of the CAPXP plane", LastTransitionTime: metav1.Now()})
-		return p.client.Status().Update(ctx, r)
+		return c.client.Status().Update(ctx, r)
 	}); err != nil {
 		return errors.Wrapf(err, "cannot record the endpoint of Function %s", f.FunctionName())
 	}
 	var seen string
-	if err := core.waitFor(ctx, time.Minute, func() bool {
+	if err := c.core.waitFor(ctx, time.Minute, func() bool {
 		r := &pkgv1.FunctionRevision{}
-		if err := p.client.Get(ctx, rev, r); err != nil {
+		if err := c.client.Get(ctx, rev, r); err != nil {
 			return false
 		}
 		seen = fmt.Sprintf("%+v", r.Status.Conditions)

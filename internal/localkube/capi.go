@@ -1,4 +1,4 @@
-package envtest
+package localkube
 
 import (
 	"context"
@@ -25,8 +25,8 @@ import (
 
 var capiManagers atomic.Int64
 
-// CAPI is CAPI's core controller manager running in-process against the
-// test API server.
+// CAPI is CAPI's core controller manager running in-process against an API
+// server.
 type CAPI struct {
 	Manager ctrl.Manager
 
@@ -41,7 +41,7 @@ type CAPI struct {
 // configured as CAPI's own main configures them.
 func (e *Environment) StartCAPI(ctx context.Context) (*CAPI, error) {
 	// CAPI names its informers after the manager, process-wide: each manager
-	// started in one test binary needs its own name.
+	// started in one process (a test binary) needs its own name.
 	name := fmt.Sprintf("capi-controller-manager-%d", capiManagers.Add(1))
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
 		Scheme:                 e.Scheme,

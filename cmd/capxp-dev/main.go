@@ -1,0 +1,151 @@
+// Command capxp-dev runs CAPXP's local management plane with an example
+// cluster: etcd and kube-apiserver for a management and a workload cluster,
+// kube-controller-manager, Crossplane core with the composition functions,
+// provider-kubernetes, CAPI's core controllers (in this process) and the
+// capxp binary as the CAPXP manager; then it applies examples/local, shows
+// its progress until CAPI reports the cluster and machines provisioned,
+// prints how to reach both clusters and runs until interrupted.
+//
+// It is a binary of its own so that the product binary, capxp, links only
+// what `capxp manager` runs. It needs no checkout: CAPXP's manifests are
+// embedded, and the component binaries and other projects' CRDs come from a
+// tools directory that hack/ensure-tools.sh fills (`make tools`).
+//
+//	capxp-dev [--tools-dir DIR] [--manager-binary PATH] [--dir DIR] [--timeout D] [--check]
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/capxp/cluster-api-provider-crossplane/internal/lifeline"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
+)
+
+func main() {
+	// First: this binary also starts etcd and kube-apiserver through links
+	// to itself, so that they die with it.
+	lifeline.Main()
+	// A closed stdout (`make dev | tee log`, then Ctrl-C) must not kill the
+	// plane before it stops its components: writes fail instead.
+	signal.Ignore(syscall.SIGPIPE)
+	if err := run(os.Args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "capxp-dev:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := pflag.NewFlagSet("capxp-dev", pflag.ContinueOnError)
+	fs.SetOutput(os.Stdout)
+	dir := fs.String("dir", filepath.Join(os.TempDir(), "capxp-dev"), "Directory for the plane's logs, kubeconfigs and state (emptied first).")
+	timeout := fs.Duration("timeout", 5*time.Minute, "How long to wait for the example cluster to be provisioned.")
+	toolsDir := fs.String("tools-dir", string(tools.Default()),
+		"Directory hack/ensure-tools.sh filled with the component binaries and CRDs ($"+tools.EnvDir+", else .cache/tools of the working directory).")
+	manager := fs.String("manager-binary", defaultManager(), "The capxp binary to run as the CAPXP manager.")
+	check := fs.Bool("check", false, "Only check that every binary and CRD the plane needs is there, and say what is missing.")
+	fs.Usage = func() {
+		fmt.Fprint(os.Stdout, `Usage: capxp-dev [flags]
+
+Runs CAPXP's local management plane on loopback with the example cluster of
+examples/local, shows its progress until it is provisioned, and runs until
+interrupted (Ctrl-C). Needs ports 8080 and 9443 free (provider-kubernetes).
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	opts := plane.Options{Dir: *dir, ManagerBinary: *manager, Tools: tools.Dir(*toolsDir)}
+	if err := plane.Check(opts); err != nil {
+		return err
+	}
+	if *check {
+		fmt.Println("every binary and CRD the plane needs is there")
+		return nil
+	}
+	if err := os.RemoveAll(*dir); err != nil {
+		return fmt.Errorf("cannot empty %s: %w", *dir, err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	// Output errors are ignored: a closed stdout must not stop the plane
+	// from stopping its components.
+	say := func(format string, a ...any) {
+		_, _ = fmt.Printf("[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
+	}
+	// After the first interrupt, a second one kills this process at once;
+	// its children die with it.
+	context.AfterFunc(ctx, func() {
+		stop()
+		say("interrupted: stopping the plane (interrupt again to kill it at once)")
+	})
+
+	opts.Progress = say
+	p, err := plane.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		say("stopping the plane")
+		p.Stop()
+		say("stopped; logs are in %s", p.Dir())
+	}()
+
+	say("applying examples/local: Cluster %s/%s with 1 control-plane machine and a MachineDeployment of 2", plane.ExampleNamespace, plane.ExampleCluster)
+	if err := p.ApplyExample(ctx); err != nil {
+		return err
+	}
+	if err := p.WaitForExample(ctx, plane.ExampleMachines, *timeout, func(st plane.Status) {
+		say("progress:")
+		for _, l := range st.Lines {
+			_, _ = fmt.Println("          " + l)
+		}
+	}); err != nil {
+		if ctx.Err() != nil {
+			return nil // interrupted
+		}
+		return err
+	}
+	say("the cluster's infrastructure is provisioned and every Machine has a providerID and a Node")
+	_, _ = fmt.Printf(`
+Management cluster (CAPI, Crossplane, CAPXP):
+  export KUBECONFIG=%s
+  kubectl get clusters,machines,crossplaneclusters,crossplanemachines -n %s
+Workload cluster:
+  kubectl --kubeconfig %s get nodes
+
+Running until interrupted (Ctrl-C).
+`, p.Kubeconfig(), plane.ExampleNamespace, filepath.Join(p.Dir(), "workload.kubeconfig"))
+	<-ctx.Done()
+	return nil
+}
+
+// defaultManager is capxp beside this binary (make dev builds both into
+// bin/).
+func defaultManager() string {
+	self, err := os.Executable()
+	if err != nil {
+		return "capxp"
+	}
+	return filepath.Join(filepath.Dir(self), "capxp")
+}

@@ -1,0 +1,124 @@
+package lifeline
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const envHelper = "LIFELINE_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	Main()
+	if dir := os.Getenv(envHelper); dir != "" {
+		os.Exit(helper(dir))
+	}
+	os.Exit(m.Run())
+}
+
+// helper plays a plane: it starts sleep through a link and sleep attached,
+// prints both pids and waits to be killed.
+func helper(dir string) int {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	link, err := Wrap(dir, sleep)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	linked := exec.Command(link, "300")
+	attached := exec.Command(sleep, "301")
+	Attach(attached)
+	for _, c := range []*exec.Cmd{linked, attached} {
+		if err := c.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	fmt.Println(linked.Process.Pid, attached.Process.Pid)
+	select {}
+}
+
+// TestChildrenDieWithParent kills a parent outright and finds both its
+// children gone: the one started through a link (as envtest's etcd and
+// kube-apiserver are) and the attached one.
+func TestChildrenDieWithParent(t *testing.T) {
+	parent := exec.Command(os.Args[0], "-test.run=^$") //nolint:gosec // this test binary.
+	parent.Env = append(os.Environ(), envHelper+"="+t.TempDir())
+	parent.Stderr = os.Stderr
+	out, err := parent.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		_ = parent.Process.Kill()
+		t.Fatalf("the helper printed no pids: %v", err)
+	}
+	var pids []int
+	for _, f := range strings.Fields(line) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	}
+	// The linked child runs sleep itself, with its own arguments.
+	cmdline := waitFor(t, func() (string, bool) {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pids[0]))
+		s := strings.ReplaceAll(string(raw), "\x00", " ")
+		return s, err == nil && strings.Contains(s, "sleep 300")
+	})
+	if filepath.Base(strings.Fields(cmdline)[0]) != "sleep" {
+		t.Errorf("the linked child runs %q, want sleep 300", cmdline)
+	}
+
+	if err := parent.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = parent.Wait()
+	for _, pid := range pids {
+		waitFor(t, func() (string, bool) { return fmt.Sprintf("process %d still runs", pid), !alive(pid) })
+	}
+}
+
+func waitFor(t *testing.T, ok func() (string, bool)) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, done := ok()
+		if done {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// alive: the process exists and is not a zombie (an orphan may stay one
+// where nothing reaps it, as in some containers).
+func alive(pid int) bool {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(raw)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
+}

@@ -1,0 +1,166 @@
+// Package localkube starts real Kubernetes API servers on loopback — etcd
+// and kube-apiserver through controller-runtime's envtest — for the local
+// management plane and the tests, and runs CAPI's core controllers
+// in-process against them. It finds nothing by itself: the caller names the
+// binaries and the CRDs to install.
+package localkube
+
+import (
+	"time"
+
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+)
+
+// Options configure an API server.
+type Options struct {
+	// Assets is the directory holding the etcd and kube-apiserver binaries.
+	// $KUBEBUILDER_ASSETS overrides it, as in every envtest.
+	Assets string
+	// Etcd and APIServer, when set, are the binaries to run instead of
+	// those in Assets (links that tie them to this process, for example).
+	Etcd, APIServer string
+	// Scheme knows the types the client reads; client-go's when nil.
+	Scheme *runtime.Scheme
+	// CRDPaths are CRD files or directories to install, CRDs CRD objects.
+	CRDPaths []string
+	CRDs     []*extv1.CustomResourceDefinition
+	// Webhooks makes envtest create serving certificates for a webhook
+	// server run in this process (see Environment.Envtest).
+	Webhooks bool
+	// StopTimeout bounds how long stopping each process may take; envtest's
+	// default when zero. An API server that controllers watched stops
+	// slowly on a loaded machine: its watches drain first.
+	StopTimeout time.Duration
+}
+
+// Environment is a running kube-apiserver and etcd.
+type Environment struct {
+	// Envtest is the controller-runtime environment behind it, for its
+	// webhook serving options and users.
+	Envtest *ctrlenvtest.Environment
+	// Config reaches the API server as an administrator.
+	Config *rest.Config
+	// Scheme is the client's scheme.
+	Scheme *runtime.Scheme
+	// Client is an uncached client on Config.
+	Client client.Client
+}
+
+// Start starts etcd and kube-apiserver, installs the CRDs and waits until
+// they are served.
+func Start(o Options) (*Environment, error) {
+	scheme := o.Scheme
+	if scheme == nil {
+		scheme = clientgoscheme.Scheme
+	}
+	env := &ctrlenvtest.Environment{
+		BinaryAssetsDirectory:   o.Assets,
+		Scheme:                  scheme,
+		CRDInstallOptions:       ctrlenvtest.CRDInstallOptions{Paths: o.CRDPaths, CRDs: o.CRDs, ErrorIfPathMissing: true},
+		ControlPlaneStopTimeout: o.StopTimeout,
+	}
+	if o.Webhooks {
+		// Serving certificates for a webhook server in this process; its
+		// owner registers the webhook configuration itself.
+		env.WebhookInstallOptions = ctrlenvtest.WebhookInstallOptions{}
+	}
+	if o.APIServer != "" {
+		env.ControlPlane.GetAPIServer().Path = o.APIServer
+	}
+	if o.Etcd != "" {
+		env.ControlPlane.Etcd = &ctrlenvtest.Etcd{Path: o.Etcd}
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot start kube-apiserver and etcd")
+	}
+	e := &Environment{Envtest: env, Config: cfg, Scheme: scheme}
+	if e.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		_ = env.Stop()
+		return nil, errors.Wrap(err, "cannot create client")
+	}
+	return e, nil
+}
+
+// Stop stops the API server and etcd.
+func (e *Environment) Stop() error { return e.Envtest.Stop() }
+
+// AdminKubeconfig is a kubeconfig for a new member of system:masters, for
+// components run as processes.
+func (e *Environment) AdminKubeconfig(name string) ([]byte, error) {
+	u, err := e.Envtest.AddUser(ctrlenvtest.User{Name: name, Groups: []string{"system:masters"}}, e.Config)
+	if err != nil {
+		return nil, errors.Wrapf(err, "cannot add user %s", name)
+	}
+	return u.KubeConfig()
+}
+
+// User returns a configuration authenticating as a user with no permissions
+// but those RBAC gives it.
+func (e *Environment) User(name string) (*rest.Config, error) {
+	u, err := e.Envtest.AddUser(ctrlenvtest.User{Name: name}, e.Config)
+	if err != nil {
+		return nil, errors.Wrapf(err, "cannot add user %s", name)
+	}
+	return u.Config(), nil
+}
+
+// Workload is a second API server standing in for a workload cluster.
+type Workload struct {
+	*Environment
+	// Kubeconfig reaches it as an administrator, for CAPI's
+	// <cluster>-kubeconfig secret.
+	Kubeconfig []byte
+}
+
+// StartWorkload starts an API server for a workload cluster; o's CRDs and
+// webhooks are usually empty.
+func StartWorkload(o Options) (*Workload, error) {
+	e, err := Start(o)
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot start the workload cluster's API server")
+	}
+	kc, err := Kubeconfig(e.Config, "workload")
+	if err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	return &Workload{Environment: e, Kubeconfig: kc}, nil
+}
+
+// Kubeconfig writes a rest.Config as a kubeconfig file's contents, for
+// processes that read one: certificates, keys and tokens inline or by file,
+// as the configuration has them.
+func Kubeconfig(cfg *rest.Config, name string) ([]byte, error) {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters[name] = &clientcmdapi.Cluster{
+		Server:                   cfg.Host,
+		CertificateAuthority:     cfg.CAFile,
+		CertificateAuthorityData: cfg.CAData,
+		InsecureSkipTLSVerify:    cfg.Insecure,
+		TLSServerName:            cfg.ServerName,
+	}
+	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{
+		ClientCertificate:     cfg.CertFile,
+		ClientCertificateData: cfg.CertData,
+		ClientKey:             cfg.KeyFile,
+		ClientKeyData:         cfg.KeyData,
+		Token:                 cfg.BearerToken,
+		TokenFile:             cfg.BearerTokenFile,
+		Username:              cfg.Username,
+		Password:              cfg.Password,
+	}
+	kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	kc.CurrentContext = name
+	raw, err := clientcmd.Write(*kc)
+	return raw, errors.Wrap(err, "cannot write a kubeconfig")
+}

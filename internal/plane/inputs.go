@@ -1,0 +1,160 @@
+package plane
+
+import (
+	"io/fs"
+	"path"
+	"path/filepath"
+	"sort"
+
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	capxp "github.com/capxp/cluster-api-provider-crossplane"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
+	"github.com/capxp/cluster-api-provider-crossplane/packages"
+)
+
+// Modules whose versions in go.mod (embedded: capxp.RequiredVersion) name
+// what the plane runs: CAPI's CRDs must match the CAPI controllers running
+// in-process, and Crossplane core (binary and CRDs) the Crossplane API types
+// and render protocol the project requires.
+const (
+	capiModule       = "sigs.k8s.io/cluster-api"
+	crossplaneModule = "github.com/crossplane/crossplane/v2"
+)
+
+// providerKubernetes is the package of the provider the local backend
+// composes with.
+const providerKubernetes = "xpkg.crossplane.io/crossplane-contrib/provider-kubernetes"
+
+// inputs are the paths of everything the plane reads from outside this
+// binary.
+type inputs struct {
+	// assets holds etcd, kube-apiserver and kube-controller-manager.
+	assets string
+	// capiCRDs is CAPI's core CRD directory.
+	capiCRDs string
+	// providerKubernetes is the provider's binary and
+	// providerKubernetesCRDs its namespaced kinds' CRDs.
+	providerKubernetes     string
+	providerKubernetesCRDs []string
+	crossplane             crossplaneInputs
+}
+
+// crossplaneInputs are what Crossplane core and the functions need.
+type crossplaneInputs struct {
+	version   string
+	binary    string
+	crds      string
+	functions []function
+}
+
+// function is a composition function the Configuration depends on, with its
+// binary and package directory.
+type function struct {
+	packages.Dependency
+	binary  string
+	pkgMeta string
+}
+
+// resolveInputs finds every input in a tools directory and reports all that
+// are missing in one error.
+func resolveInputs(d tools.Dir) (inputs, error) {
+	var in inputs
+	var errs []error
+	var err error
+	if in.assets, err = d.Assets(); err != nil {
+		errs = append(errs, err)
+	}
+	capi, err := capxp.RequiredVersion(capiModule)
+	if err != nil {
+		errs = append(errs, err)
+	} else if in.capiCRDs, err = d.CRDs("cluster-api", capi); err != nil {
+		errs = append(errs, err)
+	}
+	pk, err := packages.Find(providerKubernetes)
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		if in.providerKubernetes, err = d.Binary(pk.Name(), pk.Version); err != nil {
+			errs = append(errs, err)
+		}
+		pkg, err := d.Package(pk.Name(), pk.Version)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			// The namespaced kinds only: the legacy cluster-scoped ones
+			// convert through the provider's webhook, which nothing here
+			// serves.
+			in.providerKubernetesCRDs, err = filepath.Glob(filepath.Join(pkg, "crds", "kubernetes.m.crossplane.io_*.yaml"))
+			if err == nil && len(in.providerKubernetesCRDs) == 0 {
+				err = errors.Errorf("%s has no CRDs of the kubernetes.m.crossplane.io kinds: stage it again with hack/ensure-tools.sh %s", pkg, pk.Name())
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	var xerrs []error
+	in.crossplane, xerrs = resolveCrossplane(d)
+	return in, tools.Missing(append(errs, xerrs...)...)
+}
+
+// resolveCrossplane finds what Crossplane core and the Configuration's
+// functions need in a tools directory, or says what is missing.
+func resolveCrossplane(d tools.Dir) (crossplaneInputs, []error) {
+	var in crossplaneInputs
+	var errs []error
+	var err error
+	if in.version, err = capxp.RequiredVersion(crossplaneModule); err != nil {
+		errs = append(errs, err)
+	} else {
+		if in.binary, err = d.Binary("crossplane", in.version); err != nil {
+			errs = append(errs, err)
+		}
+		if in.crds, err = d.CRDs("crossplane", in.version); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	fns, err := packages.Dependencies("Function")
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, dep := range fns {
+		f := function{Dependency: dep}
+		if f.binary, err = d.Binary(dep.Name(), dep.Version); err != nil {
+			errs = append(errs, err)
+		}
+		pkg, err := d.Package(dep.Name(), dep.Version)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		f.pkgMeta = filepath.Join(pkg, "crossplane.yaml")
+		in.functions = append(in.functions, f)
+	}
+	return in, errs
+}
+
+// ownCRDs are CAPXP's template CRDs and ClusterProviderConfigGrant, embedded.
+func ownCRDs() ([]*extv1.CustomResourceDefinition, error) {
+	files, err := fs.Glob(capxp.Manifests, path.Join(capxp.CRDsDir, "*.yaml"))
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot list CAPXP's CRDs")
+	}
+	sort.Strings(files)
+	out := make([]*extv1.CustomResourceDefinition, 0, len(files))
+	for _, f := range files {
+		raw, err := fs.ReadFile(capxp.Manifests, f)
+		if err != nil {
+			return nil, errors.Wrapf(err, "cannot read %s", f)
+		}
+		crd := &extv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(raw, crd); err != nil {
+			return nil, errors.Wrapf(err, "cannot decode %s", f)
+		}
+		out = append(out, crd)
+	}
+	return out, nil
+}

@@ -1,0 +1,62 @@
+// Package capxp embeds the repository's own files that programs need
+// outside a checkout: the local management plane (cmd/capxp-dev) installs
+// the template CRDs and applies the example cluster from here, and reads the
+// versions of the modules whose CRDs it installs from go.mod, so a binary
+// built with -trimpath and run anywhere carries them.
+//
+// The XRDs and Compositions are embedded by package compositions, and the
+// Configuration package (the pinned provider and function versions) by
+// package packages; this package holds the rest.
+package capxp
+
+import (
+	"bufio"
+	"bytes"
+	"embed"
+	"fmt"
+	"strings"
+)
+
+// Manifests holds config/crd/bases (the template CRDs and
+// ClusterProviderConfigGrant, generated from apis/) and examples/local (the
+// example cluster the plane applies).
+//
+//go:embed config/crd/bases/*.yaml examples/local/*.yaml
+var Manifests embed.FS
+
+// Paths of Manifests.
+const (
+	// CRDsDir holds CAPXP's own CRDs.
+	CRDsDir = "config/crd/bases"
+	// LocalExample is the example cluster on the local backend.
+	LocalExample = "examples/local/cluster.yaml"
+)
+
+// goMod is the module's go.mod: with a tidy go.mod (make verify checks it),
+// its requirements are the versions built into every binary and test of the
+// module. Test binaries carry no dependency versions in their build
+// information, so this is the one source for both.
+//
+//go:embed go.mod
+var goMod []byte
+
+// RequiredVersion is the version of a module that go.mod requires.
+func RequiredVersion(module string) (string, error) {
+	s := bufio.NewScanner(bytes.NewReader(goMod))
+	block := false
+	for s.Scan() {
+		f := strings.Fields(strings.TrimSpace(strings.SplitN(s.Text(), "//", 2)[0]))
+		switch {
+		case len(f) == 0:
+		case f[0] == "require" && len(f) == 2 && f[1] == "(":
+			block = true
+		case f[0] == ")":
+			block = false
+		case f[0] == "require" && len(f) == 3 && f[1] == module:
+			return f[2], nil
+		case block && len(f) == 2 && f[0] == module:
+			return f[1], nil
+		}
+	}
+	return "", fmt.Errorf("go.mod does not require %s", module)
+}
