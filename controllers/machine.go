@@ -12,9 +12,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/external"
 	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/predicates"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -120,8 +118,7 @@ func (infraMachine) watches(k *Kinds, gvk schema.GroupVersionKind, _ *unstructur
 		// The Machine's bootstrap data and failure domain.
 		{obj: &clusterv1.Machine{}, fn: util.MachineToInfrastructureMapFunc(gvk)},
 		// The Cluster's pause and infrastructure provisioning.
-		{obj: &clusterv1.Cluster{}, fn: listByCluster(k.mgr.GetClient(), gvk),
-			predicates: []predicate.Predicate{predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(k.mgr.GetScheme(), k.mgr.GetLogger())}},
+		{obj: &clusterv1.Cluster{}, fn: listByCluster(k.mgr.GetClient(), gvk)},
 	}
 }
 

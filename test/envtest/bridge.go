@@ -2,9 +2,11 @@ package envtest
 
 import (
 	"context"
-	"k8s.io/utils/ptr"
+	"encoding/json"
 	"sync"
 	"time"
+
+	"k8s.io/utils/ptr"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -14,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -54,6 +57,28 @@ func (w *Writes) add(c client.WithWatch, obj client.Object) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.counts[gvk.Kind+"/"+obj.GetNamespace()+"/"+obj.GetName()]++
+}
+
+// addApplied counts a server-side apply, of an object or a subresource.
+func (w *Writes) addApplied(obj runtime.ApplyConfiguration) {
+	var o struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Namespace string `json:"namespace"`
+			Name      string `json:"name"`
+		} `json:"metadata"`
+	}
+	raw, err := json.Marshal(obj)
+	if err == nil {
+		err = json.Unmarshal(raw, &o)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		w.counts["unknown"]++
+		return
+	}
+	w.counts[o.Kind+"/"+o.Metadata.Namespace+"/"+o.Metadata.Name]++
 }
 
 // Manager is a controller manager running in a test.
@@ -103,7 +128,8 @@ func (e *Environment) StartBridgeAs(ctx context.Context, cfg *rest.Config, o con
 		GracefulShutdownTimeout: ptr.To(2 * time.Minute),
 		Cache:                   controllers.CacheOptions("", 10*time.Minute),
 		Client:                  controllers.ClientOptions(),
-		Controller:              ctrlConfig(),
+		// Each test starts its own managers in one test binary.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
 			c, err := client.NewWithWatch(cfg, o)
 			if err != nil {
@@ -117,6 +143,7 @@ func (e *Environment) StartBridgeAs(ctx context.Context, cfg *rest.Config, o con
 					return w.refused(c.List(ctx, list, opts...))
 				},
 				Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+					w.addApplied(obj)
 					return w.refused(c.Apply(ctx, obj, opts...))
 				},
 				Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
@@ -142,6 +169,10 @@ func (e *Environment) StartBridgeAs(ctx context.Context, cfg *rest.Config, o con
 				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
 					w.add(c.(client.WithWatch), obj)
 					return w.refused(c.SubResource(sub).Patch(ctx, obj, p, opts...))
+				},
+				SubResourceApply: func(ctx context.Context, c client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+					w.addApplied(obj)
+					return w.refused(c.SubResource(sub).Apply(ctx, obj, opts...))
 				},
 			}), nil
 		},

@@ -40,8 +40,11 @@ const (
 
 // Engine stands in for Crossplane's composite reconciler in integration
 // tests. For each XR of its kind it behaves as Crossplane v2 does where the
-// bridge can tell: it adds its finalizer; while crossplane.io/paused is set it
-// only reports Synced=False (ReconcilePaused); otherwise, after Delay, it
+// bridge can tell: while crossplane.io/paused is set it only reports
+// Synced=False (ReconcilePaused), also while the XR is being deleted; it adds
+// its finalizer; on a scripted failure it marks every condition it does not
+// own Unknown, as Crossplane does after a fatal pipeline result; otherwise,
+// after Delay, it
 // composes one resource (a ConfigMap controlled by the XR, listed in
 // spec.crossplane.resourceRefs), then reports Ready and Synced for the current
 // generation and writes the scripted status. On deletion it removes only its
@@ -70,6 +73,13 @@ func (e *Engine) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	if err := e.Client.Get(ctx, req.NamespacedName, &xr.Unstructured); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	gen := xr.GetGeneration()
+	// Crossplane checks the pause before the deletion: a paused XR keeps
+	// its finalizer even while being deleted.
+	if meta.IsPaused(xr) {
+		xr.SetConditions(xpv2.ReconcilePaused().WithObservedGeneration(gen))
+		return ctrl.Result{}, e.updateStatus(ctx, xr)
+	}
 	if !xr.GetDeletionTimestamp().IsZero() {
 		if controllerutil.RemoveFinalizer(xr, crossplaneFinalizer) {
 			return ctrl.Result{}, client.IgnoreNotFound(e.Client.Update(ctx, xr))
@@ -79,16 +89,21 @@ func (e *Engine) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	if controllerutil.AddFinalizer(xr, crossplaneFinalizer) {
 		return ctrl.Result{}, e.Client.Update(ctx, xr)
 	}
-	gen := xr.GetGeneration()
-	if meta.IsPaused(xr) {
-		xr.SetConditions(xpv2.ReconcilePaused().WithObservedGeneration(gen))
-		return ctrl.Result{}, e.updateStatus(ctx, xr)
-	}
 	if msg, ok := xr.GetAnnotations()[EngineFailAnnotation]; ok {
 		xr.SetConditions(
 			xpv2.ReconcileError(errors.New(msg)).WithObservedGeneration(gen),
 			xpv2.Creating().WithObservedGeneration(gen),
 		)
+		// On a fatal pipeline result Crossplane marks every condition it
+		// does not own as a system condition Unknown: a second writer of
+		// any of them would be woken, and would wake Crossplane, forever.
+		for _, c := range xr.GetConditions() {
+			if c.Type == xpv2.TypeReady || c.Type == xpv2.TypeSynced || c.Type == "Responsive" {
+				continue
+			}
+			c.Status, c.Reason, c.Message = corev1.ConditionUnknown, "FatalError", "A fatal error occurred before the status of this condition could be determined."
+			xr.SetConditions(c)
+		}
 		return ctrl.Result{}, e.updateStatus(ctx, xr)
 	}
 	if age := time.Since(xr.GetCreationTimestamp().Time); age < e.Delay {

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
@@ -146,9 +145,8 @@ func TestTenantsUseOnlyTheCredentialsGrantedToThem(t *testing.T) {
 			}
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Eventually(func(g Gomega) {
-				got := getXR(g, xr)
-				g.Expect(xrCondition(got, infrav1.CredentialsReadyCondition)).To(HaveKeyWithValue("status", "True"))
-				g.Expect(provisioned(got)).To(BeTrue())
+				g.Expect(provisioned(getXR(g, xr))).To(BeTrue(), "composed with the credentials")
+				g.Expect(infraCondition(g, getCluster(g, capiCluster(c.ns, xr.GetName()))).Status).To(Equal(metav1.ConditionTrue))
 			}, timeout, interval).Should(Succeed())
 		})
 	}
@@ -191,19 +189,18 @@ func TestRevokingAGrantPausesTheXR(t *testing.T) {
 	g.Expect(env.Client.Delete(ctx, grant)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		got := getXR(g, xr)
-		g.Expect(xrCondition(got, infrav1.CredentialsReadyCondition)).To(HaveKeyWithValue("reason", infrav1.ProviderConfigNotGrantedReason))
 		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
 		g.Expect(xrCondition(got, "Synced")).To(HaveKeyWithValue("reason", "ReconcilePaused"), "nothing new is composed")
-		cc := conditions.Get(getCluster(g, capiCluster(ns, "revoked")), infrav1.CrossplaneInfrastructureReadyCondition)
-		g.Expect(cc).NotTo(BeNil())
-		g.Expect(cc.Reason).To(Equal(infrav1.CredentialsNotReadyReason))
+		g.Expect(provisioned(got)).To(BeTrue(), "the provisioned milestone stays while held")
+		cc := infraCondition(g, getCluster(g, capiCluster(ns, "revoked")))
+		g.Expect(cc.Reason).To(Equal(infrav1.ProviderConfigNotGrantedReason))
 		g.Expect(cc.Message).To(ContainSubstring("no ClusterProviderConfigGrant allows it"))
 	}, timeout, interval).Should(Succeed())
 
 	grantTo(t, "regranted"+uniqueGroup(ns, ""), config, infrav1.AllowedNamespaces{Names: []string{ns}})
 	g.Eventually(func(g Gomega) {
 		got := getXR(g, xr)
-		g.Expect(xrCondition(got, infrav1.CredentialsReadyCondition)).To(HaveKeyWithValue("status", "True"))
+		g.Expect(infraCondition(g, getCluster(g, capiCluster(ns, "revoked"))).Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(got.GetAnnotations()).NotTo(HaveKey(infrav1.CrossplanePausedAnnotation))
 	}, timeout, interval).Should(Succeed())
 }
@@ -217,6 +214,20 @@ func TestUnusableCredentialsAreReported(t *testing.T) {
 	teamB := tenant(t, nil)
 	providerConfig(t, teamB, "theirs", true)
 	providerConfig(t, teamA, "no-secret", false)
+	// A tenant's own ProviderConfig pointing at a Secret of another
+	// namespace, which exists: whether it exists is not the tenant's to learn.
+	g := NewWithT(t)
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamB, Name: "elsewhere-creds"},
+		Data:       map[string][]byte{"credentials": []byte("x")},
+	})).To(Succeed())
+	g.Expect(env.Client.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": credsGroup + "/v1beta1", "kind": "ProviderConfig",
+		"metadata": map[string]any{"name": "elsewhere", "namespace": teamA},
+		"spec": map[string]any{"credentials": map[string]any{"source": "Secret", "secretRef": map[string]any{
+			"name": "elsewhere-creds", "namespace": teamB, "key": "credentials",
+		}}},
+	}})).To(Succeed())
 	cases := map[string]struct {
 		config string
 		reason string
@@ -226,6 +237,12 @@ func TestUnusableCredentialsAreReported(t *testing.T) {
 			config: "theirs",
 			reason: infrav1.ProviderConfigNotFoundReason,
 			want:   fmt.Sprintf("ProviderConfig %s/theirs not found in namespace %s", credsGroup, teamA),
+		},
+		"secret-of-another-namespace": {
+			config: "elsewhere",
+			reason: infrav1.SecretOutsideNamespaceReason,
+			want: fmt.Sprintf("ProviderConfig elsewhere spec.credentials.secretRef names namespace %s; a ProviderConfig in namespace %s may only use Secrets of its own namespace",
+				teamB, teamA),
 		},
 		"missing-secret": {
 			config: "no-secret",
@@ -240,9 +257,9 @@ func TestUnusableCredentialsAreReported(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Eventually(func(g Gomega) {
 				got := getXR(g, xr)
-				c := xrCondition(got, infrav1.CredentialsReadyCondition)
-				g.Expect(c).To(HaveKeyWithValue("reason", tc.reason))
-				g.Expect(c).To(HaveKeyWithValue("message", tc.want))
+				c := infraCondition(g, getCluster(g, capiCluster(teamA, name)))
+				g.Expect(c.Reason).To(Equal(tc.reason))
+				g.Expect(c.Message).To(Equal(tc.want))
 				g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
 			}, timeout, interval).Should(Succeed())
 		})
@@ -273,8 +290,6 @@ func TestSingleTenantClustersNeedNoGrants(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 	}, timeout, interval).Should(Succeed())
 	g.Eventually(func(g Gomega) {
-		got := getXR(g, xr)
-		g.Expect(xrCondition(got, infrav1.CredentialsReadyCondition)).To(HaveKeyWithValue("status", "True"))
-		g.Expect(provisioned(got)).To(BeTrue())
+		g.Expect(provisioned(getXR(g, xr))).To(BeTrue(), "composed with the shared credentials")
 	}, timeout, interval).Should(Succeed())
 }

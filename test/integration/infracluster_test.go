@@ -107,7 +107,26 @@ func xrCondition(u *unstructured.Unstructured, t string) map[string]any {
 
 func provisioned(u *unstructured.Unstructured) bool {
 	p, _, _ := unstructured.NestedBool(u.Object, "status", "initialization", "provisioned")
-	return p
+	r, _, _ := unstructured.NestedBool(u.Object, "status", "ready")
+	return p && r
+}
+
+// crossplaneConditionsOnly asserts that every condition on an XR is one
+// Crossplane writes: the bridge writes none there, so it never fights
+// Crossplane over them.
+func crossplaneConditionsOnly(g Gomega, u *unstructured.Unstructured) {
+	cs, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range cs {
+		m, _ := c.(map[string]any)
+		g.Expect(m["type"]).To(BeElementOf("Ready", "Synced", "Responsive"), "condition %v on the XR is not Crossplane's", m)
+	}
+}
+
+// infraCondition is the bridge's verdict on a CAPI object.
+func infraCondition(g Gomega, o conditions.Getter) *metav1.Condition {
+	c := conditions.Get(o, infrav1.CrossplaneInfrastructureReadyCondition)
+	g.Expect(c).NotTo(BeNil(), "no %s condition", infrav1.CrossplaneInfrastructureReadyCondition)
+	return c
 }
 
 // A CAPI Cluster whose composition reports an endpoint becomes provisioned,
@@ -130,9 +149,7 @@ func TestClusterInfrastructureIsProvisioned(t *testing.T) {
 	got := getXR(g, xr)
 	g.Expect(provisioned(got)).To(BeTrue())
 	g.Expect(got.GetFinalizers()).To(ContainElement(infrav1.Finalizer))
-	g.Expect(xrCondition(got, infrav1.ContractReadyCondition)).To(HaveKeyWithValue("status", "True"))
-	g.Expect(xrCondition(got, infrav1.PausedCondition)).To(HaveKeyWithValue("status", "False"))
-	// Crossplane's conditions are untouched next to the bridge's.
+	crossplaneConditionsOnly(g, got)
 	g.Expect(xrCondition(got, "Ready")).To(HaveKeyWithValue("reason", "Available"))
 }
 
@@ -206,12 +223,9 @@ func TestBadOutputsGiveAClearCondition(t *testing.T) {
 			g := NewWithT(t)
 			cluster, xr := newCluster(t, ns, name, clusterGVK, map[string]string{envtest.EngineOutputsAnnotation: script(tc.status)})
 			g.Eventually(func(g Gomega) {
-				c := xrCondition(getXR(g, xr), infrav1.ContractReadyCondition)
-				g.Expect(c).To(HaveKeyWithValue("status", "False"))
-				g.Expect(c).To(HaveKeyWithValue("reason", tc.reason))
-				g.Expect(c["message"]).To(ContainSubstring(tc.want))
-				cc := conditions.Get(getCluster(g, cluster), infrav1.CrossplaneInfrastructureReadyCondition)
-				g.Expect(cc).NotTo(BeNil())
+				cc := infraCondition(g, getCluster(g, cluster))
+				g.Expect(cc.Status).To(Equal(metav1.ConditionFalse))
+				g.Expect(cc.Reason).To(Equal(tc.reason))
 				g.Expect(cc.Message).To(ContainSubstring(tc.want))
 			}, timeout, interval).Should(Succeed())
 			g.Consistently(func(g Gomega) {
@@ -230,23 +244,30 @@ func TestPausedClusterPausesComposition(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
 	cluster, xr := newCluster(t, ns, "pausing", clusterGVK, map[string]string{envtest.EngineOutputsAnnotation: script(goodStatus)})
-	g.Eventually(func(g Gomega) { g.Expect(provisioned(getXR(g, xr))).To(BeTrue()) }, timeout, interval).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(provisioned(getXR(g, xr))).To(BeTrue())
+		g.Expect(ptr.Deref(getCluster(g, cluster).Status.Initialization.InfrastructureProvisioned, false)).To(BeTrue())
+	}, timeout, interval).Should(Succeed())
 
 	change(g, cluster, func() { cluster.Spec.Paused = ptr.To(true) })
 	g.Eventually(func(g Gomega) {
 		got := getXR(g, xr)
 		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
-		g.Expect(xrCondition(got, infrav1.PausedCondition)).To(And(HaveKeyWithValue("status", "True"), HaveKeyWithValue("message", ContainSubstring("Cluster spec.paused is true"))))
 		// Crossplane (the engine) stops composing.
 		g.Expect(xrCondition(got, "Synced")).To(HaveKeyWithValue("reason", "ReconcilePaused"))
 	}, timeout, interval).Should(Succeed())
+	// Provisioned is a one-time milestone: a pause does not take it back.
+	g.Consistently(func(g Gomega) {
+		g.Expect(provisioned(getXR(g, xr))).To(BeTrue())
+		g.Expect(ptr.Deref(getCluster(g, cluster).Status.Initialization.InfrastructureProvisioned, false)).To(BeTrue())
+	}, "1s", interval).Should(Succeed())
 
 	change(g, cluster, func() { cluster.Spec.Paused = ptr.To(false) })
 	g.Eventually(func(g Gomega) {
 		got := getXR(g, xr)
 		g.Expect(got.GetAnnotations()).NotTo(HaveKey(infrav1.CrossplanePausedAnnotation))
-		g.Expect(xrCondition(got, infrav1.PausedCondition)).To(HaveKeyWithValue("status", "False"))
 		g.Expect(xrCondition(got, "Synced")).To(HaveKeyWithValue("reason", "ReconcileSuccess"))
+		g.Expect(provisioned(got)).To(BeTrue())
 	}, timeout, interval).Should(Succeed())
 
 	// CAPI's pause annotation on the XR itself pauses it too.
@@ -258,7 +279,7 @@ func TestPausedClusterPausesComposition(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		got := getXR(g, xr)
 		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
-		g.Expect(xrCondition(got, infrav1.PausedCondition)).To(HaveKeyWithValue("message", ContainSubstring("the composite resource has the cluster.x-k8s.io/paused annotation")))
+		g.Expect(provisioned(got)).To(BeTrue())
 	}, timeout, interval).Should(Succeed())
 }
 
@@ -281,7 +302,7 @@ func TestExternallyManagedInfrastructureIsLeftAlone(t *testing.T) {
 	g.Consistently(func(g Gomega) {
 		got := getXR(g, xr)
 		g.Expect(got.GetFinalizers()).NotTo(ContainElement(infrav1.Finalizer))
-		g.Expect(xrCondition(got, infrav1.ContractReadyCondition)).To(BeNil())
+		crossplaneConditionsOnly(g, got)
 		g.Expect(provisioned(got)).To(BeFalse())
 		g.Expect(bridge.Writes.Count(infrav1.CrossplaneClusterKind, ns, "external")).To(BeZero())
 	}, "1s", interval).Should(Succeed())
@@ -303,8 +324,9 @@ func TestDeletionWaitsForComposedResources(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(ctx, key, composed)).To(Succeed())
 		g.Expect(composed.DeletionTimestamp.IsZero()).To(BeFalse(), "the bridge deletes composed resources")
-		c := xrCondition(getXR(g, xr), infrav1.DeletingCondition)
-		g.Expect(c).To(HaveKeyWithValue("message", "Waiting for 1 composed resources to be deleted: ConfigMap/deleting-composed"))
+		c := infraCondition(g, getCluster(g, cluster))
+		g.Expect(c.Reason).To(Equal(infrav1.DeletingReason))
+		g.Expect(c.Message).To(Equal("Waiting for 1 composed resources to be deleted: ConfigMap/deleting-composed"))
 	}, timeout, interval).Should(Succeed())
 	g.Consistently(func(g Gomega) {
 		got := getXR(g, xr)
@@ -337,15 +359,26 @@ func TestNothingIsWrittenWhenNothingChanged(t *testing.T) {
 	ns := namespace(t)
 	cluster, xr := newCluster(t, ns, "steady", clusterGVK, map[string]string{envtest.EngineOutputsAnnotation: script(goodStatus)})
 	g.Eventually(func(g Gomega) {
-		g.Expect(conditions.IsTrue(getCluster(g, cluster), infrav1.CrossplaneInfrastructureReadyCondition)).To(BeTrue())
+		c := getCluster(g, cluster)
+		g.Expect(conditions.IsTrue(c, infrav1.CrossplaneInfrastructureReadyCondition)).To(BeTrue())
+		// CAPI copies the endpoint into the Cluster's spec, and the verdict
+		// then follows the Cluster's generation once.
+		g.Expect(infraCondition(g, c).ObservedGeneration).To(Equal(c.Generation))
 	}, timeout, interval).Should(Succeed())
-	// Let in-flight events settle, then count.
-	time.Sleep(time.Second)
-	xrWrites := bridge.Writes.Count(infrav1.CrossplaneClusterKind, ns, "steady")
-	clusterWrites := bridge.Writes.Count("Cluster", ns, "steady")
-	// From creation to provisioned: finalizer, endpoint, and status a few
-	// times as Crossplane's conditions move (Creating, then Available).
-	g.Expect(xrWrites).To(BeNumerically("<=", 6))
+	// Let in-flight events settle: count once two reads a poll apart agree.
+	var xrWrites, clusterWrites int
+	g.Eventually(func(g Gomega) {
+		x, c := bridge.Writes.Count(infrav1.CrossplaneClusterKind, ns, "steady"), bridge.Writes.Count("Cluster", ns, "steady")
+		settled := x == xrWrites && c == clusterWrites
+		xrWrites, clusterWrites = x, c
+		g.Expect(settled).To(BeTrue())
+	}, timeout, 500*time.Millisecond).Should(Succeed())
+	// From creation to provisioned: the finalizer with the endpoint, the
+	// provisioned status, maybe one more of each as Crossplane's conditions
+	// move (Creating, then Available); the verdict on the Cluster as it
+	// moves.
+	g.Expect(xrWrites).To(BeNumerically("<=", 4))
+	g.Expect(clusterWrites).To(BeNumerically("<=", 4))
 
 	// Wake the bridge many times without changing anything it maps.
 	for i := range 5 {
@@ -357,7 +390,10 @@ func TestNothingIsWrittenWhenNothingChanged(t *testing.T) {
 	}
 	g.Consistently(func(g Gomega) {
 		g.Expect(bridge.Writes.Count(infrav1.CrossplaneClusterKind, ns, "steady")).To(Equal(xrWrites))
-		g.Expect(bridge.Writes.Count("Cluster", ns, "steady")).To(Equal(clusterWrites))
+		// A Cluster read from a cache that has not yet seen the bridge's
+		// last verdict gets the same verdict once more: one write at most
+		// (issue 12 removes it).
+		g.Expect(bridge.Writes.Count("Cluster", ns, "steady")).To(BeNumerically("<=", clusterWrites+1))
 	}, "2s", interval).Should(Succeed())
 }
 
@@ -386,9 +422,16 @@ func TestAPausedClusterIsNotTornDown(t *testing.T) {
 	}, "1s", interval).Should(Succeed())
 
 	change(g, cluster, func() { cluster.Spec.Paused = ptr.To(false) })
+	composed := &corev1.ConfigMap{}
 	g.Eventually(func(g Gomega) {
-		composed := &corev1.ConfigMap{}
 		g.Expect(env.Client.Get(ctx, key, composed)).To(Succeed())
 		g.Expect(composed.DeletionTimestamp.IsZero()).To(BeFalse(), "unpaused, deletion proceeds")
+	}, timeout, interval).Should(Succeed())
+	change(g, composed, func() { controllerutil.RemoveFinalizer(composed, envtest.EngineHoldFinalizer) })
+	// Crossplane checks its pause before it handles a deletion: the XR is
+	// released to it, and goes.
+	g.Eventually(func(g Gomega) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(xr), getEmpty(xr))
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the XR is gone once unpaused")
 	}, timeout, interval).Should(Succeed())
 }

@@ -260,7 +260,7 @@ func TestAMachineDeploymentIsProvisionedWithGatedMachines(t *testing.T) {
 		for i := range xrs {
 			xr := &xrs[i]
 			g.Expect(xr.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
-			g.Expect(xrCondition(xr, infrav1.ContractReadyCondition)).To(HaveKeyWithValue("reason", infrav1.WaitingForBootstrapDataReason))
+			g.Expect(infraCondition(g, ownerMachine(g, xr)).Reason).To(Equal(infrav1.WaitingForBootstrapDataReason))
 		}
 	}, timeout, interval).Should(Succeed())
 	g.Consistently(func(g Gomega) {
@@ -339,7 +339,7 @@ func TestAMachineDeploymentIsProvisionedWithGatedMachines(t *testing.T) {
 			}
 		}
 		g.Expect(leaving).NotTo(BeNil())
-		g.Expect(xrCondition(leaving, infrav1.DeletingCondition)).To(HaveKeyWithValue("message", ContainSubstring("Waiting for 1 composed resources to be deleted")))
+		g.Expect(infraCondition(g, ownerMachine(g, leaving)).Message).To(ContainSubstring("Waiting for 1 composed resources to be deleted"))
 	}, timeout, interval).Should(Succeed())
 	g.Consistently(func(g Gomega) { getXR(g, leaving) }, "500ms", interval).Should(Succeed())
 	release(g, ns, leaving.GetName()+"-composed")
@@ -373,7 +373,7 @@ func TestAMachineDeploymentIsProvisionedWithGatedMachines(t *testing.T) {
 	clusterXR.SetName(cluster.Name)
 	g.Expect(env.Client.Delete(ctx, clusterXR)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(xrCondition(getXR(g, clusterXR), infrav1.DeletingCondition)).To(HaveKeyWithValue("reason", infrav1.WaitingForMachinesReason))
+		g.Expect(infraCondition(g, getCluster(g, capiCluster(ns, cluster.Name))).Reason).To(Equal(infrav1.WaitingForMachinesReason))
 	}, timeout, interval).Should(Succeed())
 	g.Consistently(func(g Gomega) {
 		cm := &corev1.ConfigMap{}
@@ -465,12 +465,8 @@ func TestBadMachineOutputsGiveAClearCondition(t *testing.T) {
 			}
 			g.Expect(env.Client.Create(ctx, m)).To(Succeed())
 			g.Eventually(func(g Gomega) {
-				got := getXR(g, toU(xr))
-				c := xrCondition(got, infrav1.ContractReadyCondition)
-				g.Expect(c).To(HaveKeyWithValue("reason", infrav1.InvalidOutputsReason))
-				g.Expect(c["message"]).To(ContainSubstring(tc.want))
-				mc := conditions.Get(getMachine(g, m), infrav1.CrossplaneInfrastructureReadyCondition)
-				g.Expect(mc).NotTo(BeNil())
+				mc := infraCondition(g, getMachine(g, m))
+				g.Expect(mc.Reason).To(Equal(infrav1.InvalidOutputsReason))
 				g.Expect(mc.Message).To(ContainSubstring(tc.want))
 			}, timeout, interval).Should(Succeed())
 			g.Consistently(func(g Gomega) {
@@ -481,6 +477,17 @@ func TestBadMachineOutputsGiveAClearCondition(t *testing.T) {
 			}, "500ms", interval).Should(Succeed())
 		})
 	}
+}
+
+// ownerMachine is the Machine that owns a machine XR.
+func ownerMachine(g Gomega, xr *unstructured.Unstructured) *clusterv1.Machine {
+	for _, ref := range xr.GetOwnerReferences() {
+		if ref.Kind == "Machine" {
+			return getMachine(g, &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: xr.GetNamespace(), Name: ref.Name}})
+		}
+	}
+	g.Expect(xr.GetOwnerReferences()).To(ContainElement(HaveField("Kind", "Machine")), "no owner Machine")
+	return nil
 }
 
 func getMachine(g Gomega, m *clusterv1.Machine) *clusterv1.Machine {

@@ -6,6 +6,7 @@ package integration
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -38,7 +39,11 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	// Controller logs are noise in a passing run; CAPXP_TEST_LOGS=1 shows them.
-	if os.Getenv("CAPXP_TEST_LOGS") != "" {
+	if v := os.Getenv("CAPXP_TEST_LOGS"); v != "" {
+		// CAPXP_TEST_LOGS=4 shows the chatty lines too.
+		fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+		klog.InitFlags(fs)
+		_ = fs.Set("v", v)
 		ctrl.SetLogger(klog.Background())
 	} else {
 		ctrl.SetLogger(logr.Discard())

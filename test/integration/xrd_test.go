@@ -150,7 +150,8 @@ func TestAMalformedXRDIsReportedAndNotAdapted(t *testing.T) {
 			g.Consistently(func(g Gomega) {
 				got := getXR(g, xr)
 				g.Expect(got.GetFinalizers()).NotTo(ContainElement(infrav1.Finalizer))
-				g.Expect(xrCondition(got, infrav1.ContractReadyCondition)).To(BeNil())
+				crossplaneConditionsOnly(g, got)
+				g.Expect(got.GetAnnotations()).NotTo(HaveKey(infrav1.CrossplanePausedAnnotation))
 			}, "1s", interval).Should(Succeed())
 		})
 	}
