@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
@@ -21,7 +22,12 @@ func patchIfChanged(ctx context.Context, c client.Client, obj *unstructured.Unst
 	if equality.Semantic.DeepEqual(obj.Object, want.Object) {
 		return nil
 	}
-	if err := c.Patch(ctx, want, client.MergeFromWithOptions(obj, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldManager)); err != nil {
+	patch := client.MergeFromWithOptions(obj, client.MergeFromWithOptimisticLock{})
+	if log := ctrl.LoggerFrom(ctx).V(4); log.Enabled() {
+		data, _ := patch.Data(want)
+		log.Info("Patching", "kind", obj.GetKind(), "name", obj.GetName(), "patch", string(data))
+	}
+	if err := c.Patch(ctx, want, patch, client.FieldOwner(FieldManager)); err != nil {
 		return errors.Wrap(err, errPatch)
 	}
 	obj.Object = want.Object

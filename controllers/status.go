@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -87,6 +88,7 @@ func (s *statusApply) apply(ctx context.Context, c client.Client, obj *unstructu
 			return errors.Wrap(err, errApplyStatus)
 		}
 	}
+	ctrl.LoggerFrom(ctx).V(4).Info("Applying status", "kind", obj.GetKind(), "name", obj.GetName(), "status", u.Object["status"])
 	return errors.Wrap(c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership), errApplyStatus)
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sort"
 
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -77,6 +79,10 @@ type XRReconciler struct {
 	recorder    record.EventRecorder
 	tracker     *external.ObjectTracker
 	credentials credentials.Resolver
+	// written keeps a stale cache from sending a verdict twice.
+	written written
+	// mirrors are the bridge's own copies of outputs into XRs' specs.
+	mirrors mirrors
 }
 
 // scope is one reconcile's working state. Phases change xr (metadata and
@@ -95,6 +101,12 @@ type scope struct {
 	status *statusApply
 	// events are recorded on the XR once the writes succeed.
 	events []xrEvent
+	// mirror is what was read with only the outputs copied into its spec,
+	// and observed the generation Crossplane had observed Ready and Synced:
+	// when the spec patch changes nothing else, its new generation is the
+	// bridge's own mirror (readiness.Mirror). Nil when no outputs were copied.
+	mirror   *unstructured.Unstructured
+	observed int64
 }
 
 type xrEvent struct{ kind, reason, message string }
@@ -223,9 +235,12 @@ func (r *XRReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 
 	u := &s.xr.Unstructured
 	set, provisioned, errs := r.contract.outputs(u)
-	v := contract.Evaluate(readiness.Observe(s.xr), errs)
+	v := contract.Evaluate(readiness.Observe(s.xr, r.mirrors.get(s.xr.GetUID())), errs)
 	if v.Ready {
 		set(u)
+		s.mirror = s.before.DeepCopy()
+		set(s.mirror)
+		s.observed = min(s.xr.GetCondition(xpv2.TypeReady).ObservedGeneration, s.xr.GetCondition(xpv2.TypeSynced).ObservedGeneration)
 	}
 	s.verdict = &v
 	was := isProvisioned(u)
@@ -274,6 +289,10 @@ func (r *XRReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Resu
 	}
 	ctrl.LoggerFrom(ctx).Info("Every composed resource is gone; releasing the composite resource")
 	controllerutil.RemoveFinalizer(s.xr, infrav1.Finalizer)
+	if s.owner != nil {
+		r.written.forget(s.owner.GetUID())
+	}
+	r.mirrors.forget(s.xr.GetUID())
 	return ctrl.Result{}, nil
 }
 
@@ -327,9 +346,14 @@ func (r *XRReconciler) deleteComposed(ctx context.Context, xr *composite.Unstruc
 // condition; then the events.
 func (r *XRReconciler) write(ctx context.Context, s *scope) error {
 	var errs []error
+	gen := s.before.GetGeneration()
+	mirrorOnly := s.mirror != nil && equality.Semantic.DeepEqual(s.mirror.Object["spec"], s.xr.Object["spec"])
 	if err := patchIfChanged(ctx, r.client, s.before, func(u *unstructured.Unstructured) { u.Object = s.xr.Object }); err != nil {
 		// Nothing else is written on a stale read.
 		return err
+	}
+	if mirrorOnly && s.before.GetGeneration() != gen && s.observed != 0 {
+		r.mirrors.record(s.xr.GetUID(), readiness.Mirror{From: s.observed, To: s.before.GetGeneration()})
 	}
 	if s.status != nil {
 		errs = append(errs, s.status.apply(ctx, r.client, &s.xr.Unstructured))
@@ -362,9 +386,18 @@ func (r *XRReconciler) writeVerdict(ctx context.Context, s *scope) error {
 		}
 		r.recorder.Event(s.xr, eventType(s.verdict.Reason), s.verdict.Reason, msg)
 	}
+	c := s.verdict.Condition(s.owner.GetGeneration())
+	if r.written.already(s.owner, c) {
+		// The cache has not caught up with this very write yet.
+		return nil
+	}
 	st := &statusApply{}
-	st.condition(owner, s.verdict.Condition(s.owner.GetGeneration()))
-	return errors.Wrap(st.apply(ctx, r.client, owner), errWriteOwner)
+	st.condition(owner, c)
+	if err := st.apply(ctx, r.client, owner); err != nil {
+		return errors.Wrap(err, errWriteOwner)
+	}
+	r.written.record(s.owner, c)
+	return nil
 }
 
 // eventType is Warning for verdicts that need someone to act, Normal for

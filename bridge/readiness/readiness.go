@@ -24,13 +24,28 @@ type Observation struct {
 	Message string
 }
 
+// Mirror is a generation change the bridge made itself by copying the XR's
+// own outputs into its spec (the control plane endpoint, the provider ID):
+// From is the generation Crossplane had observed Ready and Synced, To the one
+// the copy produced. Crossplane's conditions for From still describe the
+// spec at To, so they are not waited for again. The zero Mirror is none.
+type Mirror struct {
+	From, To int64
+}
+
 // Observe reads the XR's Synced and Ready conditions. A condition observed at
 // an older generation than the XR's says nothing about the current spec, so
 // it counts as not ready (as CAPZ does for Azure Service Operator). A failed
 // sync is reported first: it is what stops composition, and Crossplane puts a
 // failing composition's message there rather than in Ready.
-func Observe(xr *composite.Unstructured) Observation {
+func Observe(xr *composite.Unstructured, m Mirror) Observation {
 	gen := xr.GetGeneration()
+	stale := func(c xpv2.Condition, gen int64) bool {
+		if m.To == gen && m.From != 0 && c.ObservedGeneration >= m.From {
+			return false
+		}
+		return stale(c, gen)
+	}
 	synced := xr.GetCondition(xpv2.TypeSynced)
 	ready := xr.GetCondition(xpv2.TypeReady)
 

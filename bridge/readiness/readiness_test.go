@@ -27,6 +27,7 @@ func TestObserve(t *testing.T) {
 	cases := map[string]struct {
 		reason string
 		xr     *composite.Unstructured
+		mirror Mirror
 		want   Observation
 	}{
 		"ReadyAndSynced": {
@@ -65,6 +66,24 @@ func TestObserve(t *testing.T) {
 			xr:     xr(1, cond(xpv2.TypeReady, corev1.ConditionTrue, "Available", "", 1)),
 			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Synced yet"},
 		},
+		"OwnMirrorOfOutputs": {
+			reason: "the bridge's own copy of the outputs into spec is not waited for",
+			xr:     xr(4, cond(xpv2.TypeReady, corev1.ConditionTrue, "Available", "", 3), cond(xpv2.TypeSynced, corev1.ConditionTrue, "ReconcileSuccess", "", 3)),
+			mirror: Mirror{From: 3, To: 4},
+			want:   Observation{Ready: true},
+		},
+		"ChangedAfterOwnMirror": {
+			reason: "a change after the bridge's copy is waited for",
+			xr:     xr(5, cond(xpv2.TypeReady, corev1.ConditionTrue, "Available", "", 3), cond(xpv2.TypeSynced, corev1.ConditionTrue, "ReconcileSuccess", "", 3)),
+			mirror: Mirror{From: 3, To: 4},
+			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane reported Ready for generation 3; waiting for generation 5"},
+		},
+		"OlderThanOwnMirror": {
+			reason: "conditions older than the generation the copy was made over are stale",
+			xr:     xr(4, cond(xpv2.TypeReady, corev1.ConditionTrue, "Available", "", 2), cond(xpv2.TypeSynced, corev1.ConditionTrue, "ReconcileSuccess", "", 2)),
+			mirror: Mirror{From: 3, To: 4},
+			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane reported Ready for generation 2; waiting for generation 4"},
+		},
 		"PausedByCrossplane": {
 			reason: "a paused XR reports why, and waits: paused is not failed",
 			xr:     xr(1, cond(xpv2.TypeSynced, corev1.ConditionFalse, "ReconcilePaused", "Reconciliation is paused via the pause annotation", 1)),
@@ -73,7 +92,7 @@ func TestObserve(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, Observe(tc.xr)); diff != "" {
+			if diff := cmp.Diff(tc.want, Observe(tc.xr, tc.mirror)); diff != "" {
 				t.Errorf("%s\nObserve(...): -want, +got:\n%s", tc.reason, diff)
 			}
 		})

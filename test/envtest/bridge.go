@@ -10,7 +10,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -108,15 +107,14 @@ func (m *Manager) Stop() error {
 }
 
 // StartBridge starts CAPXP's bridge as `capxp manager` runs it, with a client
-// that counts writes, plus the test composition engine for the given kinds.
-func (e *Environment) StartBridge(ctx context.Context, engineDelay time.Duration, engineKinds ...schema.GroupVersionKind) (*Manager, error) {
-	return e.StartBridgeAs(ctx, e.Config, controllers.Options{}, engineDelay, engineKinds...)
+// that counts writes.
+func (e *Environment) StartBridge(ctx context.Context) (*Manager, error) {
+	return e.StartBridgeAs(ctx, e.Config, controllers.Options{})
 }
 
-// StartBridgeAs starts the bridge with the given identity (the engine keeps
-// the administrator's) and options (its concurrency is 2 and its webhook is
-// served here, whatever o says).
-func (e *Environment) StartBridgeAs(ctx context.Context, cfg *rest.Config, o controllers.Options, engineDelay time.Duration, engineKinds ...schema.GroupVersionKind) (*Manager, error) {
+// StartBridgeAs starts the bridge with the given identity and options (its
+// concurrency is 2 and its webhook is served here, whatever o says).
+func (e *Environment) StartBridgeAs(ctx context.Context, cfg *rest.Config, o controllers.Options) (*Manager, error) {
 	w := &Writes{counts: map[string]int{}}
 	serving, webhookClient := e.webhookServing()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -184,18 +182,24 @@ func (e *Environment) StartBridgeAs(ctx context.Context, cfg *rest.Config, o con
 	if err := controllers.Setup(mgr, o); err != nil {
 		return nil, err
 	}
-	// The engine stands in for another process: its writes must not count as
-	// the bridge's, so it has a client of its own.
-	ec, err := client.New(e.Config, client.Options{Scheme: mgr.GetScheme()})
-	if err != nil {
-		return nil, errors.Wrap(err, "cannot create the engine's client")
-	}
-	for _, gvk := range engineKinds {
-		if err := (&Engine{Client: ec, GVK: gvk, Delay: engineDelay}).SetupWithManager(mgr); err != nil {
-			return nil, errors.Wrap(err, "cannot set up the test composition engine")
-		}
-	}
 	return start(ctx, mgr, w)
+}
+
+// startProvider runs the integration tests' Provider in a manager of its
+// own: another process, whose writes are not the bridge's.
+func (e *Environment) startProvider(ctx context.Context, delay time.Duration) (*Manager, error) {
+	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+		Scheme:                 controllers.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot create the test provider's manager")
+	}
+	if err := (&Provider{Client: mgr.GetClient(), Delay: delay}).SetupWithManager(mgr); err != nil {
+		return nil, errors.Wrap(err, "cannot set up the test provider")
+	}
+	return start(ctx, mgr, &Writes{counts: map[string]int{}})
 }
 
 func start(ctx context.Context, mgr ctrl.Manager, w *Writes) (*Manager, error) {

@@ -14,8 +14,11 @@ import (
 	xpv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
 	corev1 "k8s.io/api/core/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -28,6 +31,8 @@ import (
 
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/localkube"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 )
 
 // Environment is a running kube-apiserver and etcd with CAPXP's world
@@ -37,6 +42,10 @@ type Environment struct {
 	*localkube.Environment
 
 	env *ctrlenvtest.Environment
+	// crossplane is the real Crossplane and its functions, and provider the
+	// integration tests' provider, when StartWithCrossplane started them.
+	crossplane *plane.Crossplane
+	provider   *Manager
 }
 
 // NewScheme returns the manager's scheme: the tests use the types the
@@ -60,8 +69,23 @@ func AssetsDir() (string, error) {
 
 // Start starts the API server and installs CAPI's and Crossplane's CRDs,
 // CAPXP's template CRDs and CAPXP's XRDs (as XRD objects and as the CRDs
-// Crossplane would generate from them).
+// Crossplane would generate from them), with no Crossplane running: for
+// tests of what Crossplane reads, such as rendered Compositions.
 func Start(ctx context.Context) (*Environment, error) {
+	return startEnv(ctx, "", 0)
+}
+
+// StartWithCrossplane starts the API server, the real Crossplane core and
+// composition functions (internal/plane, as `make dev` runs them, logging
+// into dir) and the integration tests' Provider, which observes composed
+// Stubs providerDelay after their creation. It installs CAPXP's XRDs, each
+// defaulting to the integration tests' Composition for its kind, and
+// Crossplane generates their CRDs and composes their XRs.
+func StartWithCrossplane(ctx context.Context, dir string, providerDelay time.Duration) (*Environment, error) {
+	return startEnv(ctx, dir, providerDelay)
+}
+
+func startEnv(ctx context.Context, crossplaneDir string, providerDelay time.Duration) (*Environment, error) {
 	assets, err := AssetsDir()
 	if err != nil {
 		return nil, err
@@ -91,6 +115,16 @@ func Start(ctx context.Context) (*Environment, error) {
 		return nil, err
 	}
 	e := &Environment{Environment: le, env: le.Envtest}
+	if crossplaneDir != "" {
+		if e.crossplane, err = plane.StartCrossplane(ctx, plane.CrossplaneOptions{Config: le.Config, Dir: crossplaneDir, Tools: tools.Dir(ToolsDir())}); err != nil {
+			_ = e.Stop()
+			return nil, err
+		}
+		if e.provider, err = e.startProvider(ctx, providerDelay); err != nil {
+			_ = e.Stop()
+			return nil, err
+		}
+	}
 	xrds, err := ReadXRDs(filepath.Join(RepoRoot(), "compositions", "xrds"))
 	if err != nil {
 		_ = e.Stop()
@@ -140,12 +174,37 @@ func ReadXRDs(dir string) ([]*xpv2.CompositeResourceDefinition, error) {
 	return out, nil
 }
 
-// InstallXRD creates an XRD and then, as Crossplane's XRD controller does,
-// generates its composite resource CRD with crossplane-runtime's xcrd (owned
-// by the XRD), installs it and waits until it is established. It returns the
-// CRD as the API server stored it.
+// Stop stops Crossplane and the provider, if running, then the API server.
+func (e *Environment) Stop() error {
+	if e.provider != nil {
+		_ = e.provider.Stop()
+	}
+	if e.crossplane != nil {
+		e.crossplane.Stop()
+	}
+	return e.Environment.Stop()
+}
+
+// CrossplaneRunning returns nil while Crossplane's processes run, else what
+// ended them.
+func (e *Environment) CrossplaneRunning() error {
+	if e.crossplane == nil {
+		return errors.New("this environment runs no Crossplane")
+	}
+	return e.crossplane.Running()
+}
+
+// InstallXRD creates an XRD and returns its CRD, established. With
+// Crossplane running, the XRD defaults to the integration tests' Composition
+// for its kind (created here) and Crossplane's XRD controller generates the
+// CRD; InstallXRD waits until Crossplane reports the XRD established, that
+// is, composing. Without Crossplane it generates the CRD as Crossplane's XRD
+// controller would, with crossplane-runtime's xcrd, and installs it.
 func (e *Environment) InstallXRD(ctx context.Context, xrd *xpv2.CompositeResourceDefinition) (*extv1.CustomResourceDefinition, error) {
 	xrd = xrd.DeepCopy()
+	if e.crossplane != nil {
+		return e.installXRDWithCrossplane(ctx, xrd)
+	}
 	if err := e.Client.Create(ctx, xrd); err != nil {
 		return nil, errors.Wrapf(err, "cannot create XRD %s", xrd.Name)
 	}
@@ -165,6 +224,43 @@ func (e *Environment) InstallXRD(ctx context.Context, xrd *xpv2.CompositeResourc
 		return nil, errors.Wrapf(err, "cannot get CRD %s", crd.Name)
 	}
 	return got, nil
+}
+
+func (e *Environment) installXRDWithCrossplane(ctx context.Context, xrd *xpv2.CompositeResourceDefinition) (*extv1.CustomResourceDefinition, error) {
+	gvk := schema.GroupVersionKind{Group: xrd.Spec.Group, Kind: xrd.Spec.Names.Kind}
+	for _, v := range xrd.Spec.Versions {
+		if v.Referenceable {
+			gvk.Version = v.Name
+		}
+	}
+	comp, err := Composition(gvk)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.Client.Create(ctx, comp); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, errors.Wrapf(err, "cannot create Composition %s", comp.Name)
+	}
+	xrd.Spec.DefaultCompositionRef = &xpv2.CompositionReference{Name: comp.Name}
+	if err := e.Client.Create(ctx, xrd); err != nil {
+		return nil, errors.Wrapf(err, "cannot create XRD %s", xrd.Name)
+	}
+	crd := &extv1.CustomResourceDefinition{}
+	var seen string
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		got := &xpv2.CompositeResourceDefinition{}
+		if err := e.Client.Get(ctx, client.ObjectKeyFromObject(xrd), got); err != nil {
+			return false, err
+		}
+		seen = fmt.Sprintf("%+v", got.Status.Conditions)
+		if got.Status.GetCondition(xpv1.TypeEstablished).Status != corev1.ConditionTrue {
+			return false, nil
+		}
+		return true, e.Client.Get(ctx, client.ObjectKey{Name: xrd.Name}, crd)
+	})
+	if err != nil {
+		return nil, errors.Wrapf(err, "Crossplane did not establish XRD %s (conditions %s; Crossplane: %v)", xrd.Name, seen, e.crossplane.Running())
+	}
+	return crd, nil
 }
 
 // InstallCRDFiles installs CRD manifests (provider CRDs read from their

@@ -76,7 +76,7 @@ func clusterUsing(t *testing.T, ns, name string, kind infrav1.ProviderConfigKind
 	xr.SetGroupVersionKind(clusterGVK)
 	xr.SetNamespace(ns)
 	xr.SetName(name)
-	xr.SetAnnotations(map[string]string{envtest.EngineOutputsAnnotation: script(goodStatus)})
+	xr.SetAnnotations(map[string]string{envtest.ObserveAnnotation: script(goodStatus)})
 	if err := env.Client.Create(ctx, xr); err != nil {
 		return nil, err
 	}
@@ -272,7 +272,7 @@ func TestSingleTenantClustersNeedNoGrants(t *testing.T) {
 	g := NewWithT(t)
 	capi, err := env.StartCAPI(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
-	bridge, err := env.StartBridgeAs(ctx, env.Config, controllers.Options{SharedCredentialsForAllNamespaces: true}, engineDelay, clusterGVK)
+	bridge, err := env.StartBridgeAs(ctx, env.Config, controllers.Options{SharedCredentialsForAllNamespaces: true})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() {
 		g.Expect(bridge.Stop()).To(Succeed())

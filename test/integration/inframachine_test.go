@@ -54,7 +54,7 @@ func workloadCluster(t *testing.T, w *envtest.Workload, ns, name string) *cluste
 	})).To(Succeed())
 
 	providerConfig(t, ns, "team-a", true)
-	cluster, xr := newCluster(t, ns, name, clusterGVK, map[string]string{envtest.EngineOutputsAnnotation: script(networkStatus)})
+	cluster, xr := newCluster(t, ns, name, clusterGVK, map[string]string{envtest.ObserveAnnotation: script(networkStatus)})
 	change(g, xr, func() {
 		g.Expect(unstructured.SetNestedMap(xr.Object, map[string]any{"apiGroup": credsGroup, "kind": "ProviderConfig", "name": "team-a"}, "spec", "providerConfigRef")).To(Succeed())
 	})
@@ -105,7 +105,7 @@ func controlPlane(t *testing.T, w *envtest.Workload, ns, cluster string) {
 	name := cluster + "-cp-0"
 	node(g, w, name, "kubernetes://local/"+name)
 	xr := &infrav1.CrossplaneMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{envtest.EngineOutputsAnnotation: script(workerStatus)}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{envtest.ObserveAnnotation: script(workerStatus)}},
 		Spec:       infrav1.CrossplaneMachineSpec{Parameters: infrav1.CrossplaneMachineParameters{Size: "m6i.xlarge"}},
 	}
 	g.Expect(env.Client.Create(ctx, xr)).To(Succeed())
@@ -220,7 +220,7 @@ func machineTemplate(ns, name string, status map[string]any) *infrav1.Crossplane
 	return &infrav1.CrossplaneMachineTemplate{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: infrav1.CrossplaneMachineTemplateSpec{Template: infrav1.CrossplaneMachineTemplateResource{
-			ObjectMeta: infrav1.TemplateObjectMeta{Annotations: map[string]string{envtest.EngineOutputsAnnotation: script(status)}},
+			ObjectMeta: infrav1.TemplateObjectMeta{Annotations: map[string]string{envtest.ObserveAnnotation: script(status)}},
 			Spec:       infrav1.CrossplaneMachineSpec{Parameters: infrav1.CrossplaneMachineParameters{Size: "m6i.large"}},
 		}},
 	}
@@ -239,7 +239,7 @@ var workerStatus = map[string]any{
 // register.
 func TestAMachineDeploymentIsProvisionedWithGatedMachines(t *testing.T) {
 	workload := startWorkload(t)
-	stack(t, machineGVK)
+	stack(t)
 	g := NewWithT(t)
 	ns := namespace(t)
 	cluster := workloadCluster(t, workload, ns, "beta")
@@ -269,8 +269,7 @@ func TestAMachineDeploymentIsProvisionedWithGatedMachines(t *testing.T) {
 			g.Expect(xr.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
 			_, composed, _ := unstructured.NestedSlice(xr.Object, "spec", "crossplane", "resourceRefs")
 			g.Expect(composed).To(BeFalse(), "nothing composed while gated")
-			err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: xr.GetName() + "-composed"}, &corev1.ConfigMap{})
-			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "nothing composed while gated")
+			g.Expect(stubs(g, ns, client.MatchingLabels{compositeLabel: xr.GetName()})).To(BeEmpty(), "nothing composed while gated")
 		}
 	}, "1s", interval).Should(Succeed())
 
@@ -315,11 +314,10 @@ func TestAMachineDeploymentIsProvisionedWithGatedMachines(t *testing.T) {
 	clusterXR.SetGroupVersionKind(clusterGVK)
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster.Name}, clusterXR)).To(Succeed())
 	everything = append(everything, clusterXR.Object)
-	composed := &corev1.ConfigMapList{}
-	g.Expect(env.Client.List(ctx, composed, client.InNamespace(ns))).To(Succeed())
-	g.Expect(composed.Items).NotTo(BeEmpty())
-	for _, c := range composed.Items {
-		everything = append(everything, c)
+	composed := stubs(g, ns)
+	g.Expect(composed).NotTo(BeEmpty())
+	for _, c := range composed {
+		everything = append(everything, c.Object)
 	}
 	raw, err := json.Marshal(everything)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -342,7 +340,7 @@ func TestAMachineDeploymentIsProvisionedWithGatedMachines(t *testing.T) {
 		g.Expect(infraCondition(g, ownerMachine(g, leaving)).Message).To(ContainSubstring("Waiting for 1 composed resources to be deleted"))
 	}, timeout, interval).Should(Succeed())
 	g.Consistently(func(g Gomega) { getXR(g, leaving) }, "500ms", interval).Should(Succeed())
-	release(g, ns, leaving.GetName()+"-composed")
+	release(g, composedOf(g, leaving))
 	g.Eventually(func(g Gomega) {
 		g.Expect(workerXRs(g, ns)).To(HaveLen(2))
 		machines := &clusterv1.MachineList{}
@@ -376,9 +374,7 @@ func TestAMachineDeploymentIsProvisionedWithGatedMachines(t *testing.T) {
 		g.Expect(infraCondition(g, getCluster(g, capiCluster(ns, cluster.Name))).Reason).To(Equal(infrav1.WaitingForMachinesReason))
 	}, timeout, interval).Should(Succeed())
 	g.Consistently(func(g Gomega) {
-		cm := &corev1.ConfigMap{}
-		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster.Name + "-composed"}, cm)).To(Succeed())
-		g.Expect(cm.DeletionTimestamp.IsZero()).To(BeTrue(), "the cluster's network stays while machines use it")
+		g.Expect(composedOf(g, clusterXR).GetDeletionTimestamp().IsZero()).To(BeTrue(), "the cluster's network stays while machines use it")
 	}, "1s", interval).Should(Succeed())
 
 	// Deleting the Cluster tears everything down, machines first, and
@@ -389,11 +385,7 @@ func TestAMachineDeploymentIsProvisionedWithGatedMachines(t *testing.T) {
 		g.Expect(machineXRs(g, ns, cluster.Name)).To(BeEmpty())
 		g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(clusterXR), getEmpty(clusterXR)))).To(BeTrue())
 		g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{}))).To(BeTrue())
-		left := &corev1.ConfigMapList{}
-		g.Expect(env.Client.List(ctx, left, client.InNamespace(ns), client.HasLabels{})).To(Succeed())
-		for _, cm := range left.Items {
-			g.Expect(cm.Name).NotTo(HaveSuffix("-composed"), "composed resource left behind")
-		}
+		g.Expect(stubs(g, ns)).To(BeEmpty(), "composed resource left behind")
 	}, 2*timeout, interval).Should(Succeed())
 }
 
@@ -408,20 +400,11 @@ func operate(g Gomega, ns, cluster string, w *envtest.Workload) {
 	for _, xr := range machineXRs(g, ns, cluster) {
 		node(g, w, xr.GetName(), "kubernetes://local/"+xr.GetName())
 	}
-	cms := &corev1.ConfigMapList{}
-	g.Expect(env.Client.List(ctx, cms, client.InNamespace(ns))).To(Succeed())
-	for _, cm := range cms.Items {
-		if !cm.DeletionTimestamp.IsZero() && controllerutil.ContainsFinalizer(&cm, envtest.EngineHoldFinalizer) {
-			release(g, ns, cm.Name)
+	for _, s := range stubs(g, ns) {
+		if !s.GetDeletionTimestamp().IsZero() && controllerutil.ContainsFinalizer(&s, envtest.HoldFinalizer) {
+			release(g, &s)
 		}
 	}
-}
-
-// release lets a composed resource go, as its provider would once the
-// external resource is deleted.
-func release(g Gomega, ns, name string) {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	change(g, cm, func() { controllerutil.RemoveFinalizer(cm, envtest.EngineHoldFinalizer) })
 }
 
 // A composition reporting a malformed provider ID or address gets a
@@ -429,7 +412,7 @@ func release(g Gomega, ns, name string) {
 // the machine is never reported provisioned.
 func TestBadMachineOutputsGiveAClearCondition(t *testing.T) {
 	workload := startWorkload(t)
-	stack(t, machineGVK)
+	stack(t)
 	ns := namespace(t)
 	cluster := workloadCluster(t, workload, ns, "gamma")
 	cases := map[string]struct {
@@ -449,7 +432,7 @@ func TestBadMachineOutputsGiveAClearCondition(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
 			xr := &infrav1.CrossplaneMachine{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{envtest.EngineOutputsAnnotation: script(tc.status)}},
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{envtest.ObserveAnnotation: script(tc.status)}},
 				Spec:       infrav1.CrossplaneMachineSpec{Parameters: infrav1.CrossplaneMachineParameters{Size: "small"}},
 			}
 			g.Expect(env.Client.Create(ctx, xr)).To(Succeed())

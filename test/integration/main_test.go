@@ -1,7 +1,10 @@
 // Package integration holds CAPXP's cross-component integration tests. They
-// run against a real kube-apiserver and etcd (test/envtest) with CAPI's CRDs,
-// Crossplane's CRDs and CAPXP's XRDs installed, and CAPI's own reconcilers
-// running in-process.
+// run against a real kube-apiserver and etcd (test/envtest), the real
+// Crossplane core and function-patch-and-transform (as local processes, one
+// for the package), CAPI's own reconcilers in-process, and CAPXP's XRDs
+// composed by a test Composition whose managed resources a test provider
+// observes (test/envtest's Composition and Provider): only the cloud is
+// scripted.
 package integration
 
 import (
@@ -14,6 +17,8 @@ import (
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,10 +57,16 @@ func run(m *testing.M) int {
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 
-	var err error
-	env, err = envtest.Start(ctx)
+	// Crossplane's and the functions' logs stay here when a test fails.
+	dir, err := os.MkdirTemp("", "capxp-integration-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "cannot start the test API server:", err)
+		fmt.Fprintln(os.Stderr, "cannot create a directory for Crossplane:", err)
+		return 1
+	}
+	env, err = envtest.StartWithCrossplane(ctx, dir, providerDelay)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cannot start the test API server and Crossplane:", err)
+		fmt.Fprintln(os.Stderr, "Crossplane's logs are in", dir)
 		return 1
 	}
 	defer func() {
@@ -63,15 +74,41 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "cannot stop the test API server:", err)
 		}
 	}()
-	return m.Run()
+	code := m.Run()
+	if err := env.CrossplaneRunning(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	if code != 0 {
+		fmt.Fprintln(os.Stderr, "Crossplane's logs are in", dir)
+		return code
+	}
+	_ = os.RemoveAll(dir)
+	return 0
 }
 
-// namespace creates a fresh namespace for one test.
+// providerDelay is how long the test provider takes to observe a composed
+// resource: long enough that XRs are seen composing before they are ready.
+const providerDelay = 300 * time.Millisecond
+
+// namespace creates a fresh namespace for one test. When the test ends,
+// every XR left in it must still be responsive to Crossplane: the bridge
+// never floods Crossplane with watch events.
 func namespace(t *testing.T) string {
 	t.Helper()
 	g := NewWithT(t)
 	ns, err := env.NewNamespace(ctx, "capxp-test")
 	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		for _, gvk := range []schema.GroupVersionKind{clusterGVK, machineGVK} {
+			l := &unstructured.UnstructuredList{}
+			l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+			g.Expect(env.Client.List(ctx, l, client.InNamespace(ns))).To(Succeed())
+			for i := range l.Items {
+				responsive(g, &l.Items[i])
+			}
+		}
+	})
 	return ns
 }
 

@@ -6,13 +6,11 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
@@ -56,13 +54,13 @@ func TestTheManagerNeedsOnlyItsGeneratedRole(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 	}
 	// What a platform team would aggregate for these tests' kinds: the
-	// composed ConfigMaps the engine creates, and the test provider's
+	// composed Stubs, and the test provider's
 	// credentials kinds. envtest runs no aggregation controller, so the
 	// test binds it directly.
 	extras := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "capxp-test-extras-", Labels: map[string]string{"capxp.dev/aggregate-to-manager": "true"}},
 		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "delete"}},
+			{APIGroups: []string{envtest.StubGVK.Group}, Resources: []string{"stubs"}, Verbs: []string{"get", "list", "watch", "delete"}},
 			{APIGroups: []string{credsGroup}, Resources: []string{"providerconfigs", "clusterproviderconfigs"}, Verbs: []string{"get", "list", "watch"}},
 		},
 	}
@@ -77,7 +75,7 @@ func TestTheManagerNeedsOnlyItsGeneratedRole(t *testing.T) {
 
 	capi, err := env.StartCAPI(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
-	bridge, err := env.StartBridgeAs(ctx, cfg, controllers.Options{}, engineDelay, clusterGVK)
+	bridge, err := env.StartBridgeAs(ctx, cfg, controllers.Options{})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() {
 		g.Expect(bridge.Stop()).To(Succeed())
@@ -94,15 +92,13 @@ func TestTheManagerNeedsOnlyItsGeneratedRole(t *testing.T) {
 
 	cluster := capiCluster(ns, "least")
 	g.Expect(env.Client.Delete(ctx, cluster)).To(Succeed())
-	key := client.ObjectKey{Namespace: ns, Name: "least-composed"}
 	g.Eventually(func(g Gomega) {
-		cm := &corev1.ConfigMap{}
-		g.Expect(env.Client.Get(ctx, key, cm)).To(Succeed())
-		g.Expect(cm.DeletionTimestamp.IsZero()).To(BeFalse())
-		change(g, cm, func() { controllerutil.RemoveFinalizer(cm, envtest.EngineHoldFinalizer) })
+		composed := composedOf(g, xr)
+		g.Expect(composed.GetDeletionTimestamp().IsZero()).To(BeFalse())
+		release(g, composed)
 	}, timeout, interval).Should(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, key, &corev1.ConfigMap{}))).To(BeTrue(), "the composed resource is gone")
+		g.Expect(stubs(g, ns)).To(BeEmpty(), "the composed resource is gone")
 		got := &unstructured.Unstructured{}
 		got.SetGroupVersionKind(xr.GroupVersionKind())
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(xr), got)

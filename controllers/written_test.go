@@ -1,0 +1,41 @@
+package controllers
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestWrittenSkipsOnlyTheSameVerdictOverTheSameObject(t *testing.T) {
+	ready := metav1.Condition{Type: "CrossplaneInfrastructureReady", Status: metav1.ConditionTrue, Reason: "Ready", ObservedGeneration: 2}
+	owner := func(rv string) *metav1.ObjectMeta { return &metav1.ObjectMeta{UID: "u1", ResourceVersion: rv} }
+	cases := map[string]struct {
+		recorded  bool
+		cachedRV  string
+		condition metav1.Condition
+		want      bool
+	}{
+		"NothingWritten":         {cachedRV: "10", condition: ready, want: false},
+		"CacheBehindOurWrite":    {recorded: true, cachedRV: "10", condition: ready, want: true},
+		"CacheCaughtUp":          {recorded: true, cachedRV: "11", condition: ready, want: false},
+		"AnotherVerdict":         {recorded: true, cachedRV: "10", condition: metav1.Condition{Type: ready.Type, Status: metav1.ConditionFalse, Reason: "Deleting"}, want: false},
+		"AnotherObservedVersion": {recorded: true, cachedRV: "10", condition: func() metav1.Condition { c := ready; c.ObservedGeneration = 3; return c }(), want: false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			w := &written{}
+			if tc.recorded {
+				w.record(owner("10"), ready)
+			}
+			if got := w.already(owner(tc.cachedRV), tc.condition); got != tc.want {
+				t.Errorf("already() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	w := &written{}
+	w.record(owner("10"), ready)
+	w.forget("u1")
+	if w.already(owner("10"), ready) {
+		t.Error("already() after forget = true, want false")
+	}
+}
