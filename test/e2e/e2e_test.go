@@ -121,7 +121,11 @@ func TestLocalCluster(t *testing.T) {
 		{"DeleteLeavesNothing", deleteCluster},
 	}
 	for _, s := range steps {
-		if !t.Run(s.name, s.run) {
+		if !t.Run(s.name, func(t *testing.T) {
+			s.run(t)
+			// Every step ends with Crossplane responsive on every XR.
+			responsive(t)
+		}) {
 			return // later steps build on this one
 		}
 	}
@@ -133,7 +137,7 @@ func provision(t *testing.T) {
 	if err := p.ApplyExample(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	waitForExample(t, plane.ExampleMachines)
+	waitForExample(t, plane.ExampleMachines, 90*time.Second)
 	nodes := &corev1.NodeList{}
 	if err := p.Workload.Client.List(t.Context(), nodes); err != nil {
 		t.Fatal(err)
@@ -143,9 +147,13 @@ func provision(t *testing.T) {
 	}
 }
 
-func waitForExample(t *testing.T, machines int) {
+// waitForExample waits up to within for the example to have machines
+// provisioned Machines with Nodes.
+func waitForExample(t *testing.T, machines int, within time.Duration) {
 	t.Helper()
-	err := p.WaitForExample(t.Context(), machines, 3*time.Minute, func(st plane.Status) {
+	start := time.Now()
+	defer func() { t.Logf("the example had %d machines ready after %s", machines, time.Since(start).Round(100*time.Millisecond)) }()
+	err := p.WaitForExample(t.Context(), machines, within, func(st plane.Status) {
 		for _, l := range st.Lines {
 			t.Log(l)
 		}
@@ -160,7 +168,7 @@ func waitForExample(t *testing.T, machines int) {
 // Cluster is unpaused.
 func pause(t *testing.T) {
 	setPaused(t, true)
-	eventually(t, "Crossplane reports every XR paused", func() error {
+	eventually(t, "Crossplane reports every XR paused", 10*time.Second, func() error {
 		for _, xr := range xrs(t) {
 			if r := condition(xr, "Synced")["reason"]; r != "ReconcilePaused" {
 				return fmt.Errorf("%s %s: Synced reason %v", xr.GetKind(), xr.GetName(), r)
@@ -179,13 +187,13 @@ func pause(t *testing.T) {
 		return nil
 	})
 	setPaused(t, false)
-	eventually(t, "unpaused, the composition reports zone-c", func() error {
+	eventually(t, "unpaused, the composition reports zone-c", 10*time.Second, func() error {
 		if n := len(statusFailureDomains(t)); n != 3 {
 			return fmt.Errorf("status.failureDomains has %d entries", n)
 		}
 		return nil
 	})
-	waitForExample(t, plane.ExampleMachines)
+	waitForExample(t, plane.ExampleMachines, 15*time.Second)
 }
 
 // swap moves the running cluster from the local Composition to the
@@ -199,7 +207,7 @@ func swap(t *testing.T) {
 	patch(t, xr, map[string]any{"spec": map[string]any{"crossplane": map[string]any{
 		"compositionRef": map[string]any{"name": "crossplanecluster-byo"},
 	}}})
-	eventually(t, "the cluster XR is composed by crossplanecluster-byo, ready, with nothing composed", func() error {
+	eventually(t, "the cluster XR is composed by crossplanecluster-byo, ready, with nothing composed", 15*time.Second, func() error {
 		xr := clusterXR(t)
 		ref, _, _ := unstructured.NestedString(xr.Object, "spec", "crossplane", "compositionRef", "name")
 		refs, _, _ := unstructured.NestedSlice(xr.Object, "spec", "crossplane", "resourceRefs")
@@ -211,7 +219,7 @@ func swap(t *testing.T) {
 		}
 		return nil
 	})
-	waitForExample(t, plane.ExampleMachines)
+	waitForExample(t, plane.ExampleMachines, 15*time.Second)
 	after := capiCluster(t)
 	if got, want := endpointOf(after), endpointOf(cluster); got != want {
 		t.Errorf("the endpoint moved from %s to %s", want, got)
@@ -230,7 +238,7 @@ func scale(t *testing.T) {
 	md.SetNamespace(plane.ExampleNamespace)
 	md.SetName("demo-workers")
 	patch(t, md, map[string]any{"spec": map[string]any{"replicas": 3}})
-	waitForExample(t, plane.ExampleMachines+1)
+	waitForExample(t, plane.ExampleMachines+1, 30*time.Second)
 }
 
 // deleteCluster deletes the Cluster and finds nothing left: no XR, no
@@ -240,7 +248,7 @@ func deleteCluster(t *testing.T) {
 	if err := p.Management().Client.Delete(ctx, capiCluster(t)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "nothing is left", func() error {
+	eventually(t, "nothing is left", 90*time.Second, func() error {
 		if err := p.Management().Client.Get(ctx, client.ObjectKey{Namespace: plane.ExampleNamespace, Name: plane.ExampleCluster}, &clusterv1.Cluster{}); !kerrors.IsNotFound(err) {
 			return fmt.Errorf("the Cluster still exists (%v)", err)
 		}

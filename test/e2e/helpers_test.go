@@ -15,15 +15,16 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/internal/plane"
 )
 
-const (
-	timeout  = 3 * time.Minute
-	interval = 250 * time.Millisecond
-)
+const interval = 250 * time.Millisecond
 
-func eventually(t *testing.T, what string, f func() error) {
+// eventually waits up to within for f to succeed. Each wait's bound is a few
+// times what it takes on a loaded 2-core machine: a reaction that slows
+// down (Crossplane throttling an XR, say) fails the test rather than
+// passing late.
+func eventually(t *testing.T, what string, within time.Duration, f func() error) {
 	t.Helper()
 	start := time.Now()
-	deadline := start.Add(timeout)
+	deadline := start.Add(within)
 	for {
 		err := f()
 		if err == nil {
@@ -31,7 +32,7 @@ func eventually(t *testing.T, what string, f func() error) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %s: %v (plane logs in %s)", what, timeout, err, p.Dir())
+			t.Fatalf("%s: not after %s: %v (plane logs in %s)", what, within, err, p.Dir())
 		}
 		time.Sleep(interval)
 	}
@@ -141,4 +142,15 @@ func condition(o unstructured.Unstructured, typ string) map[string]any {
 		}
 	}
 	return map[string]any{}
+}
+
+// responsive fails the test if Crossplane's watch circuit breaker opened on
+// any XR: the bridge must never flood Crossplane with watch events.
+func responsive(t *testing.T) {
+	t.Helper()
+	for _, xr := range xrs(t) {
+		if c := condition(xr, "Responsive"); c != nil && c["status"] != "True" {
+			t.Errorf("Crossplane's watch circuit opened on %s %s: %v", xr.GetKind(), xr.GetName(), c)
+		}
+	}
 }
