@@ -152,7 +152,9 @@ func provision(t *testing.T) {
 func waitForExample(t *testing.T, machines int, within time.Duration) {
 	t.Helper()
 	start := time.Now()
-	defer func() { t.Logf("the example had %d machines ready after %s", machines, time.Since(start).Round(100*time.Millisecond)) }()
+	defer func() {
+		t.Logf("the example had %d machines ready after %s", machines, time.Since(start).Round(100*time.Millisecond))
+	}()
 	err := p.WaitForExample(t.Context(), machines, within, func(st plane.Status) {
 		for _, l := range st.Lines {
 			t.Log(l)
