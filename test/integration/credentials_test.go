@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
@@ -67,8 +68,9 @@ func grantTo(t *testing.T, name, config string, allowed infrav1.AllowedNamespace
 	return g
 }
 
-// clusterUsing creates a Cluster whose XR names the given credentials.
-func clusterUsing(t *testing.T, ns, name string, kind infrav1.ProviderConfigKind, config string) (*unstructured.Unstructured, error) {
+// clusterUsing creates a Cluster whose XR names the given credentials; both
+// carry labels.
+func clusterUsing(t *testing.T, ns, name string, kind infrav1.ProviderConfigKind, config string, labels map[string]string) (*unstructured.Unstructured, error) {
 	t.Helper()
 	xr := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
 		"providerConfigRef": map[string]any{"apiGroup": credsGroup, "kind": string(kind), "name": config},
@@ -77,10 +79,13 @@ func clusterUsing(t *testing.T, ns, name string, kind infrav1.ProviderConfigKind
 	xr.SetNamespace(ns)
 	xr.SetName(name)
 	xr.SetAnnotations(map[string]string{envtest.ObserveAnnotation: script(goodStatus)})
+	xr.SetLabels(labels)
 	if err := env.Client.Create(ctx, xr); err != nil {
 		return nil, err
 	}
-	NewWithT(t).Expect(env.Client.Create(ctx, capiCluster(ns, name))).To(Succeed())
+	cluster := capiCluster(ns, name)
+	cluster.Labels = labels
+	NewWithT(t).Expect(env.Client.Create(ctx, cluster)).To(Succeed())
 	return xr, nil
 }
 
@@ -134,7 +139,7 @@ func TestTenantsUseOnlyTheCredentialsGrantedToThem(t *testing.T) {
 	for i, c := range combos {
 		t.Run(fmt.Sprintf("%d %s uses %s %s", i, c.ns, c.kind, c.config), func(t *testing.T) {
 			g := NewWithT(t)
-			xr, err := clusterUsing(t, c.ns, fmt.Sprintf("c%d", i), c.kind, c.config)
+			xr, err := clusterUsing(t, c.ns, fmt.Sprintf("c%d", i), c.kind, c.config, nil)
 			if !c.want {
 				// Refused at admission, naming the missing grant.
 				g.Expect(err).To(MatchError(And(
@@ -173,16 +178,28 @@ func waitForCredentialsWebhook(t *testing.T, ns string) {
 }
 
 // Revoking a grant stops composition with those credentials: the XR says
-// why and is paused; granting again resumes it.
+// why and is paused; granting again resumes it. Grants wake the XRs they
+// concern also when the manager watches only the objects CAPI's watch filter
+// label selects: grants carry no such label.
 func TestRevokingAGrantPausesTheXR(t *testing.T) {
-	stack(t)
+	for name, filter := range map[string]string{"every-cluster": "", "watch-filter": "team-x"} {
+		t.Run(name, func(t *testing.T) { revokeAndRegrant(t, filter) })
+	}
+}
+
+func revokeAndRegrant(t *testing.T, filter string) {
+	stackWith(t, controllers.Options{WatchFilter: filter})
 	g := NewWithT(t)
 	ns := tenant(t, nil)
+	var labels map[string]string
+	if filter != "" {
+		labels = map[string]string{clusterv1.WatchLabel: filter}
+	}
 	config := "revocable" + uniqueGroup(ns, "")
 	clusterProviderConfig(t, config, ns)
 	grant := grantTo(t, "revocable"+uniqueGroup(ns, ""), config, infrav1.AllowedNamespaces{Names: []string{ns}})
 	waitForCredentialsWebhook(t, ns)
-	xr, err := clusterUsing(t, ns, "revoked", infrav1.ProviderConfigKindCluster, config)
+	xr, err := clusterUsing(t, ns, "revoked", infrav1.ProviderConfigKindCluster, config, labels)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func(g Gomega) { g.Expect(provisioned(getXR(g, xr))).To(BeTrue()) }, timeout, interval).Should(Succeed())
 
@@ -253,7 +270,7 @@ func TestUnusableCredentialsAreReported(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			xr, err := clusterUsing(t, teamA, name, infrav1.ProviderConfigKindNamespaced, tc.config)
+			xr, err := clusterUsing(t, teamA, name, infrav1.ProviderConfigKindNamespaced, tc.config, nil)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Eventually(func(g Gomega) {
 				got := getXR(g, xr)
@@ -286,7 +303,7 @@ func TestSingleTenantClustersNeedNoGrants(t *testing.T) {
 		// The webhook registration of an earlier manager may still be
 		// served by this one a moment after it starts.
 		var err error
-		xr, err = clusterUsing(t, ns, "single-tenant", infrav1.ProviderConfigKindCluster, config)
+		xr, err = clusterUsing(t, ns, "single-tenant", infrav1.ProviderConfigKindCluster, config, nil)
 		g.Expect(err).NotTo(HaveOccurred())
 	}, timeout, interval).Should(Succeed())
 	g.Eventually(func(g Gomega) {

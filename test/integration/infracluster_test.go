@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
 
@@ -26,10 +27,16 @@ var clusterGVK = infrav1.GroupVersion.WithKind(infrav1.CrossplaneClusterKind)
 // Crossplane and the provider run for the whole package.
 func stack(t *testing.T) *envtest.Manager {
 	t.Helper()
+	return stackWith(t, controllers.Options{})
+}
+
+// stackWith runs the stack with the bridge's options.
+func stackWith(t *testing.T, o controllers.Options) *envtest.Manager {
+	t.Helper()
 	g := NewWithT(t)
 	capi, err := env.StartCAPI(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
-	bridge, err := env.StartBridge(ctx)
+	bridge, err := env.StartBridgeAs(ctx, env.Config, o)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() {
 		g.Expect(bridge.Stop()).To(Succeed())

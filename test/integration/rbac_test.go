@@ -84,7 +84,7 @@ func TestTheManagerNeedsOnlyItsGeneratedRole(t *testing.T) {
 
 	ns := namespace(t)
 	providerConfig(t, ns, "team", true)
-	xr, err := clusterUsing(t, ns, "least", infrav1.ProviderConfigKindNamespaced, "team")
+	xr, err := clusterUsing(t, ns, "least", infrav1.ProviderConfigKindNamespaced, "team", nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func(g Gomega) {
 		g.Expect(provisioned(getXR(g, xr))).To(BeTrue())
