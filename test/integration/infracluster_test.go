@@ -460,3 +460,49 @@ func TestAPausedClusterIsNotTornDown(t *testing.T) {
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the XR is gone once unpaused")
 	}, timeout, interval).Should(Succeed())
 }
+
+// Deleting an XR deletes only what it controls: an object someone added to
+// spec.crossplane.resourceRefs is named on the Cluster and in an event, and
+// left alone.
+func TestOnlyWhatTheXRControlsIsDeleted(t *testing.T) {
+	stack(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	cluster, xr := newCluster(t, ns, "owner-check", clusterGVK, map[string]string{envtest.ObserveAnnotation: script(goodStatus)})
+	g.Eventually(func(g Gomega) { g.Expect(provisioned(getXR(g, xr))).To(BeTrue()) }, timeout, interval).Should(Succeed())
+	notMine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "not-mine"}}
+	g.Expect(env.Client.Create(ctx, notMine)).To(Succeed())
+
+	// While Crossplane is paused it does not rewrite the references.
+	change(g, cluster, func() { cluster.Spec.Paused = ptr.To(true) })
+	g.Eventually(func(g Gomega) {
+		g.Expect(xrCondition(getXR(g, xr), "Synced")).To(HaveKeyWithValue("reason", "ReconcilePaused"))
+	}, timeout, interval).Should(Succeed())
+	change(g, xr, func() {
+		refs, _, _ := unstructured.NestedSlice(xr.Object, "spec", "crossplane", "resourceRefs")
+		refs = append(refs, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "not-mine"})
+		g.Expect(unstructured.SetNestedSlice(xr.Object, refs, "spec", "crossplane", "resourceRefs")).To(Succeed())
+	})
+	g.Expect(env.Client.Delete(ctx, getXR(g, xr))).To(Succeed())
+	change(g, cluster, func() { cluster.Spec.Paused = ptr.To(false) })
+
+	const named = "Not deleting ConfigMap/not-mine: spec.crossplane.resourceRefs names them but this composite resource does not control them"
+	g.Eventually(func(g Gomega) {
+		c := infraCondition(g, getCluster(g, cluster))
+		g.Expect(c.Message).To(Or(Equal(named), HavePrefix("Waiting for 1 composed resources to be deleted")))
+		events := &corev1.EventList{}
+		g.Expect(env.Client.List(ctx, events, client.InNamespace(ns), client.MatchingFields{"involvedObject.name": "owner-check", "reason": infrav1.NotControlledReason})).To(Succeed())
+		g.Expect(events.Items).To(ContainElement(HaveField("Message", named)))
+	}, timeout, interval).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		for _, s := range stubs(g, ns) {
+			if !s.GetDeletionTimestamp().IsZero() {
+				release(g, &s)
+			}
+		}
+		g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(xr), getEmpty(xr)))).To(BeTrue(), "the XR goes once what it controls is gone")
+	}, timeout, interval).Should(Succeed())
+	got := &corev1.ConfigMap{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(notMine), got)).To(Succeed())
+	g.Expect(got.DeletionTimestamp.IsZero()).To(BeTrue(), "what the XR does not control is left alone")
+}
