@@ -1,0 +1,100 @@
+package controllers
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+)
+
+// The machine gate never opens on a cluster XR it could not read: it would
+// compose the machine without the cluster's network and with the
+// Composition's default credentials instead of the cluster's, and nothing
+// would correct it later.
+func TestMachineGateNeedsTheClusterXR(t *testing.T) {
+	clusterGVK := infrav1.GroupVersion.WithKind(infrav1.CrossplaneClusterKind)
+	clusterXR := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{"providerConfigRef": map[string]any{"apiGroup": "aws.m.upbound.io", "kind": "ClusterProviderConfig", "name": "team-a"}},
+		"status": map[string]any{"failureDomains": []any{map[string]any{"name": "eu-west-1a", "controlPlane": true}}, "outputs": map[string]any{"network": map[string]any{"id": "vpc-1", "subnets": []any{
+			map[string]any{"id": "subnet-a", "failureDomain": "eu-west-1a", "role": "Private"},
+		}}}},
+	}}
+	clusterXR.SetGroupVersionKind(clusterGVK)
+	clusterXR.SetNamespace("ns")
+	clusterXR.SetName("c")
+
+	// CAPI reads the contract version from the CRD's labels.
+	crd := &extv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{
+		Name:   "crossplaneclusters." + clusterGVK.Group,
+		Labels: map[string]string{infrav1.CAPIContractLabel: clusterGVK.Version},
+	}}
+	cases := map[string]struct {
+		getErr    error
+		wantErr   bool
+		wantOpen  bool
+		wantCreds bool
+	}{
+		"Readable":    {wantOpen: true, wantCreds: true},
+		"Forbidden":   {getErr: apierrors.NewForbidden(schema.GroupResource{Group: clusterGVK.Group, Resource: "crossplaneclusters"}, "c", nil), wantErr: true},
+		"Unavailable": {getErr: apierrors.NewServiceUnavailable("etcd is gone"), wantErr: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(NewScheme()).WithObjects(clusterXR.DeepCopy(), crd.DeepCopy()).
+				WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if tc.getErr != nil && obj.GetObjectKind().GroupVersionKind().Kind == clusterGVK.Kind {
+						return tc.getErr
+					}
+					return c.Get(ctx, key, obj, opts...)
+				}}).Build()
+			cluster := &clusterv1.Cluster{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
+				Spec:       clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: clusterGVK.Group, Kind: clusterGVK.Kind, Name: "c"}},
+				Status: clusterv1.ClusterStatus{
+					Initialization: clusterv1.ClusterInitializationStatus{InfrastructureProvisioned: ptr.To(true)},
+					FailureDomains: []clusterv1.FailureDomain{{Name: "eu-west-1a", ControlPlane: ptr.To(true)}},
+				},
+			}
+			machine := &clusterv1.Machine{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m"},
+				Spec: clusterv1.MachineSpec{ClusterName: "c", FailureDomain: "eu-west-1a",
+					Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To("m-data")}},
+			}
+			xr := composite.New(composite.WithGroupVersionKind(infrav1.GroupVersion.WithKind(infrav1.CrossplaneMachineKind)))
+			xr.SetNamespace("ns")
+			xr.SetName("m")
+			s := &scope{xr: xr, before: xr.Unstructured.DeepCopy(), owner: machine, cluster: cluster}
+
+			v, err := infraMachine{client: c}.prepare(context.Background(), s)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("prepare(...): error %v, want error %v", err, tc.wantErr)
+			}
+			if open := err == nil && v == nil; open != tc.wantOpen {
+				t.Errorf("prepare(...): gate open %v (verdict %+v), want %v", open, v, tc.wantOpen)
+			}
+			_, creds, _ := unstructured.NestedMap(xr.Object, "spec", "providerConfigRef")
+			if creds != tc.wantCreds {
+				t.Errorf("prepare(...): spec.providerConfigRef injected %v, want %v", creds, tc.wantCreds)
+			}
+			if tc.wantErr {
+				if diff := cmp.Diff(s.before.Object, xr.Object); diff != "" {
+					t.Errorf("prepare(...) changed the XR on error: -before, +after:\n%s", diff)
+				}
+			}
+		})
+	}
+}
