@@ -5,6 +5,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -271,8 +272,15 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 			err := env.Client.Create(ctx, obj)
 			if tc.update != nil {
 				g.Expect(err).NotTo(HaveOccurred(), "the object before the update must be valid")
-				tc.update(obj)
-				err = env.Client.Update(ctx, obj)
+				// Crossplane writes XRs as soon as they exist: update
+				// what is stored, as kubectl edit would.
+				err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+					if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+						return err
+					}
+					tc.update(obj)
+					return env.Client.Update(ctx, obj)
+				})
 			}
 			g.Expect(err).To(HaveOccurred(), tc.reason)
 			g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
