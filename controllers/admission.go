@@ -34,15 +34,15 @@ type Granter interface {
 	Granted(ctx context.Context, namespace string, ref infrav1.ClusterProviderConfigReference) (bool, string, error)
 }
 
-// CredentialsValidator rejects, at admission, a composite resource naming a
+// credentialsValidator rejects, at admission, a composite resource naming a
 // ClusterProviderConfig its namespace has no grant for, with a message
 // saying which grant is missing. It serves every adapted XR kind.
-type CredentialsValidator struct {
+type credentialsValidator struct {
 	Granter Granter
 }
 
 // Handle implements admission.Handler.
-func (v *CredentialsValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
+func (v *credentialsValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
@@ -140,5 +140,5 @@ func ensureCredentialsWebhook(ctx context.Context, c client.Client, cc *WebhookC
 	if err != nil {
 		return err
 	}
-	return errors.Wrap(c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership), "cannot apply the credentials webhook configuration")
+	return errors.Wrap(c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldManager), client.ForceOwnership), "cannot apply the credentials webhook configuration")
 }

@@ -36,14 +36,17 @@ type infraCluster struct {
 }
 
 func (c infraCluster) owner(ctx context.Context, xr *composite.Unstructured) (client.Object, *clusterv1.Cluster, error) {
-	cluster, err := util.GetOwnerCluster(ctx, c.client, metav1.ObjectMeta{Namespace: xr.GetNamespace(), OwnerReferences: xr.GetOwnerReferences()})
-	if client.IgnoreNotFound(err) != nil {
+	cluster, err := util.GetOwnerCluster(ctx, c.client, ownedBy(xr))
+	if err = client.IgnoreNotFound(err); err != nil || cluster == nil {
 		return nil, nil, errors.Wrap(err, errGetOwnerCluster)
 	}
-	if cluster == nil {
-		return nil, nil, nil
-	}
 	return cluster, cluster, nil
+}
+
+// ownedBy is what CAPI's owner lookups read of an XR: its namespace and
+// owner references.
+func ownedBy(xr *composite.Unstructured) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: xr.GetNamespace(), OwnerReferences: xr.GetOwnerReferences()}
 }
 
 // pauseUnowned: crossplane.io/paused on an adapted XR is derived from CAPI's
@@ -85,13 +88,15 @@ func (c infraCluster) waitBeforeDelete(ctx context.Context, xr *composite.Unstru
 	return &contract.Verdict{Reason: infrav1.WaitingForMachinesReason, Message: contract.Waiting("Machines of Cluster "+name, names)}, nil
 }
 
-func (infraCluster) watches(k *Kinds, gvk schema.GroupVersionKind, xr *unstructured.Unstructured) []watch {
+func (infraCluster) watches(k *kindControllers, gvk schema.GroupVersionKind, xr *unstructured.Unstructured) []watch {
 	c := k.mgr.GetClient()
 	return []watch{
-		// The Cluster's pause and ownership. Unfiltered for now: while an XR
-		// waits for its composed resources to go, the Cluster's status
-		// writes are what wakes it in the integration tests (see the
-		// closing note of session 3); narrowing this is issue 12's.
+		// The Cluster's pause and ownership, on every Cluster event.
+		// Narrowed to CAPI's pause and provisioning transitions, a deleting
+		// XR once missed the deletion of a composed resource (the metadata
+		// watch the ObjectTracker started delivered no event) and waited for
+		// the resync; until that is understood, every Cluster event wakes
+		// the XR.
 		{obj: &clusterv1.Cluster{}, fn: util.ClusterToInfrastructureMapFunc(k.base, gvk, c, xr)},
 		// A deleting cluster XR waits for the cluster's Machines to go;
 		// nothing else about a Machine concerns it.

@@ -22,12 +22,12 @@ const GatePolicyName = "capxp-pause-new-machines"
 // pauseExpression is the policy's mutation: add crossplane.io/paused.
 var pauseExpression = `Object{metadata: Object.metadata{annotations: {"` + infrav1.CrossplanePausedAnnotation + `": "true"}}}`
 
-// GatePolicy returns the MutatingAdmissionPolicy and binding that pause every
+// gatePolicy returns the MutatingAdmissionPolicy and binding that pause every
 // XR of the given InfraMachine kinds when it is created. The API server
 // applies the mutation before the object is stored, so no watcher, Crossplane
 // included, ever sees a new machine XR unpaused: the gate is race-free
 // without a webhook server. Resources are plural.group names.
-func GatePolicy(resources []schema.GroupResource) (*admissionv1.MutatingAdmissionPolicy, *admissionv1.MutatingAdmissionPolicyBinding) {
+func gatePolicy(resources []schema.GroupResource) (*admissionv1.MutatingAdmissionPolicy, *admissionv1.MutatingAdmissionPolicyBinding) {
 	rules := make([]admissionv1.NamedRuleWithOperations, 0, len(resources))
 	for _, r := range namespacedRules(resources) {
 		rules = append(rules, admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{
@@ -61,7 +61,7 @@ func GatePolicy(resources []schema.GroupResource) (*admissionv1.MutatingAdmissio
 // ensureGatePolicy applies the gate policy for every adapted InfraMachine
 // kind, and deletes it when there is none.
 func ensureGatePolicy(ctx context.Context, c client.Client, resources []schema.GroupResource) error {
-	p, b := GatePolicy(resources)
+	p, b := gatePolicy(resources)
 	if len(resources) == 0 {
 		for _, o := range []client.Object{b, p} {
 			if err := c.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
@@ -75,7 +75,7 @@ func ensureGatePolicy(ctx context.Context, c client.Client, resources []schema.G
 		if err != nil {
 			return err
 		}
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
 			return errors.Wrapf(err, "cannot apply %s %s", o.GetObjectKind().GroupVersionKind().Kind, o.GetName())
 		}
 	}

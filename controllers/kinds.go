@@ -29,9 +29,9 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/xrd"
 )
 
-// Kinds runs one controller per adapted XRD. Controllers are started and
+// kindControllers runs one controller per adapted XRD. Controllers are started and
 // stopped at run time, as XRDs come and go, on the manager's shared cache.
-type Kinds struct {
+type kindControllers struct {
 	mgr         manager.Manager
 	options     controller.Options
 	filter      string
@@ -49,14 +49,14 @@ type kind struct {
 	done       chan struct{}
 }
 
-// NewKinds returns a Kinds to add to the manager. watchFilter is CAPI's
+// newKindControllers returns a kindControllers to add to the manager. watchFilter is CAPI's
 // --watch-filter label value; empty watches everything.
-func NewKinds(mgr manager.Manager, o controller.Options, watchFilter string, creds credentials.Resolver) *Kinds {
-	return &Kinds{mgr: mgr, options: o, filter: watchFilter, credentials: creds, running: map[string]*kind{}, started: make(chan struct{})}
+func newKindControllers(mgr manager.Manager, o controller.Options, watchFilter string, creds credentials.Resolver) *kindControllers {
+	return &kindControllers{mgr: mgr, options: o, filter: watchFilter, credentials: creds, running: map[string]*kind{}, started: make(chan struct{})}
 }
 
 // Start implements manager.Runnable: controllers start once the manager has.
-func (k *Kinds) Start(ctx context.Context) error {
+func (k *kindControllers) Start(ctx context.Context) error {
 	k.mu.Lock()
 	k.base = ctx
 	close(k.started)
@@ -71,7 +71,7 @@ func (k *Kinds) Start(ctx context.Context) error {
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
-func (k *Kinds) NeedLeaderElection() bool { return true }
+func (k *kindControllers) NeedLeaderElection() bool { return true }
 
 // newSeam picks the contract's seam: the one place the two contracts differ.
 func newSeam(c client.Client, contract string) (seam, error) {
@@ -86,7 +86,7 @@ func newSeam(c client.Client, contract string) (seam, error) {
 
 // Ensure runs a controller for an adapted XRD, once; a changed kind, version
 // or contract replaces the running one.
-func (k *Kinds) Ensure(ctx context.Context, name string, a xrd.Adaptation) error {
+func (k *kindControllers) Ensure(ctx context.Context, name string, a xrd.Adaptation) error {
 	select {
 	case <-k.started:
 	case <-ctx.Done():
@@ -113,7 +113,7 @@ func (k *Kinds) Ensure(ctx context.Context, name string, a xrd.Adaptation) error
 	if err != nil {
 		return err
 	}
-	opts.Reconciler = &XRReconciler{
+	opts.Reconciler = &xrReconciler{
 		client: k.mgr.GetClient(), gvk: a.GVK, contract: sm, tracker: tracker, credentials: k.credentials,
 		recorder: k.mgr.GetEventRecorderFor(controllerName(a.GVK)),
 	}
@@ -158,13 +158,13 @@ func (k *Kinds) Ensure(ctx context.Context, name string, a xrd.Adaptation) error
 }
 
 // Stop stops the controller of an XRD, if one runs.
-func (k *Kinds) Stop(name string) {
+func (k *kindControllers) Stop(name string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.stopLocked(name)
 }
 
-func (k *Kinds) stopLocked(name string) {
+func (k *kindControllers) stopLocked(name string) {
 	r, ok := k.running[name]
 	if !ok {
 		return
@@ -192,7 +192,7 @@ type watch struct {
 
 // credentialWatches wake the XRs whose use of shared credentials a grant
 // given or revoked, or a namespace relabelled, changes.
-func (k *Kinds) credentialWatches(gvk schema.GroupVersionKind) []watch {
+func (k *kindControllers) credentialWatches(gvk schema.GroupVersionKind) []watch {
 	c := k.mgr.GetClient()
 	return []watch{
 		{obj: &infrav1.ClusterProviderConfigGrant{}, fn: func(ctx context.Context, o client.Object) []reconcile.Request {

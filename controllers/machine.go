@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -37,12 +36,9 @@ type infraMachine struct {
 }
 
 func (m infraMachine) owner(ctx context.Context, xr *composite.Unstructured) (client.Object, *clusterv1.Cluster, error) {
-	machine, err := util.GetOwnerMachine(ctx, m.client, metav1.ObjectMeta{Namespace: xr.GetNamespace(), OwnerReferences: xr.GetOwnerReferences()})
-	if client.IgnoreNotFound(err) != nil {
+	machine, err := util.GetOwnerMachine(ctx, m.client, ownedBy(xr))
+	if err = client.IgnoreNotFound(err); err != nil || machine == nil {
 		return nil, nil, errors.Wrap(err, errGetOwnerMachine)
-	}
-	if machine == nil {
-		return nil, nil, nil
 	}
 	cluster, err := util.GetClusterFromMetadata(ctx, m.client, machine.ObjectMeta)
 	if client.IgnoreNotFound(err) != nil {
@@ -113,7 +109,7 @@ func (infraMachine) waitBeforeDelete(context.Context, *composite.Unstructured) (
 	return nil, nil
 }
 
-func (infraMachine) watches(k *Kinds, gvk schema.GroupVersionKind, _ *unstructured.Unstructured) []watch {
+func (infraMachine) watches(k *kindControllers, gvk schema.GroupVersionKind, _ *unstructured.Unstructured) []watch {
 	return []watch{
 		// The Machine's bootstrap data and failure domain.
 		{obj: &clusterv1.Machine{}, fn: util.MachineToInfrastructureMapFunc(gvk)},

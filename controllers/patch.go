@@ -27,7 +27,7 @@ func patchIfChanged(ctx context.Context, c client.Client, obj *unstructured.Unst
 		data, _ := patch.Data(want)
 		log.Info("Patching", "kind", obj.GetKind(), "name", obj.GetName(), "patch", string(data))
 	}
-	if err := c.Patch(ctx, want, patch, client.FieldOwner(FieldManager)); err != nil {
+	if err := c.Patch(ctx, want, patch, client.FieldOwner(fieldManager)); err != nil {
 		return errors.Wrap(err, errPatch)
 	}
 	obj.Object = want.Object

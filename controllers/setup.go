@@ -3,8 +3,8 @@ package controllers
 import (
 	"time"
 
-	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
-	xpv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
+	xpextv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
+	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
 	corev1 "k8s.io/api/core/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -43,13 +43,13 @@ func NewScheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(extv1.AddToScheme(s))
 	utilruntime.Must(clusterv1.AddToScheme(s))
-	utilruntime.Must(xpv1.AddToScheme(s))
-	utilruntime.Must(xpv2.AddToScheme(s))
+	utilruntime.Must(xpextv1.AddToScheme(s))
+	utilruntime.Must(xpextv2.AddToScheme(s))
 	utilruntime.Must(infrav1.AddToScheme(s))
 	return s
 }
 
-// CacheOptions are the manager's cache options (DESIGN.md §5): managed fields
+// CacheOptions are the manager's cache options: managed fields
 // stripped from everything cached, an optional watch namespace.
 func CacheOptions(namespace string, syncPeriod time.Duration) cache.Options {
 	o := cache.Options{
@@ -85,13 +85,13 @@ func Resolver(mgr ctrl.Manager, o Options) *credentials.APIResolver {
 func Setup(mgr ctrl.Manager, o Options) error {
 	co := controller.Options{MaxConcurrentReconciles: max(o.Concurrency, 1)}
 	resolver := Resolver(mgr, o)
-	kinds := NewKinds(mgr, co, o.WatchFilter, resolver)
+	kinds := newKindControllers(mgr, co, o.WatchFilter, resolver)
 	if err := mgr.Add(kinds); err != nil {
 		return errors.Wrap(err, "cannot add the kind controllers")
 	}
 	if o.Webhook != nil {
-		mgr.GetWebhookServer().Register(CredentialsWebhookPath, &webhook.Admission{Handler: &CredentialsValidator{Granter: resolver}})
+		mgr.GetWebhookServer().Register(CredentialsWebhookPath, &webhook.Admission{Handler: &credentialsValidator{Granter: resolver}})
 	}
-	xrds := NewXRDReconciler(mgr.GetClient(), mgr.GetAPIReader(), kinds, mgr.GetEventRecorderFor("capxp-xrd"), o.Webhook)
+	xrds := newXRDReconciler(mgr.GetClient(), mgr.GetAPIReader(), kinds, mgr.GetEventRecorderFor("capxp-xrd"), o.Webhook)
 	return errors.Wrap(xrds.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 1}), "cannot set up the XRD controller")
 }

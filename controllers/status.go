@@ -14,8 +14,8 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 )
 
-// FieldManager is the bridge's server-side apply field manager.
-const FieldManager = "capxp-bridge"
+// fieldManager is the bridge's server-side apply field manager.
+const fieldManager = "capxp-bridge"
 
 const (
 	errApplyStatus = "cannot apply the bridge's status fields"
@@ -89,7 +89,7 @@ func (s *statusApply) apply(ctx context.Context, c client.Client, obj *unstructu
 		}
 	}
 	ctrl.LoggerFrom(ctx).V(4).Info("Applying status", "kind", obj.GetKind(), "name", obj.GetName(), "status", u.Object["status"])
-	return errors.Wrap(c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership), errApplyStatus)
+	return errors.Wrap(c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldManager), client.ForceOwnership), errApplyStatus)
 }
 
 func findCondition(obj *unstructured.Unstructured, t string) (metav1.Condition, bool) {

@@ -46,7 +46,7 @@ const (
 
 // seam is what differs between the InfraCluster and InfraMachine contracts;
 // everything else about an adapted XR (finalizer, pause, credentials,
-// deletion, the one deferred write) is the XRReconciler's.
+// deletion, the one deferred write) is the xrReconciler's.
 type seam interface {
 	// owner returns the CAPI object that owns the XR (a Cluster or a
 	// Machine) and its Cluster; a nil owner while CAPI has not set the
@@ -67,12 +67,12 @@ type seam interface {
 	// composed resources go; nil when nothing.
 	waitBeforeDelete(ctx context.Context, xr *composite.Unstructured) (*contract.Verdict, error)
 	// watches are the CAPI objects whose changes concern XRs of the kind.
-	watches(k *Kinds, gvk schema.GroupVersionKind, xr *unstructured.Unstructured) []watch
+	watches(k *kindControllers, gvk schema.GroupVersionKind, xr *unstructured.Unstructured) []watch
 }
 
-// XRReconciler makes the XRs of one kind CAPI infrastructure objects, of the
+// xrReconciler makes the XRs of one kind CAPI infrastructure objects, of the
 // contract its seam implements.
-type XRReconciler struct {
+type xrReconciler struct {
 	client      client.Client
 	gvk         schema.GroupVersionKind
 	contract    seam
@@ -126,7 +126,7 @@ func (s *scope) pause(paused bool) {
 
 // Reconcile maps one XR onto its contract, in CAPI's order: get, owner,
 // finalizer, pause, then delete or normal, with one deferred write.
-func (r *XRReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, reterr error) {
+func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, reterr error) {
 	xr := composite.New(composite.WithGroupVersionKind(r.gvk))
 	if err := r.client.Get(ctx, req.NamespacedName, &xr.Unstructured); err != nil {
 		return ctrl.Result{}, errors.Wrap(client.IgnoreNotFound(err), errGetXR)
@@ -190,7 +190,7 @@ func (r *XRReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 // reconcileUnowned handles an XR whose CAPI owner reference is not set yet.
 // Crossplane composes it all the same, so its credentials are checked all
 // the same.
-func (r *XRReconciler) reconcileUnowned(ctx context.Context, s *scope) (ctrl.Result, error) {
+func (r *xrReconciler) reconcileUnowned(ctx context.Context, s *scope) (ctrl.Result, error) {
 	ctrl.LoggerFrom(ctx).V(4).Info("Waiting for CAPI to set the owner reference")
 	v, result, err := r.checkCredentials(ctx, s.xr)
 	if err != nil {
@@ -210,7 +210,7 @@ func (r *XRReconciler) reconcileUnowned(ctx context.Context, s *scope) (ctrl.Res
 // reconcileNormal opens the way to composition (the seam's gate, then the
 // credentials), maps the outputs, and records the verdict and the
 // provisioned milestone.
-func (r *XRReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	hold, err := r.contract.prepare(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -260,7 +260,7 @@ func (r *XRReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 // collector, which would only act once the XR is gone. The seam may name
 // what must go first. The XR is released to Crossplane, which checks its
 // pause before it handles a deletion, so that its finalizer goes too.
-func (r *XRReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
+func (r *xrReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	s.pause(false)
 	if !controllerutil.ContainsFinalizer(s.xr, infrav1.Finalizer) {
 		return ctrl.Result{}, nil
@@ -300,7 +300,7 @@ func (r *XRReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Resu
 // those that still exist, and the referenced ones it does not control. It
 // watches their kinds (metadata only) so that their disappearance wakes the
 // bridge; nothing polls.
-func (r *XRReconciler) deleteComposed(ctx context.Context, xr *composite.Unstructured) (remaining, foreign []string, err error) {
+func (r *xrReconciler) deleteComposed(ctx context.Context, xr *composite.Unstructured) (remaining, foreign []string, err error) {
 	log := ctrl.LoggerFrom(ctx)
 	owner := &unstructured.Unstructured{}
 	owner.SetGroupVersionKind(r.gvk)
@@ -344,7 +344,7 @@ func (r *XRReconciler) deleteComposed(ctx context.Context, xr *composite.Unstruc
 // from what is stored: one merge patch of the XR's metadata and spec, one
 // server-side apply of its contract status fields, one of the owner's
 // condition; then the events.
-func (r *XRReconciler) write(ctx context.Context, s *scope) error {
+func (r *xrReconciler) write(ctx context.Context, s *scope) error {
 	var errs []error
 	gen := s.before.GetGeneration()
 	mirrorOnly := s.mirror != nil && equality.Semantic.DeepEqual(s.mirror.Object["spec"], s.xr.Object["spec"])
@@ -370,7 +370,7 @@ func (r *XRReconciler) write(ctx context.Context, s *scope) error {
 // writeVerdict applies the verdict as the owner's
 // CrossplaneInfrastructureReady condition when it says something new, and
 // records the change as an event on the XR.
-func (r *XRReconciler) writeVerdict(ctx context.Context, s *scope) error {
+func (r *xrReconciler) writeVerdict(ctx context.Context, s *scope) error {
 	owner, err := toUnstructured(r.client, s.owner)
 	if err != nil {
 		return errors.Wrap(err, errWriteOwner)
@@ -417,7 +417,7 @@ func eventType(reason string) string {
 // referenced config's kind so that its creation or change wakes the XR. A
 // missing Secret is looked for again after a while: the bridge does not
 // watch Secrets.
-func (r *XRReconciler) checkCredentials(ctx context.Context, xr *composite.Unstructured) (*contract.Verdict, ctrl.Result, error) {
+func (r *xrReconciler) checkCredentials(ctx context.Context, xr *composite.Unstructured) (*contract.Verdict, ctrl.Result, error) {
 	ref := providerConfigRef(&xr.Unstructured)
 	if ref != nil {
 		if err := r.watchConfig(ctx, ref); err != nil {
@@ -440,7 +440,7 @@ func (r *XRReconciler) checkCredentials(ctx context.Context, xr *composite.Unstr
 
 // watchConfig watches (metadata only) the kind of a referenced credentials
 // config, mapping each config to the XRs of this kind that name it.
-func (r *XRReconciler) watchConfig(ctx context.Context, ref *infrav1.ProviderConfigReference) error {
+func (r *xrReconciler) watchConfig(ctx context.Context, ref *infrav1.ProviderConfigReference) error {
 	m, err := r.client.RESTMapper().RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: string(ref.Kind)})
 	if err != nil {
 		// The resolver reports a kind the API does not serve; nothing to

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	xpv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
-	xpcorev2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kmeta "k8s.io/apimachinery/pkg/api/meta"
@@ -35,46 +35,35 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/xrd"
 )
 
-// The condition the bridge owns on an XRD, and its reasons beyond the ones
-// package xrd returns.
-const (
-	// ContractAdaptedCondition on an XRD says whether the bridge adapted it.
-	// `kubectl get xrd NAME -o yaml` (or describe) shows it.
-	ContractAdaptedCondition = "CAPIContractAdapted"
-
-	reasonAdapted      = "Adapted"
-	reasonWaitingOnCRD = "WaitingForCRD"
-)
-
 const (
 	errGetXRD = "cannot get CompositeResourceDefinition"
 	errGetCRD = "cannot get CustomResourceDefinition"
 )
 
-// XRDReconciler adapts every XRD labelled capxp.dev/contract: it checks the
+// xrdReconciler adapts every XRD labelled capxp.dev/contract: it checks the
 // XRD, completes its contract label so that Crossplane copies it onto the CRD,
 // waits for the CRD, and then runs a controller for the XR kind.
-type XRDReconciler struct {
+type xrdReconciler struct {
 	client    client.Client
 	apiReader client.Reader
-	kinds     *Kinds
+	kinds     *kindControllers
 	recorder  record.EventRecorder
 	webhook   *WebhookClientConfig
 }
 
-// NewXRDReconciler returns an XRDReconciler that runs kind controllers with k.
+// newXRDReconciler returns an xrdReconciler that runs kind controllers with k.
 // With a webhook client config, it also keeps the credentials admission
 // webhook registered for every adapted kind.
-func NewXRDReconciler(c client.Client, apiReader client.Reader, k *Kinds, rec record.EventRecorder, wh *WebhookClientConfig) *XRDReconciler {
-	return &XRDReconciler{client: c, apiReader: apiReader, kinds: k, recorder: rec, webhook: wh}
+func newXRDReconciler(c client.Client, apiReader client.Reader, k *kindControllers, rec record.EventRecorder, wh *WebhookClientConfig) *xrdReconciler {
+	return &xrdReconciler{client: c, apiReader: apiReader, kinds: k, recorder: rec, webhook: wh}
 }
 
 // SetupWithManager watches contract XRDs and their CRDs (metadata only).
-func (r *XRDReconciler) SetupWithManager(mgr ctrl.Manager, o controller.Options) error {
+func (r *xrdReconciler) SetupWithManager(mgr ctrl.Manager, o controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("capxp-xrd").
 		WithOptions(o).
-		For(&xpv2.CompositeResourceDefinition{}, builder.WithPredicates(contractLabelled())).
+		For(&xpextv2.CompositeResourceDefinition{}, builder.WithPredicates(contractLabelled())).
 		Watches(&extv1.CustomResourceDefinition{},
 			handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 				return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
@@ -95,8 +84,8 @@ func contractLabelled() predicate.Funcs {
 }
 
 // Reconcile adapts one XRD.
-func (r *XRDReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	x := &xpv2.CompositeResourceDefinition{}
+func (r *xrdReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	x := &xpextv2.CompositeResourceDefinition{}
 	if err := r.client.Get(ctx, req.NamespacedName, x); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			r.kinds.Stop(req.Name)
@@ -123,7 +112,7 @@ func (r *XRDReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 			return ctrl.Result{}, err
 		}
 		msg := "Not adapted: " + p.Error()
-		if !hasCondition(x.Status.Conditions, ContractAdaptedCondition, p.Reason, msg) {
+		if !hasCondition(x.Status.Conditions, infrav1.ContractAdaptedCondition, p.Reason, msg) {
 			r.recorder.Event(x, "Warning", p.Reason, msg)
 			log.Info("Cannot adapt XRD", "reason", p.Reason, "problem", p.Error())
 		}
@@ -152,13 +141,13 @@ func (r *XRDReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, errors.Wrap(err, errGetCRD)
 	}
 	if !xcrd.IsEstablished(crd.Status) || !slices.Contains(strings.Split(crd.Labels[infrav1.CAPIContractLabel], "_"), a.GVK.Version) {
-		return ctrl.Result{}, r.setCondition(ctx, x, metav1.ConditionFalse, reasonWaitingOnCRD,
+		return ctrl.Result{}, r.setCondition(ctx, x, metav1.ConditionFalse, infrav1.WaitingForCRDReason,
 			fmt.Sprintf("Waiting for Crossplane to establish CRD %s with label %s including %s", x.Name, infrav1.CAPIContractLabel, a.GVK.Version))
 	}
 	if err := r.kinds.Ensure(ctx, x.Name, *a); err != nil {
 		return ctrl.Result{}, errors.Wrapf(err, "cannot adapt %s", a.GVK)
 	}
-	return ctrl.Result{}, r.setCondition(ctx, x, metav1.ConditionTrue, reasonAdapted,
+	return ctrl.Result{}, r.setCondition(ctx, x, metav1.ConditionTrue, infrav1.ContractAdaptedReason,
 		fmt.Sprintf("%s %s is a CAPI %s", a.GVK.Kind, a.GVK.GroupVersion(), a.Contract))
 }
 
@@ -166,7 +155,7 @@ func (r *XRDReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 // declares it wrongly: its kind's controller stops and the bridge's
 // finalizer leaves every XR of the kind, which Crossplane alone handles from
 // then on (pause annotations stay as they are).
-func (r *XRDReconciler) release(ctx context.Context, x *xpv2.CompositeResourceDefinition) error {
+func (r *xrdReconciler) release(ctx context.Context, x *xpextv2.CompositeResourceDefinition) error {
 	r.kinds.Stop(x.Name)
 	if err := r.syncAdmission(ctx); err != nil {
 		return err
@@ -200,8 +189,8 @@ func (r *XRDReconciler) release(ctx context.Context, x *xpv2.CompositeResourceDe
 // and the credentials webhook for every XRD that declares the contract
 // correctly. It reads them from the API every time, so that a restarted
 // manager never narrows either before it has seen every XRD.
-func (r *XRDReconciler) syncAdmission(ctx context.Context) error {
-	list := &xpv2.CompositeResourceDefinitionList{}
+func (r *xrdReconciler) syncAdmission(ctx context.Context) error {
+	list := &xpextv2.CompositeResourceDefinitionList{}
 	if err := r.client.List(ctx, list, client.HasLabels{infrav1.ContractLabel}); err != nil {
 		return errors.Wrap(err, "cannot list CompositeResourceDefinitions")
 	}
@@ -229,17 +218,17 @@ func groupResource(xrdName string) schema.GroupResource {
 	return schema.GroupResource{Group: group, Resource: plural}
 }
 
-func (r *XRDReconciler) setCondition(ctx context.Context, x *xpv2.CompositeResourceDefinition, s metav1.ConditionStatus, reason, msg string) error {
+func (r *xrdReconciler) setCondition(ctx context.Context, x *xpextv2.CompositeResourceDefinition, s metav1.ConditionStatus, reason, msg string) error {
 	u := unstructuredXRD(x)
 	st := &statusApply{}
-	st.condition(u, metav1.Condition{Type: ContractAdaptedCondition, Status: s, Reason: reason, Message: msg, ObservedGeneration: x.Generation})
+	st.condition(u, metav1.Condition{Type: infrav1.ContractAdaptedCondition, Status: s, Reason: reason, Message: msg, ObservedGeneration: x.Generation})
 	return st.apply(ctx, r.client, u)
 }
 
-func unstructuredXRD(x *xpv2.CompositeResourceDefinition) *unstructured.Unstructured {
+func unstructuredXRD(x *xpextv2.CompositeResourceDefinition) *unstructured.Unstructured {
 	m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(x) //nolint:errcheck // a typed XRD always converts.
 	u := &unstructured.Unstructured{Object: m}
-	u.SetGroupVersionKind(xpv2.CompositeResourceDefinitionGroupVersionKind)
+	u.SetGroupVersionKind(xpextv2.CompositeResourceDefinitionGroupVersionKind)
 	if u.GetLabels() == nil {
 		u.SetLabels(map[string]string{})
 	}
@@ -258,7 +247,7 @@ func withVersion(value, version string) string {
 	return value + "_" + version
 }
 
-func hasCondition(cs []xpcorev2.Condition, t, reason, msg string) bool {
+func hasCondition(cs []xpv2.Condition, t, reason, msg string) bool {
 	for _, c := range cs {
 		if string(c.Type) == t && string(c.Reason) == reason && c.Message == msg {
 			return true

@@ -8,22 +8,13 @@ import (
 	"fmt"
 	"strings"
 
-	xpv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
+	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/cluster-api/util/contract"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
-)
-
-// Reasons an XRD is not adapted, as condition reasons.
-const (
-	ReasonUnknownContract   = "UnknownContract"
-	ReasonInvalidScope      = "InvalidScope"
-	ReasonInvalidNames      = "InvalidNames"
-	ReasonNoReferenceable   = "NoReferenceableVersion"
-	ReasonMissingSchemaPath = "MissingSchemaField"
 )
 
 // Adaptation is an XRD the bridge can adapt.
@@ -68,22 +59,22 @@ var required = map[string][]schemaField{
 
 // Check decides whether an XRD can implement the contract its
 // capxp.dev/contract label declares.
-func Check(x *xpv2.CompositeResourceDefinition) (*Adaptation, *Problem) {
+func Check(x *xpextv2.CompositeResourceDefinition) (*Adaptation, *Problem) {
 	root := field.NewPath("spec")
 	c := x.GetLabels()[infrav1.ContractLabel]
 	if _, ok := required[c]; !ok {
-		return nil, &Problem{Reason: ReasonUnknownContract, Errors: field.ErrorList{field.NotSupported(
+		return nil, &Problem{Reason: infrav1.UnknownContractReason, Errors: field.ErrorList{field.NotSupported(
 			field.NewPath("metadata", "labels").Key(infrav1.ContractLabel), c,
 			[]string{infrav1.ContractInfraCluster, infrav1.ContractInfraMachine})}}
 	}
-	if x.Spec.Scope != xpv2.CompositeResourceScopeNamespaced {
-		return nil, &Problem{Reason: ReasonInvalidScope, Errors: field.ErrorList{field.Invalid(root.Child("scope"), x.Spec.Scope,
+	if x.Spec.Scope != xpextv2.CompositeResourceScopeNamespaced {
+		return nil, &Problem{Reason: infrav1.InvalidScopeReason, Errors: field.ErrorList{field.Invalid(root.Child("scope"), x.Spec.Scope,
 			"must be Namespaced: CAPI's infrastructureRef is namespaced")}}
 	}
 	// CAPI finds an infrastructure kind's CRD by a name it computes from the
 	// kind; the XR's CRD has the XRD's name.
 	if want := contract.CalculateCRDName(x.Spec.Group, x.Spec.Names.Kind); want != x.Spec.Names.Plural+"."+x.Spec.Group {
-		return nil, &Problem{Reason: ReasonInvalidNames, Errors: field.ErrorList{field.Invalid(root.Child("names", "plural"), x.Spec.Names.Plural,
+		return nil, &Problem{Reason: infrav1.InvalidNamesReason, Errors: field.ErrorList{field.Invalid(root.Child("names", "plural"), x.Spec.Names.Plural,
 			fmt.Sprintf("must be %q: CAPI looks up the CRD %s", strings.TrimSuffix(want, "."+x.Spec.Group), want))}}
 	}
 	for i, v := range x.Spec.Versions {
@@ -92,14 +83,14 @@ func Check(x *xpv2.CompositeResourceDefinition) (*Adaptation, *Problem) {
 		}
 		path := root.Child("versions").Index(i).Child("schema", "openAPIV3Schema")
 		if errs := checkSchema(v.Schema, path, c); len(errs) > 0 {
-			return nil, &Problem{Reason: ReasonMissingSchemaPath, Errors: errs}
+			return nil, &Problem{Reason: infrav1.MissingSchemaFieldReason, Errors: errs}
 		}
 		return &Adaptation{Contract: c, GVK: schema.GroupVersionKind{Group: x.Spec.Group, Version: v.Name, Kind: x.Spec.Names.Kind}}, nil
 	}
-	return nil, &Problem{Reason: ReasonNoReferenceable, Errors: field.ErrorList{field.Required(root.Child("versions"), "one version must be referenceable")}}
+	return nil, &Problem{Reason: infrav1.NoReferenceableVersionReason, Errors: field.ErrorList{field.Required(root.Child("versions"), "one version must be referenceable")}}
 }
 
-func checkSchema(v *xpv2.CompositeResourceValidation, path *field.Path, c string) field.ErrorList {
+func checkSchema(v *xpextv2.CompositeResourceValidation, path *field.Path, c string) field.ErrorList {
 	s := &extv1.JSONSchemaProps{}
 	if v == nil || len(v.OpenAPIV3Schema.Raw) == 0 {
 		return field.ErrorList{field.Required(path, "the contract fields must be declared")}

@@ -5,12 +5,14 @@ import (
 	"strings"
 	"testing"
 
-	xpv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
+	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
 	"github.com/google/go-cmp/cmp"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 )
 
 func props(kv map[string]extv1.JSONSchemaProps) extv1.JSONSchemaProps {
@@ -27,19 +29,19 @@ var clusterSchema = props(map[string]extv1.JSONSchemaProps{
 	}),
 })
 
-type mod func(*xpv2.CompositeResourceDefinition)
+type mod func(*xpextv2.CompositeResourceDefinition)
 
-func xrd(contract string, s extv1.JSONSchemaProps, mods ...mod) *xpv2.CompositeResourceDefinition {
+func xrd(contract string, s extv1.JSONSchemaProps, mods ...mod) *xpextv2.CompositeResourceDefinition {
 	raw, _ := json.Marshal(s)
-	x := &xpv2.CompositeResourceDefinition{
+	x := &xpextv2.CompositeResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: "eksclusters.platform.example.org", Labels: map[string]string{"capxp.dev/contract": contract}},
-		Spec: xpv2.CompositeResourceDefinitionSpec{
+		Spec: xpextv2.CompositeResourceDefinitionSpec{
 			Group: "platform.example.org",
 			Names: extv1.CustomResourceDefinitionNames{Kind: "EKSCluster", Plural: "eksclusters"},
-			Scope: xpv2.CompositeResourceScopeNamespaced,
-			Versions: []xpv2.CompositeResourceDefinitionVersion{
+			Scope: xpextv2.CompositeResourceScopeNamespaced,
+			Versions: []xpextv2.CompositeResourceDefinitionVersion{
 				{Name: "v1alpha1", Served: true},
-				{Name: "v1beta1", Served: true, Referenceable: true, Schema: &xpv2.CompositeResourceValidation{OpenAPIV3Schema: runtime.RawExtension{Raw: raw}}},
+				{Name: "v1beta1", Served: true, Referenceable: true, Schema: &xpextv2.CompositeResourceValidation{OpenAPIV3Schema: runtime.RawExtension{Raw: raw}}},
 			},
 		},
 	}
@@ -57,7 +59,7 @@ func TestCheck(t *testing.T) {
 	}
 	cases := map[string]struct {
 		reason string
-		xrd    *xpv2.CompositeResourceDefinition
+		xrd    *xpextv2.CompositeResourceDefinition
 		want   want
 	}{
 		"ForeignInfraCluster": {
@@ -70,19 +72,19 @@ func TestCheck(t *testing.T) {
 		"UnknownContract": {
 			reason: "only the two infrastructure contracts exist",
 			xrd:    xrd("InfraWidget", clusterSchema),
-			want:   want{reason: ReasonUnknownContract, err: `metadata.labels[capxp.dev/contract]: Unsupported value: "InfraWidget": supported values: "InfraCluster", "InfraMachine"`},
+			want:   want{reason: infrav1.UnknownContractReason, err: `metadata.labels[capxp.dev/contract]: Unsupported value: "InfraWidget": supported values: "InfraCluster", "InfraMachine"`},
 		},
 		"ClusterScoped": {
 			reason: "CAPI's references are namespaced",
-			xrd:    xrd("InfraCluster", clusterSchema, func(x *xpv2.CompositeResourceDefinition) { x.Spec.Scope = xpv2.CompositeResourceScopeCluster }),
-			want:   want{reason: ReasonInvalidScope, err: `spec.scope: Invalid value: "Cluster": must be Namespaced: CAPI's infrastructureRef is namespaced`},
+			xrd:    xrd("InfraCluster", clusterSchema, func(x *xpextv2.CompositeResourceDefinition) { x.Spec.Scope = xpextv2.CompositeResourceScopeCluster }),
+			want:   want{reason: infrav1.InvalidScopeReason, err: `spec.scope: Invalid value: "Cluster": must be Namespaced: CAPI's infrastructureRef is namespaced`},
 		},
 		"PluralCAPICannotFind": {
 			reason: "CAPI computes the CRD name from the kind; another plural is never found",
-			xrd: xrd("InfraCluster", clusterSchema, func(x *xpv2.CompositeResourceDefinition) {
+			xrd: xrd("InfraCluster", clusterSchema, func(x *xpextv2.CompositeResourceDefinition) {
 				x.Spec.Names.Plural = "ekss"
 			}),
-			want: want{reason: ReasonInvalidNames, err: `spec.names.plural: Invalid value: "ekss": must be "eksclusters": CAPI looks up the CRD eksclusters.platform.example.org`},
+			want: want{reason: infrav1.InvalidNamesReason, err: `spec.names.plural: Invalid value: "ekss": must be "eksclusters": CAPI looks up the CRD eksclusters.platform.example.org`},
 		},
 		"MissingContractFields": {
 			reason: "the XR must be able to hold what CAPI reads and the bridge writes",
@@ -91,19 +93,19 @@ func TestCheck(t *testing.T) {
 					"controlPlaneEndpoint": props(map[string]extv1.JSONSchemaProps{"host": {Type: "string"}, "port": {Type: "string"}}),
 				}),
 			})),
-			want: want{reason: ReasonMissingSchemaPath, err: "spec.versions[1].schema.openAPIV3Schema.properties[spec.controlPlaneEndpoint.port]: Invalid value: \"string\": must be of type integer"},
+			want: want{reason: infrav1.MissingSchemaFieldReason, err: "spec.versions[1].schema.openAPIV3Schema.properties[spec.controlPlaneEndpoint.port]: Invalid value: \"string\": must be of type integer"},
 		},
 		"InfraMachineNeedsProviderID": {
 			reason: "a machine XRD without spec.providerID cannot implement InfraMachine",
 			xrd:    xrd("InfraMachine", clusterSchema),
-			want:   want{reason: ReasonMissingSchemaPath, err: "properties[spec.providerID]: Required value: CAPI's InfraMachine contract needs spec.providerID of type string"},
+			want:   want{reason: infrav1.MissingSchemaFieldReason, err: "properties[spec.providerID]: Required value: CAPI's InfraMachine contract needs spec.providerID of type string"},
 		},
 		"NoReferenceableVersion": {
 			reason: "CAPI needs one version to read",
-			xrd: xrd("InfraCluster", clusterSchema, func(x *xpv2.CompositeResourceDefinition) {
+			xrd: xrd("InfraCluster", clusterSchema, func(x *xpextv2.CompositeResourceDefinition) {
 				x.Spec.Versions = x.Spec.Versions[:1]
 			}),
-			want: want{reason: ReasonNoReferenceable, err: "spec.versions: Required value: one version must be referenceable"},
+			want: want{reason: infrav1.NoReferenceableVersionReason, err: "spec.versions: Required value: one version must be referenceable"},
 		},
 	}
 	for name, tc := range cases {

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
+	xpextv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -120,10 +120,10 @@ func (p *Plane) install(ctx context.Context) error {
 	for _, x := range objs[:xrds] {
 		name := x.GetName()
 		if err := p.xp.core.waitFor(ctx, 2*time.Minute, func() bool {
-			xrd := &xpv1.CompositeResourceDefinition{}
+			xrd := &xpextv1.CompositeResourceDefinition{}
 			crd := &extv1.CustomResourceDefinition{}
 			return p.client.Get(ctx, client.ObjectKey{Name: name}, xrd) == nil &&
-				xrd.Status.GetCondition(xpv1.TypeEstablished).Status == "True" &&
+				xrd.Status.GetCondition(xpextv1.TypeEstablished).Status == "True" &&
 				p.client.Get(ctx, client.ObjectKey{Name: name}, crd) == nil
 		}); err != nil {
 			return errors.Wrapf(err, "XRD %s was not established", name)

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
-	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
+	xpextv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -46,7 +46,7 @@ func CompositionName(xr schema.GroupVersionKind) string {
 // that carries the XR's providerConfigRef and observation script, maps the
 // Stub's observations to the XR's status and its Ready condition to the XR's
 // readiness, and fails fatally while the XR has FailAnnotation.
-func Composition(xr schema.GroupVersionKind) (*xpv1.Composition, error) {
+func Composition(xr schema.GroupVersionKind) (*xpextv1.Composition, error) {
 	fromXR := func(from, to string) map[string]any {
 		return map[string]any{"type": "FromCompositeFieldPath", "fromFieldPath": from, "toFieldPath": to}
 	}
@@ -74,15 +74,15 @@ func Composition(xr schema.GroupVersionKind) (*xpv1.Composition, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, "cannot encode the test Composition's input")
 	}
-	return &xpv1.Composition{
-		TypeMeta:   metav1.TypeMeta{APIVersion: xpv1.SchemeGroupVersion.String(), Kind: xpv1.CompositionKind},
+	return &xpextv1.Composition{
+		TypeMeta:   metav1.TypeMeta{APIVersion: xpextv1.SchemeGroupVersion.String(), Kind: xpextv1.CompositionKind},
 		ObjectMeta: metav1.ObjectMeta{Name: CompositionName(xr)},
-		Spec: xpv1.CompositionSpec{
-			CompositeTypeRef: xpv1.TypeReferenceTo(xr),
-			Mode:             xpv1.CompositionModePipeline,
-			Pipeline: []xpv1.PipelineStep{{
+		Spec: xpextv1.CompositionSpec{
+			CompositeTypeRef: xpextv1.TypeReferenceTo(xr),
+			Mode:             xpextv1.CompositionModePipeline,
+			Pipeline: []xpextv1.PipelineStep{{
 				Step:        "patch-and-transform",
-				FunctionRef: xpv1.FunctionReference{Name: "crossplane-contrib-function-patch-and-transform"},
+				FunctionRef: xpextv1.FunctionReference{Name: "crossplane-contrib-function-patch-and-transform"},
 				Input:       &runtime.RawExtension{Raw: raw},
 			}},
 		},

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
-	xpv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
+	xpextv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
+	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
 	corev1 "k8s.io/api/core/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -153,19 +153,19 @@ func (e *Environment) webhookServing() (webhook.Options, *controllers.WebhookCli
 }
 
 // ReadXRDs reads every XRD manifest in dir.
-func ReadXRDs(dir string) ([]*xpv2.CompositeResourceDefinition, error) {
+func ReadXRDs(dir string) ([]*xpextv2.CompositeResourceDefinition, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		return nil, errors.Wrap(err, "cannot list XRDs")
 	}
 	sort.Strings(files)
-	out := make([]*xpv2.CompositeResourceDefinition, 0, len(files))
+	out := make([]*xpextv2.CompositeResourceDefinition, 0, len(files))
 	for _, f := range files {
 		raw, err := os.ReadFile(f) //nolint:gosec // test fixtures of this repository.
 		if err != nil {
 			return nil, errors.Wrapf(err, "cannot read %s", f)
 		}
-		xrd := &xpv2.CompositeResourceDefinition{}
+		xrd := &xpextv2.CompositeResourceDefinition{}
 		if err := yaml.UnmarshalStrict(raw, xrd); err != nil {
 			return nil, errors.Wrapf(err, "cannot parse %s", f)
 		}
@@ -200,7 +200,7 @@ func (e *Environment) CrossplaneRunning() error {
 // CRD; InstallXRD waits until Crossplane reports the XRD established, that
 // is, composing. Without Crossplane it generates the CRD as Crossplane's XRD
 // controller would, with crossplane-runtime's xcrd, and installs it.
-func (e *Environment) InstallXRD(ctx context.Context, xrd *xpv2.CompositeResourceDefinition) (*extv1.CustomResourceDefinition, error) {
+func (e *Environment) InstallXRD(ctx context.Context, xrd *xpextv2.CompositeResourceDefinition) (*extv1.CustomResourceDefinition, error) {
 	xrd = xrd.DeepCopy()
 	if e.crossplane != nil {
 		return e.installXRDWithCrossplane(ctx, xrd)
@@ -226,7 +226,7 @@ func (e *Environment) InstallXRD(ctx context.Context, xrd *xpv2.CompositeResourc
 	return got, nil
 }
 
-func (e *Environment) installXRDWithCrossplane(ctx context.Context, xrd *xpv2.CompositeResourceDefinition) (*extv1.CustomResourceDefinition, error) {
+func (e *Environment) installXRDWithCrossplane(ctx context.Context, xrd *xpextv2.CompositeResourceDefinition) (*extv1.CustomResourceDefinition, error) {
 	gvk := schema.GroupVersionKind{Group: xrd.Spec.Group, Kind: xrd.Spec.Names.Kind}
 	for _, v := range xrd.Spec.Versions {
 		if v.Referenceable {
@@ -240,19 +240,19 @@ func (e *Environment) installXRDWithCrossplane(ctx context.Context, xrd *xpv2.Co
 	if err := e.Client.Create(ctx, comp); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, errors.Wrapf(err, "cannot create Composition %s", comp.Name)
 	}
-	xrd.Spec.DefaultCompositionRef = &xpv2.CompositionReference{Name: comp.Name}
+	xrd.Spec.DefaultCompositionRef = &xpextv2.CompositionReference{Name: comp.Name}
 	if err := e.Client.Create(ctx, xrd); err != nil {
 		return nil, errors.Wrapf(err, "cannot create XRD %s", xrd.Name)
 	}
 	crd := &extv1.CustomResourceDefinition{}
 	var seen string
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		got := &xpv2.CompositeResourceDefinition{}
+		got := &xpextv2.CompositeResourceDefinition{}
 		if err := e.Client.Get(ctx, client.ObjectKeyFromObject(xrd), got); err != nil {
 			return false, err
 		}
 		seen = fmt.Sprintf("%+v", got.Status.Conditions)
-		if got.Status.GetCondition(xpv1.TypeEstablished).Status != corev1.ConditionTrue {
+		if got.Status.GetCondition(xpextv1.TypeEstablished).Status != corev1.ConditionTrue {
 			return false, nil
 		}
 		return true, e.Client.Get(ctx, client.ObjectKey{Name: xrd.Name}, crd)
@@ -280,16 +280,16 @@ func (e *Environment) InstallCRDFiles(paths ...string) error {
 // CRDForXRD generates the CRD Crossplane would generate for an XRD.
 // crossplane-runtime's xcrd works on the apiextensions v1 XRD type, which v2
 // shares its wire form with.
-func CRDForXRD(xrd *xpv2.CompositeResourceDefinition) (*extv1.CustomResourceDefinition, error) {
+func CRDForXRD(xrd *xpextv2.CompositeResourceDefinition) (*extv1.CustomResourceDefinition, error) {
 	raw, err := json.Marshal(xrd)
 	if err != nil {
 		return nil, errors.Wrap(err, "cannot encode XRD")
 	}
-	v1 := &xpv1.CompositeResourceDefinition{}
+	v1 := &xpextv1.CompositeResourceDefinition{}
 	if err := json.Unmarshal(raw, v1); err != nil {
 		return nil, errors.Wrap(err, "cannot decode XRD as apiextensions.crossplane.io/v1")
 	}
-	v1.SetGroupVersionKind(xpv1.CompositeResourceDefinitionGroupVersionKind)
+	v1.SetGroupVersionKind(xpextv1.CompositeResourceDefinitionGroupVersionKind)
 	crd, err := xcrd.ForCompositeResource(v1)
 	if err != nil {
 		return nil, errors.Wrapf(err, "cannot generate the CRD of XRD %s", xrd.Name)
@@ -310,7 +310,7 @@ func (e *Environment) NewNamespace(ctx context.Context, prefix string) (string, 
 // updates it, as Crossplane's XRD controller does when an XRD changes (its
 // labels, for example).
 func (e *Environment) SyncXRD(ctx context.Context, name string) (*extv1.CustomResourceDefinition, error) {
-	xrd := &xpv2.CompositeResourceDefinition{}
+	xrd := &xpextv2.CompositeResourceDefinition{}
 	if err := e.Client.Get(ctx, client.ObjectKey{Name: name}, xrd); err != nil {
 		return nil, errors.Wrapf(err, "cannot get XRD %s", name)
 	}

@@ -3,7 +3,7 @@ package integration
 import (
 	"testing"
 
-	xpv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
+	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -36,7 +36,7 @@ func TestCAPIResolvesTheContractThroughTheXRD(t *testing.T) {
 			crd := &extv1.CustomResourceDefinition{}
 			g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: xrd.Name}, crd)).To(Succeed())
 			g.Expect(metav1.GetControllerOf(crd)).NotTo(BeNil())
-			g.Expect(metav1.GetControllerOf(crd).Kind).To(Equal(xpv2.CompositeResourceDefinitionKind))
+			g.Expect(metav1.GetControllerOf(crd).Kind).To(Equal(xpextv2.CompositeResourceDefinitionKind))
 			g.Expect(crd.Labels).To(HaveKeyWithValue(infrav1.CAPIContractLabel, "v1alpha1"))
 			g.Expect(crd.Labels).To(HaveKeyWithValue(infrav1.ContractLabel, xrd.Labels[infrav1.ContractLabel]))
 			g.Expect(crd.Spec.Scope).To(Equal(extv1.NamespaceScoped))

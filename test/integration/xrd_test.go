@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	xpv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
+	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -15,17 +15,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
-	"github.com/capxp/cluster-api-provider-crossplane/controllers"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
 
 // platformXRD is a platform team's own cluster abstraction: CAPXP's cluster
 // schema under another group and kind, declaring only capxp.dev/contract.
-func platformXRD(t *testing.T, group, kind, plural string) *xpv2.CompositeResourceDefinition {
+func platformXRD(t *testing.T, group, kind, plural string) *xpextv2.CompositeResourceDefinition {
 	t.Helper()
 	xrds, err := envtest.ReadXRDs(envtest.RepoRoot() + "/compositions/xrds")
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	var x *xpv2.CompositeResourceDefinition
+	var x *xpextv2.CompositeResourceDefinition
 	for _, candidate := range xrds {
 		if candidate.Spec.Names.Kind == infrav1.CrossplaneClusterKind {
 			x = candidate.DeepCopy()
@@ -39,10 +38,10 @@ func platformXRD(t *testing.T, group, kind, plural string) *xpv2.CompositeResour
 }
 
 func xrdCondition(g Gomega, name string) *metav1.Condition {
-	x := &xpv2.CompositeResourceDefinition{}
+	x := &xpextv2.CompositeResourceDefinition{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: name}, x)).To(Succeed())
 	for _, c := range x.Status.Conditions {
-		if string(c.Type) == controllers.ContractAdaptedCondition {
+		if string(c.Type) == infrav1.ContractAdaptedCondition {
 			return &metav1.Condition{Type: string(c.Type), Status: metav1.ConditionStatus(c.Status), Reason: string(c.Reason), Message: c.Message}
 		}
 	}
@@ -65,7 +64,7 @@ func TestAPlatformTeamsOwnXRDWorksTheSame(t *testing.T) {
 	// The bridge labels the XRD with CAPI's contract version; Crossplane's
 	// XRD controller copies the label to the CRD, where CAPI looks for it.
 	g.Eventually(func(g Gomega) {
-		got := &xpv2.CompositeResourceDefinition{}
+		got := &xpextv2.CompositeResourceDefinition{}
 		g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: x.Name}, got)).To(Succeed())
 		g.Expect(got.Labels).To(HaveKeyWithValue(infrav1.CAPIContractLabel, "v1alpha1"))
 		crd := &extv1.CustomResourceDefinition{}
@@ -88,7 +87,7 @@ func TestAPlatformTeamsOwnXRDWorksTheSame(t *testing.T) {
 
 	// The platform team withdraws the contract: the bridge stops adapting the
 	// kind at run time, and a new XR of it is no longer taken on.
-	got := &xpv2.CompositeResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: x.Name}}
+	got := &xpextv2.CompositeResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: x.Name}}
 	change(g, got, func() { delete(got.Labels, infrav1.ContractLabel) })
 	_, later := newCluster(t, ns, "eks-later", gvk, map[string]string{envtest.ObserveAnnotation: script(goodStatus)})
 	// The XRs it took on are handed back to Crossplane alone.
@@ -125,7 +124,7 @@ func TestDeletingAnAdaptedXRDFinishes(t *testing.T) {
 		g.Expect(getXR(g, xr).GetFinalizers()).To(ContainElement(infrav1.Finalizer))
 	}, timeout, interval).Should(Succeed())
 
-	g.Expect(env.Client.Delete(ctx, &xpv2.CompositeResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: x.Name}})).To(Succeed())
+	g.Expect(env.Client.Delete(ctx, &xpextv2.CompositeResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: x.Name}})).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		events := &corev1.EventList{}
 		g.Expect(env.Client.List(ctx, events, client.MatchingFields{"involvedObject.name": x.Name})).To(Succeed())
@@ -140,7 +139,7 @@ func TestDeletingAnAdaptedXRDFinishes(t *testing.T) {
 			}
 		}
 		g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Name: x.Name}, &extv1.CustomResourceDefinition{}))).To(BeTrue(), "the CRD is gone")
-		g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Name: x.Name}, &xpv2.CompositeResourceDefinition{}))).To(BeTrue(), "the XRD is gone")
+		g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Name: x.Name}, &xpextv2.CompositeResourceDefinition{}))).To(BeTrue(), "the XRD is gone")
 		g.Expect(stubs(g, ns)).To(BeEmpty(), "nothing composed is left")
 	}, 2*timeout, interval).Should(Succeed())
 }
@@ -149,19 +148,19 @@ func TestDeletingAnAdaptedXRDFinishes(t *testing.T) {
 // the XRD (condition and event) and its kind is not adapted.
 func TestAMalformedXRDIsReportedAndNotAdapted(t *testing.T) {
 	cases := map[string]struct {
-		xrd    func(ns string) *xpv2.CompositeResourceDefinition
+		xrd    func(ns string) *xpextv2.CompositeResourceDefinition
 		reason string
 		want   string
 	}{
 		"plural-capi-cannot-find": {
-			xrd: func(ns string) *xpv2.CompositeResourceDefinition {
+			xrd: func(ns string) *xpextv2.CompositeResourceDefinition {
 				return platformXRD(t, uniqueGroup(ns, "odd"), "Widget", "widgetz")
 			},
 			reason: "InvalidNames",
 			want:   `spec.names.plural: Invalid value: "widgetz": must be "widgets": CAPI looks up the CRD widgets.`,
 		},
 		"missing-contract-field": {
-			xrd: func(ns string) *xpv2.CompositeResourceDefinition {
+			xrd: func(ns string) *xpextv2.CompositeResourceDefinition {
 				x := platformXRD(t, uniqueGroup(ns, "thin"), "ThinCluster", "thinclusters")
 				x.Spec.Versions[0].Schema.OpenAPIV3Schema.Raw = []byte(`{"type":"object","properties":{"spec":{"type":"object","properties":{"controlPlaneEndpoint":{"type":"object","properties":{"host":{"type":"string"},"port":{"type":"integer"}}}}}}}`)
 				return x

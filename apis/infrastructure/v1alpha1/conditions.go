@@ -80,6 +80,31 @@ const (
 	InvalidBootstrapDataRefReason = "InvalidBootstrapDataRef"
 )
 
+// ContractAdaptedCondition is the condition the bridge writes on an XRD that
+// declares capxp.dev/contract: whether it adapted the XRD's kind. `kubectl
+// describe xrd NAME` shows it. Crossplane's XRD controller updates the
+// XRD's status read-modify-write and keeps conditions it does not own.
+const ContractAdaptedCondition = "CAPIContractAdapted"
+
+// Reasons of ContractAdaptedCondition.
+const (
+	// ContractAdaptedReason: the kind is adapted.
+	ContractAdaptedReason = "Adapted"
+	// WaitingForCRDReason: the XRD is labelled for CAPI; Crossplane has not
+	// copied the label onto the CRD yet.
+	WaitingForCRDReason = "WaitingForCRD"
+	// UnknownContractReason: capxp.dev/contract names no contract.
+	UnknownContractReason = "UnknownContract"
+	// InvalidScopeReason: the XRD's XRs are not namespaced.
+	InvalidScopeReason = "InvalidScope"
+	// InvalidNamesReason: CAPI cannot find the CRD from the kind.
+	InvalidNamesReason = "InvalidNames"
+	// NoReferenceableVersionReason: no version is referenceable.
+	NoReferenceableVersionReason = "NoReferenceableVersion"
+	// MissingSchemaFieldReason: the schema lacks a field the contract needs.
+	MissingSchemaFieldReason = "MissingSchemaField"
+)
+
 // Finalizer is the bridge's finalizer on adapted XRs: it holds an XR until
 // every resource it composed is gone, so nothing is orphaned.
 const Finalizer = "capxp.dev/bridge"
