@@ -13,6 +13,7 @@ TOOLS_CACHE ?= $(CURDIR)/.cache/tools
 export CAPXP_TOOLS_CACHE := $(TOOLS_CACHE)
 ENSURE_TOOLS := hack/ensure-tools.sh
 CONTROLLER_GEN = $(shell $(ENSURE_TOOLS) controller-gen | cut -d= -f2)
+GOLANGCI_LINT = $(shell $(ENSURE_TOOLS) golangci-lint | cut -d= -f2)
 KUBEBUILDER_ASSETS := $(TOOLS_CACHE)/assets
 GEN_DIR := .cache/gen
 
@@ -87,9 +88,8 @@ verify-deps: ## Fail when cmd/capxp links test code, envtest or CAPI's core cont
 	echo "cmd/capxp links $$(echo "$$deps" | wc -l) packages, none of test/, envtest or CAPI's core controllers"
 
 .PHONY: lint
-lint: ## Run gofmt and go vet.
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	go vet ./...
+lint: ## Run golangci-lint v2 (.golangci.yml: the linters, go vet among them, and gofmt/goimports); builds it pinned on first use.
+	$(GOLANGCI_LINT) run ./...
 
 ##@ Test
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -125,7 +125,10 @@ func checkSecurityRules(t *testing.T, in *unstructured.Unstructured, out *render
 	kind, _, _ := unstructured.NestedString(in.Object, "spec", "providerConfigRef", "kind")
 	name, _, _ := unstructured.NestedString(in.Object, "spec", "providerConfigRef", "name")
 	for _, o := range append([]*unstructured.Unstructured{out.XR}, out.Composed...) {
-		raw, _ := json.Marshal(o.Object)
+		raw, err := json.Marshal(o.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, s := range secret {
 			if strings.Contains(string(raw), s) || strings.Contains(string(raw), strings.ReplaceAll(s, "\n", `\n`)) {
 				t.Errorf("%s %s carries the bootstrap data", o.GetKind(), o.GetName())
@@ -283,7 +286,7 @@ func validate(t *testing.T, c converged) {
 	ctx := t.Context()
 	ns := c.input.GetNamespace()
 	if _, loaded := nsOnce.LoadOrStore(ns, true); !loaded {
-		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !kerrors.IsAlreadyExists(err) {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 	}
@@ -356,7 +359,7 @@ func golden(t *testing.T, name string, out *render.Output) {
 		}
 		return
 	}
-	want, err := os.ReadFile(file) //nolint:gosec // test fixtures.
+	want, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatalf("%v (run with -update to create it)", err)
 	}
@@ -394,7 +397,7 @@ func hasEvent(events []render.Event, typ, substr string) bool {
 
 func testdata(t *testing.T, name string) *unstructured.Unstructured {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", name)) //nolint:gosec // test fixtures.
+	raw, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}

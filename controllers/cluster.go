@@ -81,8 +81,8 @@ func (c infraCluster) waitBeforeDelete(ctx context.Context, xr *composite.Unstru
 		return nil, nil
 	}
 	names := make([]string, 0, len(machines.Items))
-	for _, m := range machines.Items {
-		names = append(names, m.Name)
+	for i := range machines.Items {
+		names = append(names, machines.Items[i].Name)
 	}
 	sort.Strings(names)
 	return &contract.Verdict{Reason: infrav1.WaitingForMachinesReason, Message: contract.Waiting("Machines of Cluster "+name, names)}, nil

@@ -64,7 +64,7 @@ func ensureGatePolicy(ctx context.Context, c client.Client, resources []schema.G
 	p, b := gatePolicy(resources)
 	if len(resources) == 0 {
 		for _, o := range []client.Object{b, p} {
-			if err := c.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+			if err := client.IgnoreNotFound(c.Delete(ctx, o)); err != nil {
 				return errors.Wrapf(err, "cannot delete %s", o.GetName())
 			}
 		}

@@ -106,7 +106,7 @@ func (k *kindControllers) Ensure(ctx context.Context, name string, a xrd.Adaptat
 		if req == nil {
 			return log
 		}
-		return log.WithValues(a.GVK.Kind, req.NamespacedName.String())
+		return log.WithValues(a.GVK.Kind, req.String())
 	}
 	tracker := &external.ObjectTracker{Cache: k.mgr.GetCache(), Scheme: k.mgr.GetScheme(), PredicateLogger: &log}
 	sm, err := newSeam(k.mgr.GetClient(), a.Contract)
@@ -115,7 +115,7 @@ func (k *kindControllers) Ensure(ctx context.Context, name string, a xrd.Adaptat
 	}
 	opts.Reconciler = &xrReconciler{
 		client: k.mgr.GetClient(), gvk: a.GVK, contract: sm, tracker: tracker, credentials: k.credentials,
-		recorder: k.mgr.GetEventRecorderFor(controllerName(a.GVK)),
+		recorder: k.mgr.GetEventRecorder(controllerName(a.GVK)),
 	}
 	c, err := controller.NewUnmanaged(controllerName(a.GVK), opts)
 	if err != nil {

@@ -92,6 +92,6 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if o.Webhook != nil {
 		mgr.GetWebhookServer().Register(CredentialsWebhookPath, &webhook.Admission{Handler: &credentialsValidator{Granter: resolver}})
 	}
-	xrds := newXRDReconciler(mgr.GetClient(), mgr.GetAPIReader(), kinds, mgr.GetEventRecorderFor("capxp-xrd"), o.Webhook)
+	xrds := newXRDReconciler(mgr.GetClient(), mgr.GetAPIReader(), kinds, mgr.GetEventRecorder("capxp-xrd"), o.Webhook)
 	return errors.Wrap(xrds.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 1}), "cannot set up the XRD controller")
 }

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"sort"
+	"time"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -13,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/external"
@@ -42,6 +43,14 @@ const (
 	errWatchComposed  = "cannot watch composed resources"
 	errResolveCreds   = "cannot resolve credentials"
 	errWriteOwner     = "cannot write the verdict on the CAPI owner"
+)
+
+const (
+	// actionReconcile is the action of the events the bridge records on XRs.
+	actionReconcile = "Reconcile"
+	// conflictRequeue is how soon an XR whose write met a newer object is
+	// read again.
+	conflictRequeue = 100 * time.Millisecond
 )
 
 // seam is what differs between the InfraCluster and InfraMachine contracts;
@@ -76,7 +85,7 @@ type xrReconciler struct {
 	client      client.Client
 	gvk         schema.GroupVersionKind
 	contract    seam
-	recorder    record.EventRecorder
+	recorder    events.EventRecorder
 	tracker     *external.ObjectTracker
 	credentials credentials.Resolver
 	// written keeps a stale cache from sending a verdict twice.
@@ -143,7 +152,7 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 		// again, quietly.
 		if reterr != nil && apierrors.IsConflict(errors.Cause(reterr)) {
 			log.V(4).Info("Conflict; requeueing", "error", reterr.Error())
-			result, reterr = ctrl.Result{Requeue: true}, nil
+			result, reterr = ctrl.Result{RequeueAfter: conflictRequeue}, nil
 		}
 	}()
 
@@ -330,7 +339,7 @@ func (r *xrReconciler) deleteComposed(ctx context.Context, xr *composite.Unstruc
 		remaining = append(remaining, name)
 		if obj.GetDeletionTimestamp().IsZero() {
 			log.Info("Deleting composed resource", "kind", ref.Kind, "name", ref.Name)
-			if err := r.client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			if err := client.IgnoreNotFound(r.client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground))); err != nil {
 				return nil, nil, errors.Wrapf(err, "%s %s %s", errDeleteComposed, ref.Kind, ref.Name)
 			}
 		}
@@ -362,7 +371,7 @@ func (r *xrReconciler) write(ctx context.Context, s *scope) error {
 		errs = append(errs, r.writeVerdict(ctx, s))
 	}
 	for _, e := range s.events {
-		r.recorder.Event(s.xr, e.kind, e.reason, e.message)
+		r.recorder.Eventf(s.xr, nil, e.kind, e.reason, actionReconcile, "%s", e.message)
 	}
 	return kerrors.NewAggregate(errs)
 }
@@ -379,22 +388,23 @@ func (r *xrReconciler) writeVerdict(ctx context.Context, s *scope) error {
 	if found && s.verdict.Same(&old) && old.ObservedGeneration == s.owner.GetGeneration() {
 		return nil
 	}
-	if !found || !s.verdict.Same(&old) {
-		msg := s.verdict.Message
-		if s.verdict.Ready {
-			msg = "The composite resource satisfies the " + owner.GetKind() + " infrastructure contract"
-		}
-		r.recorder.Event(s.xr, eventType(s.verdict.Reason), s.verdict.Reason, msg)
-	}
 	c := s.verdict.Condition(s.owner.GetGeneration())
 	if r.written.already(s.owner, c) {
-		// The cache has not caught up with this very write yet.
+		// The cache has not caught up with this very write yet: it was
+		// sent, and its event recorded, already.
 		return nil
 	}
 	st := &statusApply{}
 	st.condition(owner, c)
 	if err := st.apply(ctx, r.client, owner); err != nil {
 		return errors.Wrap(err, errWriteOwner)
+	}
+	if !found || !s.verdict.Same(&old) {
+		msg := s.verdict.Message
+		if s.verdict.Ready {
+			msg = "The composite resource satisfies the " + owner.GetKind() + " infrastructure contract"
+		}
+		r.recorder.Eventf(s.xr, nil, eventType(s.verdict.Reason), s.verdict.Reason, actionReconcile, "%s", msg)
 	}
 	r.written.record(s.owner, c)
 	return nil

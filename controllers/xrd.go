@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -47,14 +47,14 @@ type xrdReconciler struct {
 	client    client.Client
 	apiReader client.Reader
 	kinds     *kindControllers
-	recorder  record.EventRecorder
+	recorder  events.EventRecorder
 	webhook   *WebhookClientConfig
 }
 
 // newXRDReconciler returns an xrdReconciler that runs kind controllers with k.
 // With a webhook client config, it also keeps the credentials admission
 // webhook registered for every adapted kind.
-func newXRDReconciler(c client.Client, apiReader client.Reader, k *kindControllers, rec record.EventRecorder, wh *WebhookClientConfig) *xrdReconciler {
+func newXRDReconciler(c client.Client, apiReader client.Reader, k *kindControllers, rec events.EventRecorder, wh *WebhookClientConfig) *xrdReconciler {
 	return &xrdReconciler{client: c, apiReader: apiReader, kinds: k, recorder: rec, webhook: wh}
 }
 
@@ -113,7 +113,7 @@ func (r *xrdReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		}
 		msg := "Not adapted: " + p.Error()
 		if !hasCondition(x.Status.Conditions, infrav1.ContractAdaptedCondition, p.Reason, msg) {
-			r.recorder.Event(x, "Warning", p.Reason, msg)
+			r.recorder.Eventf(x, nil, "Warning", p.Reason, "Adapt", "%s", msg)
 			log.Info("Cannot adapt XRD", "reason", p.Reason, "problem", p.Error())
 		}
 		return ctrl.Result{}, r.setCondition(ctx, x, metav1.ConditionFalse, p.Reason, msg)
@@ -137,7 +137,7 @@ func (r *xrdReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 
 	crd := &extv1.CustomResourceDefinition{}
-	if err := r.apiReader.Get(ctx, types.NamespacedName{Name: x.Name}, crd); client.IgnoreNotFound(err) != nil {
+	if err := client.IgnoreNotFound(r.apiReader.Get(ctx, types.NamespacedName{Name: x.Name}, crd)); err != nil {
 		return ctrl.Result{}, errors.Wrap(err, errGetCRD)
 	}
 	if !xcrd.IsEstablished(crd.Status) || !slices.Contains(strings.Split(crd.Labels[infrav1.CAPIContractLabel], "_"), a.GVK.Version) {
@@ -160,27 +160,27 @@ func (r *xrdReconciler) release(ctx context.Context, x *xpextv2.CompositeResourc
 	if err := r.syncAdmission(ctx); err != nil {
 		return err
 	}
-	for _, v := range x.Spec.Versions {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(schema.GroupVersionKind{Group: x.Spec.Group, Version: v.Name, Kind: x.Spec.Names.ListKind})
-		if list.GetKind() == "" {
-			list.SetKind(x.Spec.Names.Kind + "List")
-		}
-		// Uncached: the kind's informer stopped with its controller.
-		if err := r.apiReader.List(ctx, list); err != nil {
-			if kmeta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
-				return nil
-			}
-			return errors.Wrapf(err, "cannot list %s", x.Spec.Names.Plural)
-		}
-		for i := range list.Items {
-			xr := &list.Items[i]
-			if err := patchIfChanged(ctx, r.client, xr, func(o *unstructured.Unstructured) { controllerutil.RemoveFinalizer(o, infrav1.Finalizer) }); client.IgnoreNotFound(err) != nil {
-				return err
-			}
-		}
-		// Every served version lists the same objects.
+	if len(x.Spec.Versions) == 0 {
 		return nil
+	}
+	// Every served version lists the same objects: the first will do.
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(schema.GroupVersionKind{Group: x.Spec.Group, Version: x.Spec.Versions[0].Name, Kind: x.Spec.Names.ListKind})
+	if list.GetKind() == "" {
+		list.SetKind(x.Spec.Names.Kind + "List")
+	}
+	// Uncached: the kind's informer stopped with its controller.
+	if err := r.apiReader.List(ctx, list); err != nil {
+		if kmeta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+			return nil
+		}
+		return errors.Wrapf(err, "cannot list %s", x.Spec.Names.Plural)
+	}
+	for i := range list.Items {
+		xr := &list.Items[i]
+		if err := client.IgnoreNotFound(patchIfChanged(ctx, r.client, xr, func(o *unstructured.Unstructured) { controllerutil.RemoveFinalizer(o, infrav1.Finalizer) })); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -226,7 +226,7 @@ func (r *xrdReconciler) setCondition(ctx context.Context, x *xpextv2.CompositeRe
 }
 
 func unstructuredXRD(x *xpextv2.CompositeResourceDefinition) *unstructured.Unstructured {
-	m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(x) //nolint:errcheck // a typed XRD always converts.
+	m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(x)
 	u := &unstructured.Unstructured{Object: m}
 	u.SetGroupVersionKind(xpextv2.CompositeResourceDefinitionGroupVersionKind)
 	if u.GetLabels() == nil {

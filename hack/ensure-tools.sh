@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real components the tests run (etcd, kube-apiserver,
-# kube-controller-manager, controller-gen, crossplane and the composition
-# functions) from the Go module proxy into a
+# kube-controller-manager, controller-gen, golangci-lint, crossplane and the
+# composition functions) from the Go module proxy into a
 # git-ignored cache keyed by tool and version, and skips what already exists.
 # Nothing here downloads a release binary: each tool has its own module under
 # hack/tools with a committed go.mod and go.sum, so the project's module never
@@ -28,6 +28,7 @@ crossplane_version=v2.3.4
 pat_version=v0.10.7
 auto_ready_version=v0.6.0
 provider_kubernetes_version=v1.2.1
+golangci_lint_version=v2.15.0
 
 # build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS]
 build() {
@@ -110,13 +111,14 @@ kube_ldflags="-X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.i
 crossplane_ldflags="-X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=$crossplane_version"
 
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager controller-gen crossplane function-patch-and-transform function-auto-ready provider-kubernetes crds)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager controller-gen golangci-lint crossplane function-patch-and-transform function-auto-ready provider-kubernetes crds)
 for t in "${tools[@]}"; do
   case $t in
     etcd) build etcd "$etcd_version" hack/tools/etcd . ;;
     kube-apiserver) build kube-apiserver "$kube_version" hack/tools/kube ./kube-apiserver "$kube_ldflags" ;;
     kube-controller-manager) build kube-controller-manager "$kube_version" hack/tools/kube ./kube-controller-manager "$kube_ldflags" ;;
     controller-gen) build controller-gen "$controller_gen_version" hack/tools/controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen ;;
+    golangci-lint) build golangci-lint "$golangci_lint_version" hack/tools/golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint "-X main.version=$golangci_lint_version" ;;
     crossplane)
       build crossplane "$crossplane_version" hack/tools/crossplane github.com/crossplane/crossplane/v2/cmd/crossplane "$crossplane_ldflags"
       stage_crossplane_crds ;;

@@ -36,7 +36,8 @@ type Result struct {
 // Grants for one config add up. An empty selector matches nothing.
 func Granted(grants []infrav1.ClusterProviderConfigGrant, ref infrav1.ClusterProviderConfigReference, ns *corev1.Namespace) (bool, string, error) {
 	var others []string
-	for _, g := range grants {
+	for i := range grants {
+		g := &grants[i]
 		if g.Spec.ProviderConfigRef != ref {
 			continue
 		}

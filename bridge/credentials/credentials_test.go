@@ -16,8 +16,8 @@ func grant(name string, ref infrav1.ClusterProviderConfigReference, a infrav1.Al
 	return infrav1.ClusterProviderConfigGrant{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: infrav1.ClusterProviderConfigGrantSpec{ProviderConfigRef: ref, AllowedNamespaces: a}}
 }
 
-func ns(name string, labels map[string]string) *corev1.Namespace {
-	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+func teamA(labels map[string]string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: labels}}
 }
 
 func TestGranted(t *testing.T) {
@@ -33,31 +33,31 @@ func TestGranted(t *testing.T) {
 	}{
 		"NoGrant": {
 			reason: "shared credentials are denied until granted",
-			ns:     ns("team-a", nil),
+			ns:     teamA(nil),
 			want:   want{msg: "namespace team-a may not use ClusterProviderConfig aws.m.upbound.io/shared: no ClusterProviderConfigGrant allows it"},
 		},
 		"ByName": {
 			reason: "a namespace listed by name is granted",
 			grants: []infrav1.ClusterProviderConfigGrant{grant("g", shared, infrav1.AllowedNamespaces{Names: []string{"team-b", "team-a"}})},
-			ns:     ns("team-a", nil),
+			ns:     teamA(nil),
 			want:   want{ok: true},
 		},
 		"BySelector": {
 			reason: "a namespace whose labels match is granted",
 			grants: []infrav1.ClusterProviderConfigGrant{grant("g", shared, infrav1.AllowedNamespaces{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}})},
-			ns:     ns("team-a", map[string]string{"tier": "gold"}),
+			ns:     teamA(map[string]string{"tier": "gold"}),
 			want:   want{ok: true},
 		},
 		"EmptySelectorGrantsNothing": {
 			reason: "an empty selector matches no namespace, unlike elsewhere in Kubernetes",
 			grants: []infrav1.ClusterProviderConfigGrant{grant("everyone?", shared, infrav1.AllowedNamespaces{Selector: &metav1.LabelSelector{}})},
-			ns:     ns("team-a", map[string]string{"tier": "gold"}),
+			ns:     teamA(map[string]string{"tier": "gold"}),
 			want:   want{msg: "namespace team-a may not use ClusterProviderConfig aws.m.upbound.io/shared: no ClusterProviderConfigGrant allows it (grants for it that do not cover team-a: everyone?)"},
 		},
 		"EveryNamespaceOnPurpose": {
 			reason: "every namespace can be granted with an explicit expression",
 			grants: []infrav1.ClusterProviderConfigGrant{grant("all", shared, infrav1.AllowedNamespaces{Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpExists}}}})},
-			ns:     ns("team-a", map[string]string{"kubernetes.io/metadata.name": "team-a"}),
+			ns:     teamA(map[string]string{"kubernetes.io/metadata.name": "team-a"}),
 			want:   want{ok: true},
 		},
 		"GrantsAddUp": {
@@ -66,7 +66,7 @@ func TestGranted(t *testing.T) {
 				grant("b", shared, infrav1.AllowedNamespaces{Names: []string{"team-b"}}),
 				grant("a", shared, infrav1.AllowedNamespaces{Names: []string{"team-a"}}),
 			},
-			ns:   ns("team-a", nil),
+			ns:   teamA(nil),
 			want: want{ok: true},
 		},
 		"GrantForAnotherConfig": {
@@ -75,7 +75,7 @@ func TestGranted(t *testing.T) {
 				grant("other", infrav1.ClusterProviderConfigReference{APIGroup: "aws.m.upbound.io", Name: "prod"}, infrav1.AllowedNamespaces{Names: []string{"team-a"}}),
 				grant("same-name-other-provider", infrav1.ClusterProviderConfigReference{APIGroup: "gcp.m.upbound.io", Name: "shared"}, infrav1.AllowedNamespaces{Names: []string{"team-a"}}),
 			},
-			ns:   ns("team-a", nil),
+			ns:   teamA(nil),
 			want: want{msg: "namespace team-a may not use ClusterProviderConfig aws.m.upbound.io/shared: no ClusterProviderConfigGrant allows it"},
 		},
 	}

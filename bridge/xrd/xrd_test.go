@@ -32,7 +32,10 @@ var clusterSchema = props(map[string]extv1.JSONSchemaProps{
 type mod func(*xpextv2.CompositeResourceDefinition)
 
 func xrd(contract string, s extv1.JSONSchemaProps, mods ...mod) *xpextv2.CompositeResourceDefinition {
-	raw, _ := json.Marshal(s)
+	raw, err := json.Marshal(s)
+	if err != nil {
+		panic(err) // the tests' own literals
+	}
 	x := &xpextv2.CompositeResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: "eksclusters.platform.example.org", Labels: map[string]string{"capxp.dev/contract": contract}},
 		Spec: xpextv2.CompositeResourceDefinitionSpec{

@@ -41,7 +41,7 @@ func execWithLifeline(target, parent string) int {
 		return 1
 	}
 	args := append([]string{target}, os.Args[1:]...)
-	err := syscall.Exec(target, args, os.Environ()) //nolint:gosec // a binary the parent chose.
+	err := syscall.Exec(target, args, os.Environ())
 	fmt.Fprintf(os.Stderr, "lifeline: cannot execute %s: %v\n", target, err)
 	return 1
 }

@@ -2,6 +2,7 @@ package lifeline
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,31 +19,32 @@ const envHelper = "LIFELINE_TEST_HELPER"
 func TestMain(m *testing.M) {
 	Main()
 	if dir := os.Getenv(envHelper); dir != "" {
-		os.Exit(helper(dir))
+		if err := helper(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	}
 	os.Exit(m.Run())
 }
 
 // helper plays a plane: it starts sleep through a link and sleep attached,
 // prints both pids and waits to be killed.
-func helper(dir string) int {
+func helper(dir string) error {
 	sleep, err := exec.LookPath("sleep")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	link, err := Wrap(dir, sleep)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
-	linked := exec.Command(link, "300")
-	attached := exec.Command(sleep, "301")
+	// Both run until the test kills this process outright.
+	linked := exec.CommandContext(context.Background(), link, "300")
+	attached := exec.CommandContext(context.Background(), sleep, "301")
 	Attach(attached)
 	for _, c := range []*exec.Cmd{linked, attached} {
 		if err := c.Start(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+			return err
 		}
 	}
 	fmt.Println(linked.Process.Pid, attached.Process.Pid)
@@ -53,7 +55,7 @@ func helper(dir string) int {
 // children gone: the one started through a link (as envtest's etcd and
 // kube-apiserver are) and the attached one.
 func TestChildrenDieWithParent(t *testing.T) {
-	parent := exec.Command(os.Args[0], "-test.run=^$") //nolint:gosec // this test binary.
+	parent := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$") //nolint:gosec // this test binary.
 	parent.Env = append(os.Environ(), envHelper+"="+t.TempDir())
 	parent.Stderr = os.Stderr
 	out, err := parent.StdoutPipe()

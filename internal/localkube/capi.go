@@ -110,7 +110,7 @@ func (e *Environment) StartCAPI(ctx context.Context) (*CAPI, error) {
 		c.err = mgr.Start(mctx)
 	}()
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		c.Stop()
+		_ = c.Stop()
 		return nil, errors.New("CAPI's manager cache did not sync")
 	}
 	return c, nil

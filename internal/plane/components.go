@@ -10,7 +10,7 @@ import (
 
 	xpextv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -22,7 +22,7 @@ import (
 
 // dialable reports whether something accepts TCP connections at addr.
 func dialable(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+	c, err := (&net.Dialer{Timeout: time.Second}).DialContext(context.Background(), "tcp", addr)
 	if err != nil {
 		return false
 	}
@@ -68,7 +68,7 @@ func (p *Plane) startProviderKubernetes(ctx context.Context) error {
 func (p *Plane) startCAPI(ctx context.Context) error {
 	// In-process controllers log through controller-runtime's logger, to a
 	// file beside the other components' logs.
-	f, err := os.OpenFile(filepath.Join(p.dir, "capi.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600) //nolint:gosec // the plane's own directory.
+	f, err := os.OpenFile(filepath.Join(p.dir, "capi.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return errors.Wrap(err, "cannot create CAPI's log")
 	}
@@ -113,7 +113,7 @@ func (p *Plane) install(ctx context.Context) error {
 		objs = append(objs, c...)
 	}
 	for _, o := range objs {
-		if err := p.client.Create(ctx, o); err != nil && !kerrors.IsAlreadyExists(err) {
+		if err := p.client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 			return errors.Wrapf(err, "cannot create %s %s", o.GetKind(), o.GetName())
 		}
 	}

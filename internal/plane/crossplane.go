@@ -15,7 +15,7 @@ import (
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	pkgv1 "github.com/crossplane/crossplane/apis/v2/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
-	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -168,7 +168,7 @@ func (c *Crossplane) start(ctx context.Context, r crossplaneRun) error {
 		return errors.Wrap(err, "cannot create Crossplane's client")
 	}
 	xpBin := r.inputs.binary
-	if err := c.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: crossplaneNamespace}}); err != nil && !kerrors.IsAlreadyExists(err) {
+	if err := c.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: crossplaneNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return errors.Wrap(err, "cannot create the crossplane-system namespace")
 	}
 	env := []string{
@@ -181,7 +181,7 @@ func (c *Crossplane) start(ctx context.Context, r crossplaneRun) error {
 	}
 	// The first init can fail until the Lock CRD it installs is served.
 	if err := retryCommand(ctx, 6, func() ([]byte, error) {
-		cmd := exec.CommandContext(ctx, xpBin, "core", "init") //nolint:gosec // built by hack/ensure-tools.sh.
+		cmd := exec.CommandContext(ctx, xpBin, "core", "init")
 		cmd.Env = append(os.Environ(), env...)
 		lifeline.Attach(cmd)
 		return cmd.CombinedOutput()
@@ -291,17 +291,17 @@ func (c *Crossplane) crossplaneTLS(ctx context.Context, workDir string) (*author
 // with packagePullPolicy Never installs without a registry. It returns the
 // digest the Function must reference.
 func cachePackage(dir string, f function) (string, error) {
-	meta, err := os.ReadFile(f.pkgMeta) //nolint:gosec // the tools directory.
+	meta, err := os.ReadFile(f.pkgMeta)
 	if err != nil {
 		return "", errors.Wrapf(err, "cannot read the package metadata of %s", f.Name())
 	}
 	sum := sha256.Sum256(meta)
 	digest := "sha256:" + hex.EncodeToString(sum[:])
-	f2, err := os.Create(filepath.Join(dir, cacheKey(f.Package, digest)+".gz")) //nolint:gosec // the plane's cache.
+	f2, err := os.Create(filepath.Join(dir, cacheKey(f.Package, digest)+".gz"))
 	if err != nil {
 		return "", errors.Wrapf(err, "cannot cache the package of %s", f.Name())
 	}
-	defer f2.Close() //nolint:errcheck // checked on the happy path.
+	defer f2.Close()
 	w := gzip.NewWriter(f2)
 	if _, err := w.Write(meta); err != nil {
 		return "", errors.Wrapf(err, "cannot cache the package of %s", f.Name())
@@ -349,19 +349,19 @@ func truncate(s string, n int) string {
 func (c *Crossplane) installFunction(ctx context.Context, f function, digest, endpoint, certs string) error {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: crossplaneNamespace, Name: f.FunctionName() + "-tls-server"}, Data: map[string][]byte{}}
 	for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
-		b, err := os.ReadFile(filepath.Join(certs, k)) //nolint:gosec // the plane's own certificates.
+		b, err := os.ReadFile(filepath.Join(certs, k))
 		if err != nil {
 			return errors.Wrapf(err, "cannot read %s", k)
 		}
 		secret.Data[k] = b
 	}
-	if err := c.client.Create(ctx, secret); err != nil && !kerrors.IsAlreadyExists(err) {
+	if err := c.client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
 		return errors.Wrapf(err, "cannot create Secret %s", secret.Name)
 	}
 	fn := &pkgv1.Function{ObjectMeta: metav1.ObjectMeta{Name: f.FunctionName()}}
 	fn.Spec.Package = f.Package + "@" + digest
 	fn.Spec.PackagePullPolicy = ptr.To(corev1.PullNever)
-	if err := c.client.Create(ctx, fn); err != nil && !kerrors.IsAlreadyExists(err) {
+	if err := c.client.Create(ctx, fn); err != nil && !apierrors.IsAlreadyExists(err) {
 		return errors.Wrapf(err, "cannot create Function %s", f.FunctionName())
 	}
 
@@ -375,9 +375,10 @@ func (c *Crossplane) installFunction(ctx context.Context, f function, digest, en
 	}
 	var rev client.ObjectKey
 	if err := c.core.waitFor(ctx, time.Minute, func() bool {
-		for _, r := range revisions() {
-			if r.GetDesiredState() == pkgv1.PackageRevisionActive {
-				rev = client.ObjectKeyFromObject(&r)
+		rs := revisions()
+		for i := range rs {
+			if rs[i].GetDesiredState() == pkgv1.PackageRevisionActive {
+				rev = client.ObjectKeyFromObject(&rs[i])
 				return true
 			}
 		}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -58,7 +58,7 @@ func (p *Plane) ApplyExample(ctx context.Context) error {
 		},
 	}
 	for _, s := range secrets {
-		if err := p.client.Create(ctx, s); err != nil && !kerrors.IsAlreadyExists(err) {
+		if err := p.client.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
 			return errors.Wrapf(err, "cannot create Secret %s", s.Name)
 		}
 	}
@@ -71,7 +71,7 @@ func (p *Plane) ApplyExample(ctx context.Context) error {
 }
 
 func (p *Plane) create(ctx context.Context, o *unstructured.Unstructured) error {
-	if err := p.client.Create(ctx, o); err != nil && !kerrors.IsAlreadyExists(err) {
+	if err := p.client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 		return errors.Wrapf(err, "cannot create %s %s", o.GetKind(), o.GetName())
 	}
 	return nil
@@ -129,7 +129,8 @@ func (p *Plane) ExampleStatus(ctx context.Context, machines int) (Status, error)
 	}
 	sort.Slice(ms.Items, func(i, j int) bool { return ms.Items[i].Name < ms.Items[j].Name })
 	ready := 0
-	for _, m := range ms.Items {
+	for i := range ms.Items {
+		m := &ms.Items[i]
 		mxr := &infrav1.CrossplaneMachine{}
 		_ = c.Get(ctx, client.ObjectKey{Namespace: ExampleNamespace, Name: m.Spec.InfrastructureRef.Name}, mxr)
 		node := "-"

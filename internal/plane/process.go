@@ -33,11 +33,13 @@ func startProcess(dir, name, bin string, env []string, args ...string) (*process
 		return nil, errors.Wrapf(err, "%s is missing", name)
 	}
 	logPath := filepath.Join(dir, name+".log")
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600) //nolint:gosec // the plane's own directory.
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, errors.Wrapf(err, "cannot create the log of %s", name)
 	}
-	cmd := exec.Command(bin, args...) //nolint:gosec // binaries built by hack/ensure-tools.sh.
+	// Not tied to a context: Stop ends it, in order, and lifeline when this
+	// process dies.
+	cmd := exec.Command(bin, args...) //nolint:noctx // Stop ends it, in order.
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// Its own process group: an interrupt of the plane reaches it through
@@ -134,11 +136,11 @@ func (p *process) waitFor(ctx context.Context, timeout time.Duration, ok func() 
 
 // freePort finds a free loopback TCP port.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, errors.Wrap(err, "cannot find a free port")
 	}
-	defer l.Close() //nolint:errcheck // only probing.
+	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,7 +46,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	bin = filepath.Join(dir, "bin")
-	build := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "./cmd/capxp", "./cmd/capxp-dev") //nolint:gosec // fixed arguments.
+	build := exec.CommandContext(context.Background(), "go", "build", "-o", bin+string(filepath.Separator), "./cmd/capxp", "./cmd/capxp-dev") //nolint:gosec // fixed arguments.
 	build.Dir = envtest.RepoRoot()
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "cannot build capxp and capxp-dev: %v\n%s", err, out)
@@ -81,7 +81,7 @@ func TestDevBinary(t *testing.T) {
 	dev := filepath.Join(bin, "capxp-dev")
 	cwd := t.TempDir()
 	run := func(args ...string) (string, error) {
-		cmd := exec.Command(dev, args...) //nolint:gosec // the binary built for this run.
+		cmd := exec.CommandContext(t.Context(), dev, args...)
 		cmd.Dir = cwd
 		out, err := cmd.CombinedOutput()
 		return string(out), err
@@ -251,7 +251,7 @@ func deleteCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "nothing is left", 90*time.Second, func() error {
-		if err := p.Management().Client.Get(ctx, client.ObjectKey{Namespace: plane.ExampleNamespace, Name: plane.ExampleCluster}, &clusterv1.Cluster{}); !kerrors.IsNotFound(err) {
+		if err := p.Management().Client.Get(ctx, client.ObjectKey{Namespace: plane.ExampleNamespace, Name: plane.ExampleCluster}, &clusterv1.Cluster{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("the Cluster still exists (%v)", err)
 		}
 		if n := len(xrs(t)); n != 0 {

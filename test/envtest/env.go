@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,9 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	ctrlenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/yaml"
@@ -139,17 +139,12 @@ func startEnv(ctx context.Context, crossplaneDir string, providerDelay time.Dura
 	return e, nil
 }
 
-// ctrlConfig lets each test start its own managers in one test binary.
-func ctrlConfig() config.Controller {
-	return config.Controller{SkipNameValidation: ptr.To(true)}
-}
-
 // webhookServing is where a test manager serves admission webhooks, and how
 // the API server reaches it.
 func (e *Environment) webhookServing() (webhook.Options, *controllers.WebhookClientConfig) {
 	w := e.env.WebhookInstallOptions
 	return webhook.Options{Host: w.LocalServingHost, Port: w.LocalServingPort, CertDir: w.LocalServingCertDir},
-		&controllers.WebhookClientConfig{URL: fmt.Sprintf("https://%s:%d", w.LocalServingHost, w.LocalServingPort), CABundle: w.LocalServingCAData}
+		&controllers.WebhookClientConfig{URL: "https://" + net.JoinHostPort(w.LocalServingHost, strconv.Itoa(w.LocalServingPort)), CABundle: w.LocalServingCAData}
 }
 
 // ReadXRDs reads every XRD manifest in dir.
@@ -161,7 +156,7 @@ func ReadXRDs(dir string) ([]*xpextv2.CompositeResourceDefinition, error) {
 	sort.Strings(files)
 	out := make([]*xpextv2.CompositeResourceDefinition, 0, len(files))
 	for _, f := range files {
-		raw, err := os.ReadFile(f) //nolint:gosec // test fixtures of this repository.
+		raw, err := os.ReadFile(f)
 		if err != nil {
 			return nil, errors.Wrapf(err, "cannot read %s", f)
 		}

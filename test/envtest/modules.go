@@ -1,6 +1,7 @@
 package envtest
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -90,7 +91,7 @@ func DownloadModule(module, version string) (string, error) {
 }
 
 func goCmd(args ...string) (string, error) {
-	cmd := exec.Command("go", args...) //nolint:gosec // fixed arguments.
+	cmd := exec.CommandContext(context.Background(), "go", args...)
 	cmd.Dir = RepoRoot()
 	out, err := cmd.Output()
 	if err != nil {

@@ -97,7 +97,10 @@ func equalStatus(a, b map[string]any) bool {
 				}
 			}
 		}
-		raw, _ := json.Marshal(st)
+		raw, err := json.Marshal(st)
+		if err != nil {
+			return err.Error()
+		}
 		return string(raw)
 	}
 	return strip(a) == strip(b)

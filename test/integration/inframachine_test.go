@@ -153,9 +153,7 @@ func bootstrap(g Gomega, ns, cluster string) []string {
 			Type:       clusterv1.ClusterSecretType,
 			Data:       map[string][]byte{"value": []byte("#cloud-config\nwrite_files: [{path: /etc/token, content: " + token + "}]\n")},
 		}
-		if err := env.Client.Create(ctx, secret); client.IgnoreAlreadyExists(err) != nil {
-			g.Expect(err).NotTo(HaveOccurred())
-		}
+		g.Expect(client.IgnoreAlreadyExists(env.Client.Create(ctx, secret))).To(Succeed())
 		before := c.DeepCopy()
 		g.Expect(unstructured.SetNestedField(c.Object, c.GetName(), "status", "dataSecretName")).To(Succeed())
 		g.Expect(unstructured.SetNestedField(c.Object, true, "status", "initialization", "dataSecretCreated")).To(Succeed())

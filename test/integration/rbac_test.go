@@ -21,7 +21,7 @@ import (
 // readClusterRole reads a ClusterRole manifest of this repository.
 func readClusterRole(t *testing.T, path string) *rbacv1.ClusterRole {
 	t.Helper()
-	raw, err := os.ReadFile(envtest.RepoRoot() + "/" + path) //nolint:gosec // a manifest of this repository.
+	raw, err := os.ReadFile(envtest.RepoRoot() + "/" + path)
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	r := &rbacv1.ClusterRole{}
 	NewWithT(t).Expect(yaml.Unmarshal(raw, r)).To(Succeed())

@@ -123,7 +123,8 @@ func TestNoAttemptComposesWithUngrantedCredentials(t *testing.T) {
 			continue
 		}
 		g.Expect(err).NotTo(HaveOccurred(), name)
-		raw, _ := json.Marshal(map[string]any{"spec": a.update})
+		raw, err := json.Marshal(map[string]any{"spec": a.update})
+		g.Expect(err).NotTo(HaveOccurred())
 		err = env.Client.Patch(ctx, xr, client.RawPatch(types.MergePatchType, raw))
 		if err == nil {
 			admitted++

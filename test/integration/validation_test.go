@@ -312,10 +312,11 @@ func TestValidSpecsAreAcceptedWithDefaults(t *testing.T) {
 	g.Expect(m.Spec.Bootstrap.DataSecretRef.Key).To(Equal("value"))
 
 	// Fields the bridge writes later are writable once.
-	m.Spec.ProviderID = "aws:///eu-west-1a/i-0123"
-	m.Spec.FailureDomain = "eu-west-1a"
-	m.Spec.Network = infrav1.MachineNetwork{SubnetID: "subnet-1", SecurityGroupIDs: []string{"sg-1"}}
-	g.Expect(env.Client.Update(ctx, m)).To(Succeed())
+	change(g, m, func() {
+		m.Spec.ProviderID = "aws:///eu-west-1a/i-0123"
+		m.Spec.FailureDomain = "eu-west-1a"
+		m.Spec.Network = infrav1.MachineNetwork{SubnetID: "subnet-1", SecurityGroupIDs: []string{"sg-1"}}
+	})
 
 	stored := &infrav1.CrossplaneMachine{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(m), stored)).To(Succeed())

@@ -63,7 +63,7 @@ func Start(ctx context.Context, crossplane string, fns ...Function) (*Engine, er
 		sock := filepath.Join(dir, fmt.Sprintf("fn-%d.sock", i))
 		cmd := exec.CommandContext(ctx, fn.Binary, "--insecure", "--network=unix", "--address="+sock) //nolint:gosec // binaries built by hack/ensure-tools.sh.
 		// Functions log every call; keep it beside the socket for debugging.
-		log, err := os.Create(filepath.Join(dir, fmt.Sprintf("fn-%d.log", i))) //nolint:gosec // our temp dir.
+		log, err := os.Create(filepath.Join(dir, fmt.Sprintf("fn-%d.log", i)))
 		if err != nil {
 			_ = e.Stop()
 			return nil, errors.Wrap(err, "cannot create function log")

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 
-	xpv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
+	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -57,12 +57,12 @@ func Run(dir, xrdDir, crdDir string) error {
 	}
 	sort.Strings(files)
 	for _, d := range []string{xrdDir, crdDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := os.MkdirAll(d, 0o750); err != nil {
 			return errors.Wrapf(err, "cannot create %s", d)
 		}
 	}
 	for _, f := range files {
-		raw, err := os.ReadFile(f) //nolint:gosec // paths come from the Makefile.
+		raw, err := os.ReadFile(f)
 		if err != nil {
 			return errors.Wrapf(err, "cannot read %s", f)
 		}
@@ -92,27 +92,27 @@ func Run(dir, xrdDir, crdDir string) error {
 
 // XRD builds the Crossplane v2 CompositeResourceDefinition equivalent to a
 // composite resource kind's CRD.
-func XRD(crd *extv1.CustomResourceDefinition, contract string) (*xpv2.CompositeResourceDefinition, error) {
+func XRD(crd *extv1.CustomResourceDefinition, contract string) (*xpextv2.CompositeResourceDefinition, error) {
 	if crd.Spec.Scope != extv1.NamespaceScoped {
 		return nil, errors.Errorf("%s must be namespaced: CAPI's infrastructureRef is namespaced", crd.Spec.Names.Kind)
 	}
 	labels := infrav1.ContractLabels()
 	labels[infrav1.ContractLabel] = contract
 
-	xrd := &xpv2.CompositeResourceDefinition{
+	xrd := &xpextv2.CompositeResourceDefinition{
 		TypeMeta: metav1.TypeMeta{
-			APIVersion: xpv2.SchemeGroupVersion.String(),
-			Kind:       xpv2.CompositeResourceDefinitionKind,
+			APIVersion: xpextv2.SchemeGroupVersion.String(),
+			Kind:       xpextv2.CompositeResourceDefinitionKind,
 		},
 		ObjectMeta: metav1.ObjectMeta{Name: crd.Name, Labels: labels},
-		Spec: xpv2.CompositeResourceDefinitionSpec{
+		Spec: xpextv2.CompositeResourceDefinitionSpec{
 			Group: crd.Spec.Group,
 			Names: crd.Spec.Names,
-			Scope: xpv2.CompositeResourceScopeNamespaced,
+			Scope: xpextv2.CompositeResourceScopeNamespaced,
 		},
 	}
 	if name, ok := DefaultCompositions[crd.Spec.Names.Kind]; ok {
-		xrd.Spec.DefaultCompositionRef = &xpv2.CompositionReference{Name: name}
+		xrd.Spec.DefaultCompositionRef = &xpextv2.CompositionReference{Name: name}
 	}
 	for _, v := range crd.Spec.Versions {
 		schema, err := xrSchema(v.Schema.OpenAPIV3Schema)
@@ -123,11 +123,11 @@ func XRD(crd *extv1.CustomResourceDefinition, contract string) (*xpv2.CompositeR
 		if err != nil {
 			return nil, errors.Wrap(err, "cannot encode schema")
 		}
-		xrd.Spec.Versions = append(xrd.Spec.Versions, xpv2.CompositeResourceDefinitionVersion{
+		xrd.Spec.Versions = append(xrd.Spec.Versions, xpextv2.CompositeResourceDefinitionVersion{
 			Name:                     v.Name,
 			Served:                   v.Served,
 			Referenceable:            v.Storage,
-			Schema:                   &xpv2.CompositeResourceValidation{OpenAPIV3Schema: runtime.RawExtension{Raw: rawSchema}},
+			Schema:                   &xpextv2.CompositeResourceValidation{OpenAPIV3Schema: runtime.RawExtension{Raw: rawSchema}},
 			AdditionalPrinterColumns: v.AdditionalPrinterColumns,
 		})
 	}

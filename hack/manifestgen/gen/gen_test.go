@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	xpv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
+	xpextv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
 	"github.com/google/go-cmp/cmp"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -138,7 +138,7 @@ func TestXRDSurvivesCrossplaneCRDGeneration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1 := &xpv1.CompositeResourceDefinition{}
+	v1 := &xpextv1.CompositeResourceDefinition{}
 	if err := json.Unmarshal(raw, v1); err != nil {
 		t.Fatal(err)
 	}
