@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
+	capiflags "sigs.k8s.io/cluster-api/util/flags"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -19,7 +19,12 @@ import (
 )
 
 type managerFlags struct {
-	metricsAddr, healthAddr    string
+	// diagnostics are CAPI's manager options: the diagnostics (metrics)
+	// endpoint, served over TLS with Kubernetes authentication and
+	// authorization unless --insecure-diagnostics, and the TLS settings of
+	// it and the webhook server.
+	diagnostics                capiflags.ManagerOptions
+	healthAddr                 string
 	leaderElect                bool
 	leaderElectionID           string
 	leaseDuration, renewDeadln time.Duration
@@ -37,7 +42,7 @@ type managerFlags struct {
 }
 
 func (f *managerFlags) add(fs *pflag.FlagSet) {
-	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
+	capiflags.AddManagerOptions(fs, &f.diagnostics)
 	fs.StringVar(&f.healthAddr, "health-addr", ":9440", "Address the health and readiness probes bind to.")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader, so that only one replica reconciles at a time.")
 	fs.StringVar(&f.leaderElectionID, "leader-election-id", "capxp-manager.capxp.dev", "Name of the leader election lease.")
@@ -82,10 +87,14 @@ func runManager(args []string) error {
 	}
 	cfg.QPS, cfg.Burst = f.qps, f.burst
 
+	tlsOptions, metrics, err := capiflags.GetManagerOptions(f.diagnostics)
+	if err != nil {
+		return errors.Wrap(err, "invalid diagnostics or TLS flags")
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		WebhookServer:           webhook.NewServer(webhook.Options{Port: f.webhookPort, CertDir: f.webhookCertDir}),
+		WebhookServer:           webhook.NewServer(webhook.Options{Port: f.webhookPort, CertDir: f.webhookCertDir, TLSOpts: tlsOptions}),
 		Scheme:                  controllers.NewScheme(),
-		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
+		Metrics:                 *metrics,
 		HealthProbeBindAddress:  f.healthAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        f.leaderElectionID,

@@ -88,7 +88,7 @@ func (p *Plane) startManager(ctx context.Context) error {
 		return err
 	}
 	proc, err := startProcess(p.dir, "capxp-manager", p.opts.ManagerBinary, nil,
-		"manager", "--kubeconfig="+p.kubeconfig, "--metrics-bind-address=0", "--health-addr="+hostPort(health))
+		"manager", "--kubeconfig="+p.kubeconfig, "--diagnostics-address=0", "--insecure-diagnostics", "--health-addr="+hostPort(health))
 	if err != nil {
 		return err
 	}
