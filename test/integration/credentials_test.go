@@ -6,9 +6,11 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
@@ -308,5 +310,44 @@ func TestSingleTenantClustersNeedNoGrants(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(provisioned(getXR(g, xr))).To(BeTrue(), "composed with the shared credentials")
+	}, timeout, interval).Should(Succeed())
+}
+
+// An XR held paused because its grant was revoked is still deleted
+// completely: the bridge releases it to Crossplane (which checks its pause
+// before it handles a deletion), deletes what it composed, and both
+// finalizers go.
+func TestAnXRHeldForCredentialsIsDeletedCompletely(t *testing.T) {
+	stack(t)
+	g := NewWithT(t)
+	ns := tenant(t, nil)
+	config := "held" + uniqueGroup(ns, "")
+	clusterProviderConfig(t, config, ns)
+	grant := grantTo(t, "held"+uniqueGroup(ns, ""), config, infrav1.AllowedNamespaces{Names: []string{ns}})
+	waitForCredentialsWebhook(t, ns)
+	xr, err := clusterUsing(t, ns, "held", infrav1.ProviderConfigKindCluster, config, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		got := getXR(g, xr)
+		g.Expect(provisioned(got)).To(BeTrue())
+		g.Expect(got.GetFinalizers()).To(ContainElement("composite.apiextensions.crossplane.io"), "Crossplane holds it too")
+	}, timeout, interval).Should(Succeed())
+
+	g.Expect(env.Client.Delete(ctx, grant)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := getXR(g, xr)
+		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+		g.Expect(xrCondition(got, "Synced")).To(HaveKeyWithValue("reason", "ReconcilePaused"))
+	}, timeout, interval).Should(Succeed())
+
+	g.Expect(env.Client.Delete(ctx, capiCluster(ns, "held"))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		for _, s := range stubs(g, ns) {
+			if !s.GetDeletionTimestamp().IsZero() {
+				release(g, &s)
+			}
+		}
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(xr), getEmpty(xr))
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the held XR is gone")
 	}, timeout, interval).Should(Succeed())
 }
