@@ -107,6 +107,14 @@ test-e2e: ## Run the end-to-end tests on the local management plane.
 .PHONY: reviewable
 reviewable: generate lint test ## Generate, lint and test: what a change needs before review.
 
+BENCH_CLUSTERS ?= 10
+BENCH_MACHINES ?= 3
+
+.PHONY: bench
+bench: ## Provision BENCH_CLUSTERS x BENCH_MACHINES machines behind an ideal provider (L0) and behind CAPXP's bridge (L2), side by side, and print their costs.
+	$(ENSURE_TOOLS) etcd kube-apiserver >/dev/null
+	CAPXP_BENCH=1 KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test -count=1 -timeout 60m -v -run TestBench ./test/bench/ -args -clusters=$(BENCH_CLUSTERS) -machines=$(BENCH_MACHINES)
+
 .PHONY: test-compositions
 test-compositions: ## Render every Composition with Crossplane's engine and the real functions; UPDATE=1 rewrites the golden files.
 	$(ENSURE_TOOLS) etcd kube-apiserver crossplane function-patch-and-transform function-auto-ready >/dev/null

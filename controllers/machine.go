@@ -86,13 +86,10 @@ func (m infraMachine) prepare(ctx context.Context, s *scope) (*contract.Verdict,
 	if !d.Open {
 		return &contract.Verdict{Reason: d.Reason, Message: d.Message}, nil
 	}
-	if len(d.Spec) > 0 {
-		for k, v := range d.Spec {
-			if err := unstructured.SetNestedField(s.xr.Object, v, "spec", k); err != nil {
-				return nil, errors.Wrapf(err, "cannot inject spec.%s", k)
-			}
+	for k, v := range d.Spec {
+		if err := unstructured.SetNestedField(s.xr.Object, v, "spec", k); err != nil {
+			return nil, errors.Wrapf(err, "cannot inject spec.%s", k)
 		}
-		s.event("Normal", "Composing", "Cluster infrastructure and bootstrap data are ready; composing the machine")
 	}
 	return nil, nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -186,7 +187,13 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 		return r.reconcileUnowned(ctx, s)
 	}
 
-	controllerutil.AddFinalizer(xr, infrav1.Finalizer)
+	// The finalizer guards what Crossplane composed: an XR that composed
+	// something gets it now, one still held paused (the machine gate,
+	// credentials) gets it with the patch that unpauses it, so a gated
+	// machine costs no write of its own for it.
+	if len(xr.GetResourceReferences()) > 0 {
+		controllerutil.AddFinalizer(xr, infrav1.Finalizer)
+	}
 	if paused {
 		// CAPI pauses: carry it to Crossplane. The owner's verdict and the
 		// provisioned milestone stay as they are.
@@ -241,6 +248,7 @@ func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 		return result, nil
 	}
 	s.pause(false)
+	controllerutil.AddFinalizer(s.xr, infrav1.Finalizer)
 
 	u := &s.xr.Unstructured
 	set, provisioned, errs := r.contract.outputs(u)
@@ -254,12 +262,17 @@ func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 	s.verdict = &v
 	was := isProvisioned(u)
 	now := contract.Provisioned(was, v)
-	s.status = &statusApply{fields: map[string]any{
-		"status.initialization.provisioned": now,
-		"status.ready":                      now,
-	}}
+	if now {
+		// Both fields, always: a server-side apply that leaves one out
+		// releases it. Nothing is written before provisioning: absent is
+		// not provisioned, and provisioned never goes back to false.
+		s.status = &statusApply{fields: map[string]any{
+			"status.initialization.provisioned": true,
+			"status.ready":                      true,
+		}}
+	}
 	if now && !was {
-		s.event("Normal", "Provisioned", provisioned)
+		s.event(corev1.EventTypeNormal, "Provisioned", provisioned)
 	}
 	return result, nil
 }
@@ -289,7 +302,7 @@ func (r *xrReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Resu
 	if len(foreign) > 0 {
 		v := contract.NotReady(infrav1.NotControlledReason,
 			"Not deleting %s: spec.crossplane.resourceRefs names them but this composite resource does not control them", contract.List(foreign))
-		s.event("Warning", v.Reason, v.Message)
+		s.event(corev1.EventTypeWarning, v.Reason, v.Message)
 		s.verdict = &v
 	}
 	if len(remaining) > 0 {
@@ -399,12 +412,10 @@ func (r *xrReconciler) writeVerdict(ctx context.Context, s *scope) error {
 	if err := st.apply(ctx, r.client, owner); err != nil {
 		return errors.Wrap(err, errWriteOwner)
 	}
-	if !found || !s.verdict.Same(&old) {
-		msg := s.verdict.Message
-		if s.verdict.Ready {
-			msg = "The composite resource satisfies the " + owner.GetKind() + " infrastructure contract"
-		}
-		r.recorder.Eventf(s.xr, nil, eventType(s.verdict.Reason), s.verdict.Reason, actionReconcile, "%s", msg)
+	// Only a verdict someone must act on becomes an event too; progress is
+	// the condition's to say (and Provisioned, once, the XR's).
+	if (!found || !s.verdict.Same(&old)) && eventType(s.verdict.Reason) == corev1.EventTypeWarning {
+		r.recorder.Eventf(s.xr, nil, corev1.EventTypeWarning, s.verdict.Reason, actionReconcile, "%s", s.verdict.Message)
 	}
 	r.written.record(s.owner, c)
 	return nil
@@ -417,9 +428,9 @@ func eventType(reason string) string {
 	case infrav1.CompositionFailedReason, infrav1.InvalidOutputsReason, infrav1.InvalidFailureDomainReason,
 		infrav1.InvalidBootstrapDataRefReason, infrav1.NotControlledReason, infrav1.ProviderConfigNotFoundReason,
 		infrav1.ProviderConfigNotGrantedReason, infrav1.CredentialsSecretNotFoundReason, infrav1.SecretOutsideNamespaceReason:
-		return "Warning"
+		return corev1.EventTypeWarning
 	}
-	return "Normal"
+	return corev1.EventTypeNormal
 }
 
 // checkCredentials resolves the credentials an XR composes with; a verdict

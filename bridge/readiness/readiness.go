@@ -57,7 +57,7 @@ func Observe(xr *composite.Unstructured, m Mirror) Observation {
 	case synced.Status == corev1.ConditionFalse:
 		return Observation{Reason: infrav1.CompositionFailedReason, Message: describe("Synced", synced)}
 	case ready.Status != corev1.ConditionTrue:
-		if ready.Status == corev1.ConditionUnknown && ready.Reason == "" {
+		if ready.Status == "" || ready.Status == corev1.ConditionUnknown && ready.Reason == "" {
 			return Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Ready yet"}
 		}
 		return Observation{Reason: infrav1.WaitingForCompositionReason, Message: describe("Ready", ready)}

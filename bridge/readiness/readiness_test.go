@@ -40,6 +40,15 @@ func TestObserve(t *testing.T) {
 			xr:     xr(1),
 			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Ready yet"},
 		},
+		"NoStatus": {
+			reason: "an XR without any status yet is not reported as an empty Ready condition",
+			xr: func() *composite.Unstructured {
+				u := composite.New()
+				u.SetGeneration(1)
+				return u
+			}(),
+			want: Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Ready yet"},
+		},
 		"Unready": {
 			reason: "Crossplane's words about unready resources are kept",
 			xr:     xr(1, cond(xpv2.TypeReady, corev1.ConditionFalse, "Creating", "Unready resources: vpc, subnet-a", 1), cond(xpv2.TypeSynced, corev1.ConditionTrue, "ReconcileSuccess", "", 1)),

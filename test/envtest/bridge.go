@@ -113,7 +113,7 @@ func (e *Environment) StartBridge(ctx context.Context) (*Manager, error) {
 }
 
 // StartBridgeAs starts the bridge with the given identity and options (its
-// concurrency is 2 and its webhook is served here, whatever o says).
+// concurrency 2 unless o says, its webhook served here whatever o says).
 func (e *Environment) StartBridgeAs(ctx context.Context, cfg *rest.Config, o controllers.Options) (*Manager, error) {
 	w := &Writes{counts: map[string]int{}}
 	serving, webhookClient := e.webhookServing()
@@ -178,7 +178,10 @@ func (e *Environment) StartBridgeAs(ctx context.Context, cfg *rest.Config, o con
 	if err != nil {
 		return nil, errors.Wrap(err, "cannot create the bridge's manager")
 	}
-	o.Concurrency, o.Webhook = 2, webhookClient
+	if o.Concurrency == 0 {
+		o.Concurrency = 2
+	}
+	o.Webhook = webhookClient
 	if err := controllers.Setup(mgr, o); err != nil {
 		return nil, err
 	}

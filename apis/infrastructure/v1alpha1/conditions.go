@@ -15,8 +15,8 @@ package v1alpha1
 // mirrors the XR's Ready into InfrastructureReady, which carries neither a
 // composition error (Crossplane puts it in Synced) nor the bridge's findings;
 // this condition carries both to `kubectl describe cluster` and `clusterctl
-// describe cluster`. The bridge also records each change of verdict as an
-// event on the XR.
+// describe cluster`. A change to a verdict someone must act on is also
+// recorded as a Warning event on the XR.
 const CrossplaneInfrastructureReadyCondition = "CrossplaneInfrastructureReady"
 
 // Reasons of a verdict about credentials.

@@ -1,0 +1,364 @@
+package bench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
+)
+
+var (
+	clustersFlag = flag.Int("clusters", 10, "clusters per level")
+	machinesFlag = flag.Int("machines", 3, "machines per cluster (one MachineDeployment)")
+)
+
+// result is one level's run.
+type result struct {
+	level    string
+	tAll     time.Duration
+	machines int
+	provider *requests // the bridge (L2) or the ideal provider (L0)
+	capi     *requests
+	engine   *requests
+	// reconciles per controller during the run.
+	reconciles map[string]float64
+}
+
+// TestBench provisions clusters × machines behind L0 and then L2 and prints
+// their costs side by side. `make bench` runs it; `go test` skips it.
+func TestBench(t *testing.T) {
+	if os.Getenv("CAPXP_BENCH") == "" {
+		t.Skip("the benchmark runs with `make bench` (CAPXP_BENCH=1)")
+	}
+	// CAPXP_BENCH_LOGS=4 shows the controllers' logs, chatty lines too.
+	if v := os.Getenv("CAPXP_BENCH_LOGS"); v != "" {
+		fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+		klog.InitFlags(fs)
+		_ = fs.Set("v", v)
+		ctrl.SetLogger(klog.Background())
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
+	ctx := t.Context()
+	env, err := envtest.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = env.Stop() }()
+	if err := adaptXRDs(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	var results []result
+	for _, level := range []string{"L0", "L2"} {
+		r, err := run(ctx, env, level, *clustersFlag, *machinesFlag)
+		if err != nil {
+			t.Fatalf("%s: %v", level, err)
+		}
+		results = append(results, r)
+	}
+	report(t, results)
+}
+
+// adaptXRDs lets a bridge label CAPXP's XRDs for CAPI and does what
+// Crossplane's XRD controller would: copies the labels onto the CRDs.
+func adaptXRDs(ctx context.Context, env *envtest.Environment) error {
+	m, err := env.StartBridge(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = m.Stop() }()
+	for _, name := range []string{"crossplaneclusters." + infrav1.GroupVersion.Group, "crossplanemachines." + infrav1.GroupVersion.Group} {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			crd, err := env.SyncXRD(ctx, name)
+			if err != nil {
+				return err
+			}
+			if crd.Labels[infrav1.CAPIContractLabel] != "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the bridge did not label XRD %s", name)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// run provisions the workload behind one level and measures it.
+func run(ctx context.Context, env *envtest.Environment, level string, clusters, machines int) (result, error) {
+	r := result{level: level, machines: clusters * machines, provider: newRequests(), capi: newRequests(), engine: newRequests()}
+	before := reconcileTotals()
+
+	capiEnv := *env.Environment
+	capiEnv.Config = r.capi.wrap(env.Config)
+	capi, err := capiEnv.StartCAPI(ctx)
+	if err != nil {
+		return r, err
+	}
+	defer func() { _ = capi.Stop() }()
+
+	// The environment's own actor (the bootstrap provider), unmeasured.
+	others, err := newManager(env.Config)
+	if err != nil {
+		return r, err
+	}
+	if err := (&bootstrapper{client: others.GetClient()}).setup(others); err != nil {
+		return r, err
+	}
+	defer start(ctx, others)()
+
+	switch level {
+	case "L0":
+		p, err := newManager(r.provider.wrap(env.Config))
+		if err != nil {
+			return r, err
+		}
+		for _, gvk := range []schema.GroupVersionKind{clusterGVK, machineGVK} {
+			if err := (&ideal{client: p.GetClient(), gvk: gvk}).setup(p); err != nil {
+				return r, err
+			}
+		}
+		defer start(ctx, p)()
+	case "L2":
+		b, err := env.StartBridgeAs(ctx, r.provider.wrap(env.Config), controllers.Options{Concurrency: 10})
+		if err != nil {
+			return r, err
+		}
+		defer func() { _ = b.Stop() }()
+		e, err := newManager(r.engine.wrap(env.Config))
+		if err != nil {
+			return r, err
+		}
+		for _, gvk := range []schema.GroupVersionKind{clusterGVK, machineGVK} {
+			if err := (&engine{client: e.GetClient(), gvk: gvk}).setup(e); err != nil {
+				return r, err
+			}
+		}
+		defer start(ctx, e)()
+	}
+
+	ns, err := env.NewNamespace(ctx, "bench-"+strings.ToLower(level))
+	if err != nil {
+		return r, err
+	}
+	begin := time.Now()
+	if err := createWorkload(ctx, env.Client, ns, clusters, machines); err != nil {
+		return r, err
+	}
+	if err := waitProvisioned(ctx, env.Client, ns, clusters*machines, 10*time.Minute); err != nil {
+		return r, err
+	}
+	r.tAll = time.Since(begin)
+	after := reconcileTotals()
+	r.reconciles = map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			r.reconciles[k] = d
+		}
+	}
+	return r, nil
+}
+
+// newManager is a manager for the benchmark's own actors.
+func newManager(cfg *rest.Config) (ctrl.Manager, error) {
+	return ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 controllers.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Client:                 controllers.ClientOptions(),
+	})
+}
+
+// start runs a manager until the returned function stops it.
+func start(ctx context.Context, mgr ctrl.Manager) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = mgr.Start(ctx)
+	}()
+	mgr.GetCache().WaitForCacheSync(ctx)
+	return func() { cancel(); <-done }
+}
+
+// createWorkload creates clusters, each with its XR and a MachineDeployment
+// of machines, as a platform team's GitOps tool would, all at once.
+func createWorkload(ctx context.Context, c client.Client, ns string, clusters, machines int) error {
+	for _, o := range []client.Object{
+		&unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": bootstrapGVK.GroupVersion().String(), "kind": "TestBootstrapConfigTemplate",
+			"metadata": map[string]any{"namespace": ns, "name": "workers"},
+			"spec":     map[string]any{"template": map[string]any{"spec": map[string]any{}}},
+		}},
+		&infrav1.CrossplaneMachineTemplate{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "workers"},
+			Spec: infrav1.CrossplaneMachineTemplateSpec{Template: infrav1.CrossplaneMachineTemplateResource{
+				Spec: infrav1.CrossplaneMachineSpec{Parameters: infrav1.CrossplaneMachineParameters{Size: "m6i.large"}},
+			}},
+		},
+	} {
+		if err := c.Create(ctx, o); err != nil {
+			return err
+		}
+	}
+	for i := range clusters {
+		name := fmt.Sprintf("c%03d", i)
+		xr := &infrav1.CrossplaneCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		cluster := &clusterv1.Cluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: clusterGVK.Group, Kind: clusterGVK.Kind, Name: name,
+			}},
+		}
+		labels := map[string]string{clusterv1.ClusterNameLabel: name, clusterv1.MachineDeploymentNameLabel: name + "-workers"}
+		md := &clusterv1.MachineDeployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-workers"},
+			Spec: clusterv1.MachineDeploymentSpec{
+				ClusterName: name,
+				Replicas:    ptr.To(int32(machines)),
+				Selector:    metav1.LabelSelector{MatchLabels: labels},
+				Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
+					Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
+					RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
+						MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1)),
+					},
+				}},
+				Deletion: clusterv1.MachineDeploymentDeletionSpec{Order: clusterv1.NewestMachineSetDeletionOrder},
+				Template: clusterv1.MachineTemplateSpec{
+					ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
+					Spec: clusterv1.MachineSpec{
+						ClusterName:   name,
+						Version:       "v1.36.0",
+						FailureDomain: "zone-a",
+						Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
+							APIGroup: bootstrapGVK.Group, Kind: "TestBootstrapConfigTemplate", Name: "workers",
+						}},
+						InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+							APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.CrossplaneMachineTemplateKind, Name: "workers",
+						},
+					},
+				},
+			},
+		}
+		for _, o := range []client.Object{xr, cluster, md} {
+			if err := c.Create(ctx, o); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// waitProvisioned waits until n Machines in ns have their infrastructure
+// provisioned.
+func waitProvisioned(ctx context.Context, c client.Client, ns string, n int, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		ms := &clusterv1.MachineList{}
+		if err := c.List(ctx, ms, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		done := 0
+		for i := range ms.Items {
+			if ptr.Deref(ms.Items[i].Status.Initialization.InfrastructureProvisioned, false) {
+				done++
+			}
+		}
+		if done >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d machines provisioned after %s", done, n, within)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// reconcileTotals reads controller-runtime's reconcile counters, per
+// controller, from this process's metrics registry.
+func reconcileTotals() map[string]float64 {
+	out := map[string]float64{}
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		return out
+	}
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			out[label(m, "controller")] += m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// report prints the levels side by side, and the ratios L2/L0.
+func report(t *testing.T, rs []result) {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nN = %d machines (%d clusters x %d)\n\n", rs[0].machines, *clustersFlag, *machinesFlag)
+	fmt.Fprintf(&b, "| level | T_all | provider writes/Machine | provider reads/Machine | events/Machine | CAPI writes/Machine | engine writes/Machine |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range rs {
+		n := float64(r.machines)
+		fmt.Fprintf(&b, "| %s | %.1f s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.level, r.tAll.Seconds(),
+			float64(r.provider.total("write", ""))/n, float64(r.provider.total("read", ""))/n, float64(r.provider.total("write", "events"))/n,
+			float64(r.capi.total("write", ""))/n, float64(r.engine.total("write", ""))/n)
+	}
+	if len(rs) == 2 {
+		fmt.Fprintf(&b, "\nT_all L2/L0 = %.2f\n", rs[1].tAll.Seconds()/rs[0].tAll.Seconds())
+	}
+	for _, r := range rs {
+		fmt.Fprintf(&b, "\n%s provider writes: %s\n%s provider reads: %s\n%s CAPI writes: %s\n", r.level, strings.Join(r.provider.lines("write"), " "),
+			r.level, strings.Join(r.provider.lines("read"), " "), r.level, strings.Join(r.capi.lines("write"), " "))
+		var names []string
+		for k := range r.reconciles {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		var recs []string
+		for _, k := range names {
+			recs = append(recs, fmt.Sprintf("%s=%.1f", k, r.reconciles[k]/float64(r.machines)))
+		}
+		fmt.Fprintf(&b, "%s reconciles per Machine: %s\n", r.level, strings.Join(recs, " "))
+	}
+	t.Log(b.String())
+	_ = corev1.SchemeGroupVersion
+}
