@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -212,6 +213,9 @@ func start(ctx context.Context, mgr ctrl.Manager) func() {
 // createWorkload creates clusters, each with its XR and a MachineDeployment
 // of machines, as a platform team's GitOps tool would, all at once.
 func createWorkload(ctx context.Context, c client.Client, ns string, clusters, machines int) error {
+	if machines < 0 || machines > math.MaxInt32 {
+		return fmt.Errorf("cannot run %d machines per cluster", machines)
+	}
 	for _, o := range []client.Object{
 		&unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": bootstrapGVK.GroupVersion().String(), "kind": "TestBootstrapConfigTemplate",
