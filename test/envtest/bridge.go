@@ -3,9 +3,11 @@ package envtest
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"k8s.io/utils/ptr"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -85,6 +87,9 @@ type Manager struct {
 	ctrl.Manager
 	// Writes counts what the manager's client wrote.
 	Writes *Writes
+	// Logs keeps the manager's log lines at info level (its controllers'
+	// reconcile logs excluded), for tests of what it started and stopped.
+	Logs *Logs
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -116,8 +121,10 @@ func (e *Environment) StartBridge(ctx context.Context) (*Manager, error) {
 // concurrency 2 unless o says, its webhook served here whatever o says).
 func (e *Environment) StartBridgeAs(ctx context.Context, cfg *rest.Config, o controllers.Options) (*Manager, error) {
 	w := &Writes{counts: map[string]int{}}
+	logs := &Logs{}
 	serving, webhookClient := e.webhookServing()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Logger:                 funcr.New(logs.add, funcr.Options{}),
 		WebhookServer:          webhook.NewServer(serving),
 		Scheme:                 controllers.NewScheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -185,7 +192,40 @@ func (e *Environment) StartBridgeAs(ctx context.Context, cfg *rest.Config, o con
 	if err := controllers.Setup(mgr, o); err != nil {
 		return nil, err
 	}
-	return start(ctx, mgr, w)
+	m, err := start(ctx, mgr, w)
+	if m != nil {
+		m.Logs = logs
+	}
+	return m, err
+}
+
+// Logs are a manager's log lines.
+type Logs struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *Logs) add(prefix, args string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, prefix+" "+args)
+}
+
+// Containing returns the lines that contain every one of the strings.
+func (l *Logs) Containing(parts ...string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range l.lines {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 // startProvider runs the integration tests' Provider in a manager of its

@@ -216,3 +216,47 @@ func extNames(kind, plural string) extv1.CustomResourceDefinitionNames {
 func uniqueGroup(ns, prefix string) string {
 	return prefix + "-" + strings.TrimPrefix(ns, "capxp-test-") + ".example.org"
 }
+
+// A platform team moves its kind to a new referenceable version: the bridge
+// stops the old version's controller (and its informer) and adapts the new
+// one, which CAPI then resolves through the CRD's contract label.
+func TestAChangedReferenceableVersionReplacesTheController(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	group := uniqueGroup(ns, "moving")
+	x := platformXRD(t, group, "MovingCluster", "movingclusters")
+	_, err := env.InstallXRD(ctx, x)
+	g.Expect(err).NotTo(HaveOccurred())
+	bridge := stack(t)
+	g.Eventually(func(g Gomega) {
+		g.Expect(xrdCondition(g, x.Name)).To(HaveField("Message", "MovingCluster "+group+"/v1alpha1 is a CAPI InfraCluster"))
+	}, timeout, interval).Should(Succeed())
+
+	// A Composition's type reference names a version: the team publishes
+	// one for the new version and makes it the default.
+	comp, err := envtest.Composition(schema.GroupVersionKind{Group: group, Version: "v1alpha2", Kind: "MovingCluster"})
+	g.Expect(err).NotTo(HaveOccurred())
+	comp.Name += "-v1alpha2"
+	g.Expect(env.Client.Create(ctx, comp)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, comp) })
+	got := &xpextv2.CompositeResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: x.Name}}
+	change(g, got, func() {
+		next := *got.Spec.Versions[0].DeepCopy()
+		next.Name = "v1alpha2"
+		got.Spec.Versions[0].Referenceable = false
+		got.Spec.Versions = append(got.Spec.Versions, next)
+		got.Spec.DefaultCompositionRef = &xpextv2.CompositionReference{Name: comp.Name}
+	})
+	g.Eventually(func(g Gomega) {
+		g.Expect(xrdCondition(g, x.Name)).To(HaveField("Message", "MovingCluster "+group+"/v1alpha2 is a CAPI InfraCluster"))
+		g.Expect(bridge.Logs.Containing("Stopped adapting composite resource kind", group+"/v1alpha1")).To(HaveLen(1), "the old version's controller is stopped")
+		g.Expect(bridge.Logs.Containing("Adapted composite resource kind", group+"/v1alpha2")).To(HaveLen(1))
+	}, timeout, interval).Should(Succeed())
+
+	// CAPI follows the contract label to the new version.
+	cluster, _ := newCluster(t, ns, "moved", schema.GroupVersionKind{Group: group, Version: "v1alpha2", Kind: "MovingCluster"},
+		map[string]string{envtest.ObserveAnnotation: script(goodStatus)})
+	g.Eventually(func(g Gomega) {
+		g.Expect(ptr.Deref(getCluster(g, cluster).Status.Initialization.InfrastructureProvisioned, false)).To(BeTrue())
+	}, timeout, interval).Should(Succeed())
+}
