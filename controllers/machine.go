@@ -35,6 +35,18 @@ type infraMachine struct {
 	client client.Client
 }
 
+// pauseUnowned keeps a machine XR without its Machine paused: the admission
+// policy paused it at creation; one it did not catch (created before its
+// kind was adapted) is paused here, unless Crossplane composed it already.
+func (infraMachine) pauseUnowned(xr *composite.Unstructured) *bool {
+	if len(xr.GetResourceReferences()) == 0 {
+		return ptr.To(true)
+	}
+	return nil
+}
+
+// owner is the Machine that owns the XR, and the Machine's Cluster; none
+// until that Cluster exists, except for a deleting XR.
 func (m infraMachine) owner(ctx context.Context, xr *composite.Unstructured) (client.Object, *clusterv1.Cluster, error) {
 	machine, err := util.GetOwnerMachine(ctx, m.client, ownedBy(xr))
 	if err = client.IgnoreNotFound(err); err != nil || machine == nil {
@@ -49,16 +61,6 @@ func (m infraMachine) owner(ctx context.Context, xr *composite.Unstructured) (cl
 		return nil, nil, nil
 	}
 	return machine, cluster, nil
-}
-
-// pauseUnowned keeps a machine XR without its Machine paused: the admission
-// policy paused it at creation; one it did not catch (created before its
-// kind was adapted) is paused here, unless Crossplane composed it already.
-func (infraMachine) pauseUnowned(xr *composite.Unstructured) *bool {
-	if len(xr.GetResourceReferences()) == 0 {
-		return ptr.To(true)
-	}
-	return nil
 }
 
 // prepare runs the gate: closed, it returns why; open, it injects into the
