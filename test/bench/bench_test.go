@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -48,6 +49,10 @@ type result struct {
 	engine   *requests
 	// reconciles per controller during the run.
 	reconciles map[string]float64
+	// p50 and p99 of Machine created → infrastructure provisioned.
+	p50, p99 time.Duration
+	// apiServerCPU is the CPU time kube-apiserver and etcd used.
+	apiServerCPU time.Duration
 }
 
 // TestBench provisions clusters × machines behind L0 and then L2 and prints
@@ -75,8 +80,9 @@ func TestBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	var results []result
-	for _, level := range []string{"L0", "L2"} {
-		r, err := run(ctx, env, level, *clustersFlag, *machinesFlag)
+	levels := []string{"L0", "L2"}
+	for i, level := range levels {
+		r, err := run(ctx, env, level, *clustersFlag, *machinesFlag, i == len(levels)-1)
 		if err != nil {
 			t.Fatalf("%s: %v", level, err)
 		}
@@ -113,7 +119,7 @@ func adaptXRDs(ctx context.Context, env *envtest.Environment) error {
 }
 
 // run provisions the workload behind one level and measures it.
-func run(ctx context.Context, env *envtest.Environment, level string, clusters, machines int) (result, error) {
+func run(ctx context.Context, env *envtest.Environment, level string, clusters, machines int, last bool) (result, error) {
 	r := result{level: level, machines: clusters * machines, provider: newRequests(), capi: newRequests(), engine: newRequests()}
 	before := reconcileTotals()
 
@@ -169,6 +175,11 @@ func run(ctx context.Context, env *envtest.Environment, level string, clusters, 
 	if err != nil {
 		return r, err
 	}
+	lat, err := watchLatencies(ctx, others.GetCache(), ns)
+	if err != nil {
+		return r, err
+	}
+	cpu := childCPU("kube-apiserver", "etcd")
 	begin := time.Now()
 	if err := createWorkload(ctx, env.Client, ns, clusters, machines); err != nil {
 		return r, err
@@ -177,6 +188,8 @@ func run(ctx context.Context, env *envtest.Environment, level string, clusters, 
 		return r, err
 	}
 	r.tAll = time.Since(begin)
+	r.apiServerCPU = childCPU("kube-apiserver", "etcd") - cpu
+	r.p50, r.p99 = lat.quantiles()
 	after := reconcileTotals()
 	r.reconciles = map[string]float64{}
 	for k, v := range after {
@@ -184,7 +197,40 @@ func run(ctx context.Context, env *envtest.Environment, level string, clusters, 
 			r.reconciles[k] = d
 		}
 	}
+	r.provider.freeze()
+	r.capi.freeze()
+	r.engine.freeze()
+	if !last {
+		// The next level's controllers must not find this level's clusters:
+		// they would reconcile and write them on start.
+		return r, deleteWorkload(ctx, env.Client, ns, 10*time.Minute)
+	}
 	return r, nil
+}
+
+// deleteWorkload deletes the Clusters in ns, through CAPI and the level's
+// provider, and waits until nothing CAPI or the provider made is left.
+func deleteWorkload(ctx context.Context, c client.Client, ns string, within time.Duration) error {
+	if err := c.DeleteAllOf(ctx, &clusterv1.Cluster{}, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(within)
+	for {
+		var left int
+		for _, l := range []client.ObjectList{&clusterv1.ClusterList{}, &clusterv1.MachineList{}, &infrav1.CrossplaneMachineList{}, &infrav1.CrossplaneClusterList{}} {
+			if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
+				return err
+			}
+			left += meta.LenList(l)
+		}
+		if left == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d objects of namespace %s left after %s", left, ns, within)
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // newManager is a manager for the benchmark's own actors.
@@ -339,15 +385,19 @@ func report(t *testing.T, rs []result) {
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nN = %d machines (%d clusters x %d)\n\n", rs[0].machines, *clustersFlag, *machinesFlag)
-	fmt.Fprintf(&b, "| level | T_all | provider writes/Machine | provider reads/Machine | events/Machine | CAPI writes/Machine | engine writes/Machine |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| level | T_all | p50 | p99 | API server + etcd CPU | provider writes/Machine | provider reads/Machine | events/Machine | CAPI writes/Machine | engine writes/Machine |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		n := float64(r.machines)
-		fmt.Fprintf(&b, "| %s | %.1f s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.level, r.tAll.Seconds(),
+		fmt.Fprintf(&b, "| %s | %.1f s | %.1f s | %.1f s | %.1f s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.level, r.tAll.Seconds(),
+			r.p50.Seconds(), r.p99.Seconds(), r.apiServerCPU.Seconds(),
 			float64(r.provider.total("write", ""))/n, float64(r.provider.total("read", ""))/n, float64(r.provider.total("write", "events"))/n,
 			float64(r.capi.total("write", ""))/n, float64(r.engine.total("write", ""))/n)
 	}
 	if len(rs) == 2 {
-		fmt.Fprintf(&b, "\nT_all L2/L0 = %.2f\n", rs[1].tAll.Seconds()/rs[0].tAll.Seconds())
+		l0, l2 := rs[0], rs[1]
+		fmt.Fprintf(&b, "\nL2/L0: T_all %.2f, p99 %.2f, API server + etcd CPU %.2f; provider writes per Machine L0 + %.2f\n",
+			l2.tAll.Seconds()/l0.tAll.Seconds(), l2.p99.Seconds()/l0.p99.Seconds(), l2.apiServerCPU.Seconds()/l0.apiServerCPU.Seconds(),
+			float64(l2.provider.total("write", "")-l0.provider.total("write", ""))/float64(l2.machines))
 	}
 	for _, r := range rs {
 		fmt.Fprintf(&b, "\n%s provider writes: %s\n%s provider reads: %s\n%s CAPI writes: %s\n", r.level, strings.Join(r.provider.lines("write"), " "),

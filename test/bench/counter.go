@@ -27,6 +27,15 @@ import (
 type requests struct {
 	mu     sync.Mutex
 	counts map[string]int // "write events", "read machines", ...
+	frozen bool
+}
+
+// freeze stops counting: what follows the measured phase (tearing the
+// workload down) is not counted.
+func (r *requests) freeze() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.frozen = true
 }
 
 func newRequests() *requests { return &requests{counts: map[string]int{}} }
@@ -60,7 +69,9 @@ func (r *requests) add(req *http.Request) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.counts[class+" "+resource(req.URL.Path)]++
+	if !r.frozen {
+		r.counts[class+" "+resource(req.URL.Path)]++
+	}
 }
 
 // resource is the resource (and subresource) a request path names:

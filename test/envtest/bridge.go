@@ -3,6 +3,9 @@ package envtest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -124,7 +127,7 @@ func (e *Environment) StartBridgeAs(ctx context.Context, cfg *rest.Config, o con
 	logs := &Logs{}
 	serving, webhookClient := e.webhookServing()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Logger:                 funcr.New(logs.add, funcr.Options{}),
+		Logger:                 funcr.New(logs.add, funcr.Options{Verbosity: logs.verbosity()}),
 		WebhookServer:          webhook.NewServer(serving),
 		Scheme:                 controllers.NewScheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -203,12 +206,28 @@ func (e *Environment) StartBridgeAs(ctx context.Context, cfg *rest.Config, o con
 type Logs struct {
 	mu    sync.Mutex
 	lines []string
+	echo  bool
 }
 
 func (l *Logs) add(prefix, args string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lines = append(l.lines, prefix+" "+args)
+	if l.echo {
+		fmt.Fprintln(os.Stderr, prefix, args)
+	}
+}
+
+// verbosity is what CAPXP_TEST_LOGS (or CAPXP_BENCH_LOGS) asks for, whose
+// lines are then printed as well as kept; 0 and kept only otherwise.
+func (l *Logs) verbosity() int {
+	for _, name := range []string{"CAPXP_TEST_LOGS", "CAPXP_BENCH_LOGS"} {
+		if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+			l.echo = true
+			return v
+		}
+	}
+	return 0
 }
 
 // Containing returns the lines that contain every one of the strings.
