@@ -2,8 +2,8 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -11,12 +11,17 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/external"
 	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/predicates"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/contract"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/gate"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/outputs"
@@ -96,12 +101,15 @@ func (m infraMachine) prepare(ctx context.Context, s *scope) (*contract.Verdict,
 	return nil, nil
 }
 
+// outputs maps providerID. A machine's provisioning is recorded by no event
+// of the bridge's: CAPI reports it on the Machine (its phase and
+// InfrastructureReady), and an event per machine of a fleet is noise.
 func (infraMachine) outputs(xr *unstructured.Unstructured) (func(*unstructured.Unstructured), string, field.ErrorList) {
 	out, errs := outputs.MapMachine(xr)
 	set := func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(u.Object, out.ProviderID, "spec", "providerID")
 	}
-	return set, fmt.Sprintf("Machine provisioned as %s", out.ProviderID), errs
+	return set, "", errs
 }
 
 func (infraMachine) waitBeforeDelete(context.Context, *composite.Unstructured) (*contract.Verdict, error) {
@@ -110,11 +118,39 @@ func (infraMachine) waitBeforeDelete(context.Context, *composite.Unstructured) (
 
 func (infraMachine) watches(k *kindControllers, gvk schema.GroupVersionKind, _ *unstructured.Unstructured) []watch {
 	return []watch{
-		// The Machine's bootstrap data and failure domain.
-		{obj: &clusterv1.Machine{}, fn: util.MachineToInfrastructureMapFunc(gvk)},
-		// The Cluster's pause and infrastructure provisioning.
-		{obj: &clusterv1.Cluster{}, fn: listByCluster(k.mgr.GetClient(), gvk)},
+		// The Machine's spec (bootstrap data, failure domain), its deletion
+		// and the bridge's verdict on it; CAPI's many status writes are
+		// none of the XR's business.
+		{obj: &clusterv1.Machine{}, fn: util.MachineToInfrastructureMapFunc(gvk),
+			predicates: []predicate.Predicate{predicate.Funcs{UpdateFunc: machineChanged}}},
+		// The Cluster's creation, pause and infrastructure provisioning,
+		// which gate every machine of the cluster; a Cluster's status
+		// changes as its machines do, and each would wake them all.
+		{obj: &clusterv1.Cluster{}, fn: listByCluster(k.mgr.GetClient(), gvk),
+			predicates: []predicate.Predicate{predicate.Funcs{
+				UpdateFunc:  predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(k.mgr.GetScheme(), k.mgr.GetLogger()).Update,
+				DeleteFunc:  func(event.DeleteEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			}}},
 	}
+}
+
+// machineChanged passes the Machine updates a machine XR depends on: a new
+// generation (the bootstrap data secret name, the failure domain), the start
+// of its deletion, and a change of the bridge's verdict (so one removed by
+// someone else is restored).
+func machineChanged(e event.UpdateEvent) bool {
+	o, ok := e.ObjectOld.(*clusterv1.Machine)
+	n, ok2 := e.ObjectNew.(*clusterv1.Machine)
+	if !ok || !ok2 {
+		return true
+	}
+	if o.Generation != n.Generation || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() {
+		return true
+	}
+	return !equality.Semantic.DeepEqual(
+		conditions.Get(o, infrav1.CrossplaneInfrastructureReadyCondition),
+		conditions.Get(n, infrav1.CrossplaneInfrastructureReadyCondition))
 }
 
 // listByCluster maps a Cluster to the XRs of a kind labelled with its name.

@@ -14,15 +14,23 @@ import (
 )
 
 // patchIfChanged applies mutate to a copy of obj and, if that changed
-// anything, sends the difference as a merge patch guarded by obj's resource
-// version, under the bridge's field manager. On success obj holds the result.
+// anything, sends the difference as a merge patch under the bridge's field
+// manager. On success obj holds the result. A merge patch replaces a list
+// whole, so a patch that changes the finalizers is guarded by obj's resource
+// version; one that sets only map keys (annotations, spec fields the bridge
+// owns) is not, and a status write someone made since the read does not
+// make it fail.
 func patchIfChanged(ctx context.Context, c client.Client, obj *unstructured.Unstructured, mutate func(*unstructured.Unstructured)) error {
 	want := obj.DeepCopy()
 	mutate(want)
 	if equality.Semantic.DeepEqual(obj.Object, want.Object) {
 		return nil
 	}
-	patch := client.MergeFromWithOptions(obj, client.MergeFromWithOptimisticLock{})
+	var opts []client.MergeFromOption
+	if !equality.Semantic.DeepEqual(obj.GetFinalizers(), want.GetFinalizers()) {
+		opts = append(opts, client.MergeFromWithOptimisticLock{})
+	}
+	patch := client.MergeFromWithOptions(obj, opts...)
 	if log := ctrl.LoggerFrom(ctx).V(4); log.Enabled() {
 		data, _ := patch.Data(want)
 		log.Info("Patching", "kind", obj.GetKind(), "name", obj.GetName(), "patch", string(data))

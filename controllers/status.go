@@ -59,10 +59,11 @@ func (s *statusApply) changed(obj *unstructured.Unstructured) bool {
 }
 
 // apply writes s to obj's status subresource with server-side apply, only if
-// it changes anything.
-func (s *statusApply) apply(ctx context.Context, c client.Client, obj *unstructured.Unstructured) error {
+// it changes anything, and returns the resourceVersion the write made (empty
+// when nothing was sent).
+func (s *statusApply) apply(ctx context.Context, c client.Client, obj *unstructured.Unstructured) (string, error) {
 	if !s.changed(obj) {
-		return nil
+		return "", nil
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{}}
 	u.SetAPIVersion(obj.GetAPIVersion())
@@ -71,7 +72,7 @@ func (s *statusApply) apply(ctx context.Context, c client.Client, obj *unstructu
 	u.SetName(obj.GetName())
 	for path, v := range s.fields {
 		if err := unstructured.SetNestedField(u.Object, v, splitPath(path)...); err != nil {
-			return errors.Wrap(err, errApplyStatus)
+			return "", errors.Wrap(err, errApplyStatus)
 		}
 	}
 	if len(s.conditions) > 0 {
@@ -80,16 +81,20 @@ func (s *statusApply) apply(ctx context.Context, c client.Client, obj *unstructu
 		for _, c := range s.conditions {
 			m, err := runtimeToUnstructured(c)
 			if err != nil {
-				return errors.Wrap(err, errApplyStatus)
+				return "", errors.Wrap(err, errApplyStatus)
 			}
 			cs = append(cs, m)
 		}
 		if err := unstructured.SetNestedSlice(u.Object, cs, "status", "conditions"); err != nil {
-			return errors.Wrap(err, errApplyStatus)
+			return "", errors.Wrap(err, errApplyStatus)
 		}
 	}
 	ctrl.LoggerFrom(ctx).V(4).Info("Applying status", "kind", obj.GetKind(), "name", obj.GetName(), "status", u.Object["status"])
-	return errors.Wrap(c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldManager), client.ForceOwnership), errApplyStatus)
+	if err := c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+		return "", errors.Wrap(err, errApplyStatus)
+	}
+	// The server's answer is the whole object as written.
+	return u.GetResourceVersion(), nil
 }
 
 func findCondition(obj *unstructured.Unstructured, t string) (metav1.Condition, bool) {

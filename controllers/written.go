@@ -5,53 +5,77 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
 )
 
-// written remembers, per CAPI owner, the verdict the bridge last applied and
-// the resourceVersion of the cached object it applied it over. A reconcile
-// that reads the owner from a cache not yet showing that write sees exactly
-// that resourceVersion again; it must not apply the same verdict a second
-// time. Any other write to the owner changes its resourceVersion, so a
-// verdict removed or changed by someone else is still restored.
+// written remembers, per object, what the bridge last wrote of each part it
+// owns (the verdict on a CAPI owner, the provisioned status of an XR), the
+// resourceVersion of the cached object it wrote over and the one its write
+// made. A reconcile that reads the object from a cache not yet showing that
+// write (the version it was written over, or one someone else wrote in
+// between) must not send the same write a second time: the cache will
+// deliver it, and wake the bridge again if someone undid it since.
 type written struct {
 	mu      sync.Mutex
-	entries map[types.UID]writtenVerdict
+	entries map[types.UID]map[string]writtenPart
 }
 
-type writtenVerdict struct {
-	over      string
-	condition metav1.Condition
+type writtenPart struct {
+	over, made, value string
 }
 
-// already reports whether c was applied over the owner exactly as cached.
-func (w *written) already(owner metav1.Object, c metav1.Condition) bool {
+// already reports whether value was written as the object's part to a newer
+// version of the object than the one cached. Resource versions are compared
+// as Kubernetes 1.35 defines them (KEP-5504); where they cannot be, only the
+// version the value was written over counts as older.
+func (w *written) already(obj metav1.Object, part, value string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	e, ok := w.entries[owner.GetUID()]
-	return ok && e.over == owner.GetResourceVersion() && sameCondition(e.condition, c)
+	e, ok := w.entries[obj.GetUID()][part]
+	if !ok || e.value != value {
+		return false
+	}
+	cached := obj.GetResourceVersion()
+	if cached == e.over {
+		return true
+	}
+	cmp, err := resourceversion.CompareResourceVersion(cached, e.made)
+	return err == nil && cmp < 0
 }
 
-// record notes that c was applied over the owner as cached.
-func (w *written) record(owner metav1.Object, c metav1.Condition) {
+// record notes that value was written as the object's part over the object
+// as cached, making version made.
+func (w *written) record(obj metav1.Object, made, part, value string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.entries == nil {
-		w.entries = map[types.UID]writtenVerdict{}
+		w.entries = map[types.UID]map[string]writtenPart{}
 	}
-	w.entries[owner.GetUID()] = writtenVerdict{over: owner.GetResourceVersion(), condition: c}
+	if w.entries[obj.GetUID()] == nil {
+		w.entries[obj.GetUID()] = map[string]writtenPart{}
+	}
+	w.entries[obj.GetUID()][part] = writtenPart{over: obj.GetResourceVersion(), made: made, value: value}
 }
 
-// forget drops what is remembered of an owner.
+// forget drops what is remembered of an object.
 func (w *written) forget(uid types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.entries, uid)
 }
 
-func sameCondition(a, b metav1.Condition) bool {
-	return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message && a.ObservedGeneration == b.ObservedGeneration
+// The parts of objects the bridge writes.
+const (
+	partVerdict     = "verdict"
+	partProvisioned = "provisioned"
+)
+
+// verdictValue is what a verdict condition says; the owner's generation it
+// was written at is not part of it.
+func verdictValue(c metav1.Condition) string {
+	return string(c.Status) + "/" + c.Reason + "/" + c.Message
 }
 
 // mirrors remembers, per XR, the generation change the bridge last made by

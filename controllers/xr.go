@@ -71,7 +71,7 @@ type seam interface {
 	prepare(ctx context.Context, s *scope) (*contract.Verdict, error)
 	// outputs maps the composition's outputs: their field errors, and the
 	// spec fields to set once the XR satisfies its contract, with an event
-	// message for the first time it does.
+	// message for the first time it does (none when empty).
 	outputs(xr *unstructured.Unstructured) (set func(*unstructured.Unstructured), provisioned string, errs field.ErrorList)
 	// waitBeforeDelete names what must be gone before the XR's own
 	// composed resources go; nil when nothing.
@@ -260,9 +260,13 @@ func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 		s.observed = min(s.xr.GetCondition(xpv2.TypeReady).ObservedGeneration, s.xr.GetCondition(xpv2.TypeSynced).ObservedGeneration)
 	}
 	s.verdict = &v
-	was := isProvisioned(u)
+	// A cache behind the bridge's own write of the milestone still shows
+	// the XR not provisioned: it is, and is neither written nor announced
+	// again.
+	stale := !isProvisioned(u) && r.written.already(s.xr, partProvisioned, "true")
+	was := isProvisioned(u) || stale
 	now := contract.Provisioned(was, v)
-	if now {
+	if now && !stale {
 		// Both fields, always: a server-side apply that leaves one out
 		// releases it. Nothing is written before provisioning: absent is
 		// not provisioned, and provisioned never goes back to false.
@@ -271,7 +275,7 @@ func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 			"status.ready":                      true,
 		}}
 	}
-	if now && !was {
+	if now && !was && provisioned != "" {
 		s.event(corev1.EventTypeNormal, "Provisioned", provisioned)
 	}
 	return result, nil
@@ -314,6 +318,7 @@ func (r *xrReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Resu
 	if s.owner != nil {
 		r.written.forget(s.owner.GetUID())
 	}
+	r.written.forget(s.xr.GetUID())
 	r.mirrors.forget(s.xr.GetUID())
 	return ctrl.Result{}, nil
 }
@@ -378,7 +383,11 @@ func (r *xrReconciler) write(ctx context.Context, s *scope) error {
 		r.mirrors.record(s.xr.GetUID(), readiness.Mirror{From: s.observed, To: s.before.GetGeneration()})
 	}
 	if s.status != nil {
-		errs = append(errs, s.status.apply(ctx, r.client, &s.xr.Unstructured))
+		made, err := s.status.apply(ctx, r.client, &s.xr.Unstructured)
+		if err == nil && made != "" {
+			r.written.record(s.before, made, partProvisioned, "true")
+		}
+		errs = append(errs, err)
 	}
 	if s.verdict != nil && s.owner != nil {
 		errs = append(errs, r.writeVerdict(ctx, s))
@@ -398,18 +407,27 @@ func (r *xrReconciler) writeVerdict(ctx context.Context, s *scope) error {
 		return errors.Wrap(err, errWriteOwner)
 	}
 	old, found := findCondition(owner, infrav1.CrossplaneInfrastructureReadyCondition)
-	if found && s.verdict.Same(&old) && old.ObservedGeneration == s.owner.GetGeneration() {
+	if found && s.verdict.Same(&old) {
+		// The verdict is about the XR: a new generation of the owner (CAPI
+		// copying providerID or the bootstrap data secret name into its
+		// spec) that leaves it as it was is not written again.
+		return nil
+	}
+	if !found && s.verdict.Shown() {
+		// CAPI's own conditions say it already; the condition appears with
+		// the first verdict they do not, and follows every verdict after.
 		return nil
 	}
 	c := s.verdict.Condition(s.owner.GetGeneration())
-	if r.written.already(s.owner, c) {
+	if r.written.already(s.owner, partVerdict, verdictValue(c)) {
 		// The cache has not caught up with this very write yet: it was
 		// sent, and its event recorded, already.
 		return nil
 	}
 	st := &statusApply{}
 	st.condition(owner, c)
-	if err := st.apply(ctx, r.client, owner); err != nil {
+	made, err := st.apply(ctx, r.client, owner)
+	if err != nil {
 		return errors.Wrap(err, errWriteOwner)
 	}
 	// Only a verdict someone must act on becomes an event too; progress is
@@ -417,7 +435,7 @@ func (r *xrReconciler) writeVerdict(ctx context.Context, s *scope) error {
 	if (!found || !s.verdict.Same(&old)) && eventType(s.verdict.Reason) == corev1.EventTypeWarning {
 		r.recorder.Eventf(s.xr, nil, corev1.EventTypeWarning, s.verdict.Reason, actionReconcile, "%s", s.verdict.Message)
 	}
-	r.written.record(s.owner, c)
+	r.written.record(s.owner, made, partVerdict, verdictValue(c))
 	return nil
 }
 

@@ -222,7 +222,8 @@ func (r *xrdReconciler) setCondition(ctx context.Context, x *xpextv2.CompositeRe
 	u := unstructuredXRD(x)
 	st := &statusApply{}
 	st.condition(u, metav1.Condition{Type: infrav1.ContractAdaptedCondition, Status: s, Reason: reason, Message: msg, ObservedGeneration: x.Generation})
-	return st.apply(ctx, r.client, u)
+	_, err := st.apply(ctx, r.client, u)
+	return err
 }
 
 func unstructuredXRD(x *xpextv2.CompositeResourceDefinition) *unstructured.Unstructured {

@@ -63,6 +63,20 @@ func Evaluate(obs readiness.Observation, errs field.ErrorList) Verdict {
 // says later (a pause, a credentials hold, a deletion, a manager restart).
 func Provisioned(was bool, v Verdict) bool { return was || v.Ready }
 
+// Shown reports whether CAPI's own conditions already say what the verdict
+// says, so that the owner needs no condition of the bridge's for it: the
+// contract satisfied (the owner's provisioned milestone), the XR being
+// composed (CAPI mirrors Crossplane's Ready into InfrastructureReady), a
+// machine waiting for its Machine's bootstrap data (BootstrapConfigReady) or
+// for its cluster's infrastructure (the Cluster's InfrastructureReady).
+func (v Verdict) Shown() bool {
+	switch v.Reason {
+	case infrav1.WaitingForCompositionReason, infrav1.WaitingForBootstrapDataReason, infrav1.WaitingForClusterInfrastructureReason:
+		return true
+	}
+	return v.Ready
+}
+
 // Condition renders the verdict as the CrossplaneInfrastructureReady
 // condition of a CAPI object at the given generation.
 func (v Verdict) Condition(generation int64) metav1.Condition {

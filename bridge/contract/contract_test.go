@@ -134,3 +134,32 @@ func TestWaiting(t *testing.T) {
 		})
 	}
 }
+
+func TestShown(t *testing.T) {
+	cases := map[string]struct {
+		v    Verdict
+		want bool
+	}{
+		"Ready":                           {v: Verdict{Ready: true, Reason: infrav1.ContractReadyReason}, want: true},
+		"WaitingForComposition":           {v: Verdict{Reason: infrav1.WaitingForCompositionReason}, want: true},
+		"WaitingForBootstrapData":         {v: Verdict{Reason: infrav1.WaitingForBootstrapDataReason}, want: true},
+		"WaitingForClusterInfrastructure": {v: Verdict{Reason: infrav1.WaitingForClusterInfrastructureReason}, want: true},
+		"CompositionFailed":               {v: Verdict{Reason: infrav1.CompositionFailedReason}, want: false},
+		"MissingOutputs":                  {v: Verdict{Reason: infrav1.MissingOutputsReason}, want: false},
+		"InvalidOutputs":                  {v: Verdict{Reason: infrav1.InvalidOutputsReason}, want: false},
+		"InvalidFailureDomain":            {v: Verdict{Reason: infrav1.InvalidFailureDomainReason}, want: false},
+		"InvalidBootstrapDataRef":         {v: Verdict{Reason: infrav1.InvalidBootstrapDataRefReason}, want: false},
+		"NotGranted":                      {v: Verdict{Reason: infrav1.ProviderConfigNotGrantedReason}, want: false},
+		"SecretNotFound":                  {v: Verdict{Reason: infrav1.CredentialsSecretNotFoundReason}, want: false},
+		"Deleting":                        {v: Verdict{Reason: infrav1.DeletingReason}, want: false},
+		"WaitingForMachines":              {v: Verdict{Reason: infrav1.WaitingForMachinesReason}, want: false},
+		"NotControlled":                   {v: Verdict{Reason: infrav1.NotControlledReason}, want: false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.v.Shown(); got != tc.want {
+				t.Errorf("Shown() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

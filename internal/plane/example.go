@@ -121,7 +121,7 @@ func (p *Plane) ExampleStatus(ctx context.Context, machines int) (Status, error)
 	xr := &infrav1.CrossplaneCluster{}
 	_ = c.Get(ctx, client.ObjectKey{Namespace: ExampleNamespace, Name: ExampleCluster}, xr)
 	st.Lines = append(st.Lines, fmt.Sprintf("Cluster %s: phase %s, infrastructure provisioned %t, endpoint %s; %s; XR %s",
-		cluster.Name, orDash(cluster.Status.Phase), infra, endpoint(cluster), condition(cluster.Status.Conditions, infrav1.CrossplaneInfrastructureReadyCondition), xrWords(xr.Status.Conditions)))
+		cluster.Name, orDash(cluster.Status.Phase), infra, endpoint(cluster), infraWords(cluster.Status.Conditions, clusterv1.ClusterInfrastructureReadyCondition), xrWords(xr.Status.Conditions)))
 
 	ms := &clusterv1.MachineList{}
 	if err := c.List(ctx, ms, client.InNamespace(ExampleNamespace), client.MatchingLabels{clusterv1.ClusterNameLabel: ExampleCluster}); err != nil {
@@ -142,7 +142,7 @@ func (p *Plane) ExampleStatus(ctx context.Context, machines int) (Status, error)
 		}
 		st.Lines = append(st.Lines, fmt.Sprintf("  Machine %s: phase %s, providerID %s, node %s; %s; XR %s",
 			m.Name, orDash(m.Status.Phase), orDash(m.Spec.ProviderID), node,
-			condition(m.Status.Conditions, infrav1.CrossplaneInfrastructureReadyCondition), xrWords(mxr.Status.Conditions)))
+			infraWords(m.Status.Conditions, clusterv1.MachineInfrastructureReadyCondition), xrWords(mxr.Status.Conditions)))
 	}
 	st.Provisioned = infra && len(ms.Items) == machines && ready == machines
 	return st, nil
@@ -188,6 +188,16 @@ func condition(conds []metav1.Condition, t string) string {
 	s := fmt.Sprintf("%s=%s (%s)", t, c.Status, c.Reason)
 	if c.Message != "" {
 		s += ": " + oneLine(c.Message)
+	}
+	return s
+}
+
+// infraWords are CAPI's InfrastructureReady condition on a Cluster or
+// Machine and, when the bridge has something to add, its verdict.
+func infraWords(conds []metav1.Condition, infraReady string) string {
+	s := condition(conds, infraReady)
+	if meta.FindStatusCondition(conds, infrav1.CrossplaneInfrastructureReadyCondition) != nil {
+		s += ", " + condition(conds, infrav1.CrossplaneInfrastructureReadyCondition)
 	}
 	return s
 }

@@ -2,9 +2,11 @@ package integration
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -272,9 +274,11 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 			err := env.Client.Create(ctx, obj)
 			if tc.update != nil {
 				g.Expect(err).NotTo(HaveOccurred(), "the object before the update must be valid")
-				// Crossplane writes XRs as soon as they exist: update
-				// what is stored, as kubectl edit would.
-				err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				// Crossplane writes XRs several times as soon as they
+				// exist: update what is stored, as kubectl edit would,
+				// for as long as that burst lasts.
+				burst := wait.Backoff{Steps: 30, Duration: 50 * time.Millisecond, Factor: 1.2, Jitter: 0.1, Cap: time.Second}
+				err = retry.RetryOnConflict(burst, func() error {
 					if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 						return err
 					}
