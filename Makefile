@@ -115,6 +115,18 @@ bench: ## Provision BENCH_CLUSTERS x BENCH_MACHINES machines behind an ideal pro
 	$(ENSURE_TOOLS) etcd kube-apiserver >/dev/null
 	CAPXP_BENCH=1 KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test -count=1 -timeout 60m -v -run TestBench ./test/bench/ -args -clusters=$(BENCH_CLUSTERS) -machines=$(BENCH_MACHINES)
 
+.PHONY: bench-large
+bench-large: ## The benchmark at N = 1000 (100 clusters x 10 machines); not in CI (about 15 minutes here).
+	$(MAKE) bench BENCH_CLUSTERS=100 BENCH_MACHINES=10
+
+BENCH_PLANE_MACHINES ?= 30
+
+.PHONY: bench-plane
+bench-plane: ## L3: the example cluster scaled to BENCH_PLANE_MACHINES machines on the real local plane; the bridge's CPU next to Crossplane's, its heap per cached object.
+	$(ENSURE_TOOLS) $(PLANE_TOOLS) >/dev/null
+	go build -o bin/ ./cmd/capxp
+	CAPXP_BENCH_PLANE=1 CAPXP_MANAGER_BINARY=$(CURDIR)/bin/capxp KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test -count=1 -timeout 60m -v -run TestBenchPlane ./test/bench/ -args -plane-machines=$(BENCH_PLANE_MACHINES)
+
 .PHONY: test-compositions
 test-compositions: ## Render every Composition with Crossplane's engine and the real functions; UPDATE=1 rewrites the golden files.
 	$(ENSURE_TOOLS) etcd kube-apiserver crossplane function-patch-and-transform function-auto-ready >/dev/null

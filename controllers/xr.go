@@ -20,14 +20,15 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/external"
 	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 
@@ -257,7 +258,7 @@ func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 		set(u)
 		s.mirror = s.before.DeepCopy()
 		set(s.mirror)
-		s.observed = min(s.xr.GetCondition(xpv2.TypeReady).ObservedGeneration, s.xr.GetCondition(xpv2.TypeSynced).ObservedGeneration)
+		s.observed = min(readiness.Condition(s.xr.Object, xpv2.TypeReady).ObservedGeneration, readiness.Condition(s.xr.Object, xpv2.TypeSynced).ObservedGeneration)
 	}
 	s.verdict = &v
 	// A cache behind the bridge's own write of the milestone still shows
@@ -402,11 +403,7 @@ func (r *xrReconciler) write(ctx context.Context, s *scope) error {
 // CrossplaneInfrastructureReady condition when it says something new, and
 // records the change as an event on the XR.
 func (r *xrReconciler) writeVerdict(ctx context.Context, s *scope) error {
-	owner, err := toUnstructured(r.client, s.owner)
-	if err != nil {
-		return errors.Wrap(err, errWriteOwner)
-	}
-	old, found := findCondition(owner, infrav1.CrossplaneInfrastructureReadyCondition)
+	old, found := ownerCondition(s.owner)
 	if found && s.verdict.Same(&old) {
 		// The verdict is about the XR: a new generation of the owner (CAPI
 		// copying providerID or the bootstrap data secret name into its
@@ -424,6 +421,11 @@ func (r *xrReconciler) writeVerdict(ctx context.Context, s *scope) error {
 		// sent, and its event recorded, already.
 		return nil
 	}
+	// Converted only to be written: most reconciles write no verdict.
+	owner, err := toUnstructured(r.client, s.owner)
+	if err != nil {
+		return errors.Wrap(err, errWriteOwner)
+	}
 	st := &statusApply{}
 	st.condition(owner, c)
 	made, err := st.apply(ctx, r.client, owner)
@@ -437,6 +439,20 @@ func (r *xrReconciler) writeVerdict(ctx context.Context, s *scope) error {
 	}
 	r.written.record(s.owner, made, partVerdict, verdictValue(c))
 	return nil
+}
+
+// ownerCondition is the bridge's condition on a CAPI owner, read from the
+// typed object.
+func ownerCondition(owner client.Object) (metav1.Condition, bool) {
+	g, ok := owner.(conditions.Getter)
+	if !ok {
+		return metav1.Condition{}, false
+	}
+	c := conditions.Get(g, infrav1.CrossplaneInfrastructureReadyCondition)
+	if c == nil {
+		return metav1.Condition{}, false
+	}
+	return *c, true
 }
 
 // eventType is Warning for verdicts that need someone to act, Normal for
@@ -489,17 +505,30 @@ func (r *xrReconciler) watchConfig(ctx context.Context, ref *infrav1.ProviderCon
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(m.GroupVersionKind)
 	kind := ref.Kind
+	// A config's creation, deletion and spec (its secret) concern the XRs
+	// that name it; its status does not. A provider updates a config's
+	// status (its users) as managed resources start and stop using it:
+	// every XR of a fleet sharing one config would be woken by every other.
 	return errors.Wrap(r.tracker.Watch(ctrl.LoggerFrom(ctx), obj, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		return referencing(ctx, r.client, r.gvk, o.GetNamespace(), func(ref *infrav1.ProviderConfigReference) bool {
 			return ref.APIGroup == m.GroupVersionKind.Group && ref.Kind == kind && ref.Name == o.GetName()
 		})
-	})), "cannot watch credentials configs")
+	}), predicate.GenerationChangedPredicate{}), "cannot watch credentials configs")
 }
 
 // providerConfigRef reads an XR's spec.providerConfigRef; nil when unset.
 func providerConfigRef(u *unstructured.Unstructured) *infrav1.ProviderConfigReference {
+	m, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "providerConfigRef")
+	fields, _ := m.(map[string]any)
+	if !ok || fields == nil {
+		return nil
+	}
 	ref := &infrav1.ProviderConfigReference{}
-	if err := fieldpath.Pave(u.Object).GetValueInto("spec.providerConfigRef", ref); err != nil || ref.Name == "" {
+	ref.APIGroup, _ = fields["apiGroup"].(string)
+	kind, _ := fields["kind"].(string)
+	ref.Kind = infrav1.ProviderConfigKind(kind)
+	ref.Name, _ = fields["name"].(string)
+	if ref.Name == "" {
 		return nil
 	}
 	return ref

@@ -3,6 +3,7 @@ package credentials
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,9 +22,11 @@ import (
 )
 
 // RecheckSecretAfter is how long the bridge waits before looking for a
-// missing credentials secret again. The bridge does not watch Secrets, so
-// that it needs no list or watch permission on them (least privilege); this
-// is the one time-based wait of the credentials check.
+// missing credentials secret again, and how long it trusts that one it
+// found still exists. The bridge does not watch Secrets, so that it needs no
+// list or watch permission on them (least privilege); this is the one
+// time-based wait of the credentials check, and it keeps the check from
+// reading a Secret's metadata on every reconcile of every XR that uses it.
 const RecheckSecretAfter = 30 * time.Second
 
 // Resolver resolves an XR's credentials.
@@ -36,6 +39,11 @@ type APIResolver struct {
 	client  client.Client
 	secrets client.Reader
 	all     bool
+
+	mu sync.Mutex
+	// found is when each Secret was last found to exist.
+	found map[types.NamespacedName]time.Time
+	now   func() time.Time
 }
 
 // An APIResolverOption configures an APIResolver.
@@ -51,7 +59,7 @@ func WithSharedCredentialsForAllNamespaces() APIResolverOption {
 // only the metadata of Secrets with secrets (uncached: Secrets are not
 // cached).
 func NewAPIResolver(c client.Client, secrets client.Reader, opts ...APIResolverOption) *APIResolver {
-	r := &APIResolver{client: c, secrets: secrets}
+	r := &APIResolver{client: c, secrets: secrets, found: map[types.NamespacedName]time.Time{}, now: time.Now}
 	for _, o := range opts {
 		o(r)
 	}
@@ -143,11 +151,18 @@ func (r *APIResolver) secret(ctx context.Context, cfg *unstructured.Unstructured
 	case ns == "":
 		ns = namespace
 	}
+	key := types.NamespacedName{Namespace: ns, Name: name}
+	if r.recentlyFound(key) {
+		return Result{}, true, nil
+	}
 	s := &metav1.PartialObjectMetadata{}
 	s.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	err := r.secrets.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)
+	err := r.secrets.Get(ctx, key, s)
 	switch {
 	case err == nil:
+		r.mu.Lock()
+		r.found[key] = r.now()
+		r.mu.Unlock()
 		return Result{}, true, nil
 	case apierrors.IsNotFound(err):
 		return Result{Reason: infrav1.CredentialsSecretNotFoundReason,
@@ -155,4 +170,13 @@ func (r *APIResolver) secret(ctx context.Context, cfg *unstructured.Unstructured
 	default:
 		return Result{}, false, errors.Wrapf(err, "cannot get Secret %s/%s", ns, name)
 	}
+}
+
+// recentlyFound reports whether the Secret was found to exist less than
+// RecheckSecretAfter ago.
+func (r *APIResolver) recentlyFound(key types.NamespacedName) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.found[key]
+	return ok && r.now().Sub(at) < RecheckSecretAfter
 }

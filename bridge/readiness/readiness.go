@@ -7,6 +7,7 @@ import (
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 
@@ -46,8 +47,8 @@ func Observe(xr *composite.Unstructured, m Mirror) Observation {
 		}
 		return stale(c, gen)
 	}
-	synced := xr.GetCondition(xpv2.TypeSynced)
-	ready := xr.GetCondition(xpv2.TypeReady)
+	synced := Condition(xr.Object, xpv2.TypeSynced)
+	ready := Condition(xr.Object, xpv2.TypeReady)
 
 	switch {
 	case synced.Status == corev1.ConditionFalse && synced.Reason == xpv2.ReasonReconcilePaused:
@@ -69,6 +70,38 @@ func Observe(xr *composite.Unstructured, m Mirror) Observation {
 		return Observation{Reason: infrav1.WaitingForCompositionReason, Message: fmt.Sprintf("Crossplane reported Synced for generation %d; waiting for generation %d", synced.ObservedGeneration, gen)}
 	}
 	return Observation{Ready: true}
+}
+
+// Condition reads one of an object's status conditions in place, as
+// composite.Unstructured's GetCondition would but without its round trip of
+// the whole status through JSON on every reconcile. A missing condition is
+// Unknown, as there.
+func Condition(obj map[string]any, t xpv2.ConditionType) xpv2.Condition {
+	raw, _, _ := unstructured.NestedFieldNoCopy(obj, "status", "conditions")
+	list, _ := raw.([]any)
+	for _, item := range list {
+		m, ok := item.(map[string]any)
+		if !ok || m["type"] != string(t) {
+			continue
+		}
+		c := xpv2.Condition{Type: t}
+		status, _ := m["status"].(string)
+		reason, _ := m["reason"].(string)
+		c.Status = corev1.ConditionStatus(status)
+		c.Reason = xpv2.ConditionReason(reason)
+		c.Message, _ = m["message"].(string)
+		switch g := m["observedGeneration"].(type) {
+		case int64:
+			c.ObservedGeneration = g
+		case float64:
+			c.ObservedGeneration = int64(g)
+		}
+		if ts, ok := m["lastTransitionTime"].(string); ok {
+			_ = c.LastTransitionTime.UnmarshalQueryParameter(ts)
+		}
+		return c
+	}
+	return xpv2.Condition{Type: t, Status: corev1.ConditionUnknown}
 }
 
 // stale reports whether a condition was observed for an older generation.

@@ -107,3 +107,31 @@ func TestObserve(t *testing.T) {
 		})
 	}
 }
+
+func TestCondition(t *testing.T) {
+	obj := func(gen any) map[string]any {
+		return map[string]any{"status": map[string]any{"conditions": []any{
+			map[string]any{"type": "Synced", "status": "True", "reason": "ReconcileSuccess"},
+			map[string]any{"type": "Ready", "status": "False", "reason": "Creating", "message": "Unready resources: vpc", "observedGeneration": gen},
+		}}}
+	}
+	cases := map[string]struct {
+		obj  map[string]any
+		t    xpv2.ConditionType
+		want xpv2.Condition
+	}{
+		"FromTheCache": {obj: obj(int64(3)), t: xpv2.TypeReady,
+			want: xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: "Creating", Message: "Unready resources: vpc", ObservedGeneration: 3}},
+		"FromJSON": {obj: obj(float64(3)), t: xpv2.TypeReady,
+			want: xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionFalse, Reason: "Creating", Message: "Unready resources: vpc", ObservedGeneration: 3}},
+		"Missing":  {obj: obj(int64(3)), t: "Responsive", want: xpv2.Condition{Type: "Responsive", Status: corev1.ConditionUnknown}},
+		"NoStatus": {obj: map[string]any{}, t: xpv2.TypeReady, want: xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionUnknown}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Condition(tc.obj, tc.t)); diff != "" {
+				t.Errorf("Condition() -want +got:\n%s", diff)
+			}
+		})
+	}
+}

@@ -25,6 +25,7 @@ type managerFlags struct {
 	// it and the webhook server.
 	diagnostics                capiflags.ManagerOptions
 	healthAddr                 string
+	profilerAddr               string
 	leaderElect                bool
 	leaderElectionID           string
 	leaseDuration, renewDeadln time.Duration
@@ -44,6 +45,8 @@ type managerFlags struct {
 func (f *managerFlags) add(fs *pflag.FlagSet) {
 	capiflags.AddManagerOptions(fs, &f.diagnostics)
 	fs.StringVar(&f.healthAddr, "health-addr", ":9440", "Address the health and readiness probes bind to.")
+	fs.StringVar(&f.profilerAddr, "profiler-address", "",
+		"Address to serve Go's pprof endpoints at, without authentication (for example 127.0.0.1:6060); off when empty. The diagnostics endpoint serves them authenticated unless --insecure-diagnostics.")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader, so that only one replica reconciles at a time.")
 	fs.StringVar(&f.leaderElectionID, "leader-election-id", "capxp-manager.capxp.dev", "Name of the leader election lease.")
 	fs.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "Leader election lease duration.")
@@ -96,6 +99,7 @@ func runManager(args []string) error {
 		Scheme:                  controllers.NewScheme(),
 		Metrics:                 *metrics,
 		HealthProbeBindAddress:  f.healthAddr,
+		PprofBindAddress:        f.profilerAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        f.leaderElectionID,
 		LeaseDuration:           &f.leaseDuration,

@@ -87,12 +87,24 @@ func (p *Plane) startManager(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	metrics, err := freePort()
+	if err != nil {
+		return err
+	}
+	profiler, err := freePort()
+	if err != nil {
+		return err
+	}
+	// Metrics and pprof over plain HTTP, on the loopback interface only.
 	proc, err := startProcess(p.dir, "capxp-manager", p.opts.ManagerBinary, nil,
-		"manager", "--kubeconfig="+p.kubeconfig, "--diagnostics-address=0", "--insecure-diagnostics", "--health-addr="+hostPort(health))
+		"manager", "--kubeconfig="+p.kubeconfig, "--diagnostics-address="+hostPort(metrics), "--insecure-diagnostics", "--health-addr="+hostPort(health),
+		"--profiler-address="+hostPort(profiler))
 	if err != nil {
 		return err
 	}
 	p.manager = proc
+	p.managerMetrics = fmt.Sprintf("http://%s/metrics", hostPort(metrics))
+	p.managerProfiler = fmt.Sprintf("http://%s/debug/pprof/", hostPort(profiler))
 	return proc.waitHealthy(ctx, fmt.Sprintf("http://%s/readyz", hostPort(health)), time.Minute)
 }
 

@@ -66,7 +66,18 @@ type Plane struct {
 	xp       *Crossplane
 	procs    []*process
 	manager  *process
+	// managerMetrics is the manager's Prometheus endpoint, managerProfiler
+	// its pprof endpoints.
+	managerMetrics, managerProfiler string
 }
+
+// ManagerProfilerURL is where the manager serves Go's pprof endpoints
+// (plain HTTP, on the loopback interface).
+func (p *Plane) ManagerProfilerURL() string { return p.managerProfiler }
+
+// ManagerMetricsURL is where the manager serves its metrics (plain HTTP, on
+// the loopback interface).
+func (p *Plane) ManagerMetricsURL() string { return p.managerMetrics }
 
 // Management is the management cluster's API server.
 func (p *Plane) Management() *localkube.Environment { return p.mgmt }

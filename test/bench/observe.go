@@ -3,10 +3,8 @@ package bench
 import (
 	"context"
 	"os"
-	"path/filepath"
+	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +13,8 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/capxp/cluster-api-provider-crossplane/internal/plane"
 )
 
 // latencies records, from a watch, when each Machine of a namespace was
@@ -79,39 +79,11 @@ func (l *latencies) quantiles() (p50, p99 time.Duration) {
 // process with the given command names have used so far: the test
 // environment's kube-apiserver and etcd.
 func childCPU(names ...string) time.Duration {
-	const ticksPerSecond = 100 // USER_HZ on Linux
-	parent := strconv.Itoa(os.Getpid())
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var ticks int64
-	for _, p := range stats {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || end < open {
-			continue
-		}
-		comm := s[open+1 : end]
-		f := strings.Fields(s[end+1:])
-		// After the command: state, ppid, ... utime is field 14 and stime
-		// field 15 of the whole line, 12 and 13 here.
-		if len(f) < 13 || f[1] != parent || !contains(names, comm) {
-			continue
-		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks += u + st
-	}
-	return time.Duration(ticks) * time.Second / ticksPerSecond
-}
-
-func contains(names []string, s string) bool {
-	for _, n := range names {
-		if n == s {
-			return true
+	var sum time.Duration
+	for name, cpu := range plane.ChildrenCPU(os.Getpid()) {
+		if slices.Contains(names, name) {
+			sum += cpu
 		}
 	}
-	return false
+	return sum
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -195,7 +196,7 @@ func (e *Environment) StartBridgeAs(ctx context.Context, cfg *rest.Config, o con
 	if err := controllers.Setup(mgr, o); err != nil {
 		return nil, err
 	}
-	m, err := start(ctx, mgr, w)
+	m, err := start(ctx, "bridge", mgr, w)
 	if m != nil {
 		m.Logs = logs
 	}
@@ -261,15 +262,18 @@ func (e *Environment) startProvider(ctx context.Context, delay time.Duration) (*
 	if err := (&Provider{Client: mgr.GetClient(), Delay: delay}).SetupWithManager(mgr); err != nil {
 		return nil, errors.Wrap(err, "cannot set up the test provider")
 	}
-	return start(ctx, mgr, &Writes{counts: map[string]int{}})
+	return start(ctx, "test-provider", mgr, &Writes{counts: map[string]int{}})
 }
 
-func start(ctx context.Context, mgr ctrl.Manager, w *Writes) (*Manager, error) {
+// start runs a manager; its goroutines carry the profiler label
+// component=NAME, so that a CPU profile of a test tells the bridge's work
+// from CAPI's and the test provider's (go tool pprof -tagfocus).
+func start(ctx context.Context, name string, mgr ctrl.Manager, w *Writes) (*Manager, error) {
 	mctx, cancel := context.WithCancel(ctx)
 	m := &Manager{Manager: mgr, Writes: w, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
-		m.err = mgr.Start(mctx)
+		pprof.Do(mctx, pprof.Labels("component", name), func(ctx context.Context) { m.err = mgr.Start(ctx) })
 	}()
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		_ = m.Stop()

@@ -1,0 +1,298 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/lifeline"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
+	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
+)
+
+var planeMachinesFlag = flag.Int("plane-machines", 30, "machines of the example cluster on the real plane (L3)")
+
+func TestMain(m *testing.M) {
+	// The plane starts etcd and kube-apiserver through links to this test
+	// binary, so that they die with it.
+	lifeline.Main()
+	os.Exit(m.Run())
+}
+
+// TestBenchPlane is L3: the example cluster of `make dev`, scaled to N
+// machines, on the real plane (Crossplane, its functions, provider-kubernetes
+// and the local backend, CAPI, and `capxp manager` as a process). It prints
+// T_all, Machine created → provisioned p50/p99, each component's CPU time,
+// the bridge's next to Crossplane's, and the bridge's live heap per cached
+// object. `make bench-plane` runs it; `go test` skips it.
+func TestBenchPlane(t *testing.T) {
+	bin := os.Getenv("CAPXP_MANAGER_BINARY")
+	if os.Getenv("CAPXP_BENCH_PLANE") == "" || bin == "" {
+		t.Skip("the plane benchmark runs with `make bench-plane` (CAPXP_BENCH_PLANE=1, CAPXP_MANAGER_BINARY)")
+	}
+	n := *planeMachinesFlag
+	if n < plane.ExampleMachines || n > 1000 {
+		t.Fatalf("-plane-machines must be between %d and 1000", plane.ExampleMachines)
+	}
+	ctx := t.Context()
+	p, err := plane.Start(ctx, plane.Options{ManagerBinary: bin, Tools: tools.Dir(envtest.ToolsDir())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	c := p.Management().Client
+
+	watch, err := cache.New(p.Management().Config, cache.Options{Scheme: controllers.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = watch.Start(ctx) }()
+	lat, err := watchLatencies(ctx, watch, plane.ExampleNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	updates := map[string]int{}
+	var updatesMu sync.Mutex
+	for kind, obj := range map[string]client.Object{"CrossplaneMachine": &infrav1.CrossplaneMachine{}, "Machine": &clusterv1.Machine{}, "Cluster": &clusterv1.Cluster{}, "CrossplaneCluster": &infrav1.CrossplaneCluster{}} {
+		inf, err := watch.GetInformer(ctx, obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(_, _ any) {
+			updatesMu.Lock()
+			updates[kind]++
+			updatesMu.Unlock()
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	watch.WaitForCacheSync(ctx)
+
+	heap0, err := liveHeap(ctx, p.ManagerMetricsURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects0 := cachedObjects(ctx, t, c)
+	rec0, err := managerReconciles(ctx, p.ManagerMetricsURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the components use with nothing to do, to tell it from the work.
+	idle0 := p.CPU()
+	const idleFor = 10 * time.Second
+	time.Sleep(idleFor)
+	cpu0 := p.CPU()
+	begin := time.Now()
+	// CAPXP_BENCH_PROFILE=FILE keeps a CPU profile of the manager while it
+	// provisions (go tool pprof bin/capxp FILE).
+	var profile chan error
+	if path := os.Getenv("CAPXP_BENCH_PROFILE"); path != "" {
+		profile = make(chan error, 1)
+		go func() { profile <- fetch(ctx, p.ManagerProfilerURL()+"profile?seconds=20", path) }()
+	}
+	if err := p.ApplyExample(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The example has one control plane Machine and a MachineDeployment of
+	// workers, which makes up the rest.
+	md := &clusterv1.MachineDeployment{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: plane.ExampleNamespace, Name: "demo-workers"}, md); err != nil {
+		t.Fatal(err)
+	}
+	before := md.DeepCopy()
+	md.Spec.Replicas = ptr.To(int32(n - 1)) //nolint:gosec // n is at most 1000.
+	if err := c.Patch(ctx, md, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitForExample(ctx, n, 20*time.Minute, func(plane.Status) {}); err != nil {
+		t.Fatal(err)
+	}
+	tAll := time.Since(begin)
+	cpu1 := p.CPU()
+	if profile != nil {
+		if err := <-profile; err != nil {
+			t.Error(err)
+		}
+	}
+	// The live heap is measured after a GC; give the manager a few.
+	time.Sleep(10 * time.Second)
+	heap1, err := liveHeap(ctx, p.ManagerMetricsURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects1 := cachedObjects(ctx, t, c)
+	rec1, err := managerReconciles(ctx, p.ManagerMetricsURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	p50, p99 := lat.quantiles()
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nL3: %d machines (1 cluster) on the real plane\n\nT_all %.1f s, Machine created -> provisioned p50 %.1f s, p99 %.1f s\n\n| component | CPU during T_all | CPU idle, per second |\n|---|---|---|\n",
+		n, tAll.Seconds(), p50.Seconds(), p99.Seconds())
+	var names []string
+	for name := range cpu1 {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	used := map[string]time.Duration{}
+	for _, name := range names {
+		used[name] = cpu1[name] - cpu0[name]
+		fmt.Fprintf(&b, "| %s | %.2f s | %.0f ms |\n", name, used[name].Seconds(), float64((cpu0[name]-idle0[name]).Milliseconds())/idleFor.Seconds())
+	}
+	var functions time.Duration
+	for name, d := range used {
+		if strings.HasPrefix(name, "function-") {
+			functions += d
+		}
+	}
+	bridge, core := used["capxp-manager"], used["crossplane"]
+	fmt.Fprintf(&b, "\nbridge CPU / Crossplane core CPU = %.3f; / (core + functions) = %.3f\n",
+		bridge.Seconds()/core.Seconds(), bridge.Seconds()/(core+functions).Seconds())
+	if d := objects1 - objects0; d > 0 {
+		fmt.Fprintf(&b, "bridge live heap %.1f MiB -> %.1f MiB over %d more cached objects: %.1f KiB per cached object\n",
+			float64(heap0)/(1<<20), float64(heap1)/(1<<20), d, float64(heap1-heap0)/float64(d)/1024)
+	}
+	var recs []string
+	for name, v := range rec1 {
+		if d := v - rec0[name]; d > 0 {
+			recs = append(recs, fmt.Sprintf("%s=%.1f", name, d/float64(n)))
+		}
+	}
+	sort.Strings(recs)
+	fmt.Fprintf(&b, "bridge reconciles per Machine: %s\n", strings.Join(recs, " "))
+	updatesMu.Lock()
+	var ups []string
+	for kind, u := range updates {
+		ups = append(ups, fmt.Sprintf("%s=%.1f", kind, float64(u)/float64(n)))
+	}
+	updatesMu.Unlock()
+	sort.Strings(ups)
+	fmt.Fprintf(&b, "updates per Machine, all writers: %s\n", strings.Join(ups, " "))
+	t.Log(b.String())
+}
+
+// cachedObjects counts the objects of the kinds the bridge caches that grow
+// with a fleet: Clusters, Machines and their XRs.
+func cachedObjects(ctx context.Context, t *testing.T, c client.Client) int {
+	t.Helper()
+	n := 0
+	for _, l := range []client.ObjectList{&clusterv1.ClusterList{}, &clusterv1.MachineList{}, &infrav1.CrossplaneClusterList{}, &infrav1.CrossplaneMachineList{}} {
+		if err := c.List(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		n += meta.LenList(l)
+	}
+	return n
+}
+
+// liveHeap reads the manager's live heap after its last GC
+// (runtime/metrics /gc/heap/live:bytes, which controller-runtime exports).
+func liveHeap(ctx context.Context, url string) (int64, error) {
+	var live float64
+	found := false
+	err := scrape(ctx, url, func(name, labels string, v float64) {
+		if name == "go_gc_heap_live_bytes" {
+			live, found = v, true
+		}
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("%s serves no go_gc_heap_live_bytes", url)
+	}
+	return int64(live), err
+}
+
+// managerReconciles reads the manager's reconciles so far, per controller.
+func managerReconciles(ctx context.Context, url string) (map[string]float64, error) {
+	out := map[string]float64{}
+	err := scrape(ctx, url, func(name, labels string, v float64) {
+		if name != "controller_runtime_reconcile_total" {
+			return
+		}
+		for _, l := range strings.Split(labels, ",") {
+			if c, ok := strings.CutPrefix(l, "controller="); ok {
+				out[strings.Trim(c, `"`)] += v
+			}
+		}
+	})
+	return out, err
+}
+
+// get reads what url serves.
+func get(ctx context.Context, url string, read func(io.Reader) error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return read(resp.Body)
+}
+
+// scrape reads a Prometheus text endpoint, sample by sample.
+func scrape(ctx context.Context, url string, sample func(name, labels string, v float64)) error {
+	return get(ctx, url, func(r io.Reader) error { return samples(r, sample) })
+}
+
+func samples(r io.Reader, sample func(name, labels string, v float64)) error {
+	s := bufio.NewScanner(r)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		line := s.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		series, value, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			continue
+		}
+		name, labels, _ := strings.Cut(strings.TrimSuffix(series, "}"), "{")
+		sample(name, labels, v)
+	}
+	return s.Err()
+}
+
+// fetch writes what url serves to path.
+func fetch(ctx context.Context, url, path string) error {
+	return get(ctx, url, func(r io.Reader) error {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(f, r); err != nil {
+			_ = f.Close()
+			return err
+		}
+		return f.Close()
+	})
+}
