@@ -7,6 +7,7 @@ import (
 	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
 	corev1 "k8s.io/api/core/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -56,7 +57,10 @@ func NewScheme() *runtime.Scheme {
 func CacheOptions(namespace string, syncPeriod time.Duration) cache.Options {
 	o := cache.Options{
 		DefaultTransform: stripManagedFields,
-		SyncPeriod:       &syncPeriod,
+		ByObject: map[client.Object]cache.ByObject{
+			&clusterv1.Machine{}: {Transform: slimMachine},
+		},
+		SyncPeriod: &syncPeriod,
 	}
 	if namespace != "" {
 		o.DefaultNamespaces = map[string]cache.Config{namespace: {}}
@@ -80,6 +84,25 @@ func stripManagedFields(in any) (any, error) {
 		return o, nil
 	}
 	return in, nil
+}
+
+// slimMachine keeps of a Machine what the bridge reads: its metadata, its
+// spec and, of its status, the bridge's own condition. CAPI's status (its
+// conditions, v1beta1's too, addresses, node info) is most of a Machine, and
+// Machines are most of what the bridge caches.
+func slimMachine(in any) (any, error) {
+	m, ok := in.(*clusterv1.Machine)
+	if !ok {
+		return stripManagedFields(in)
+	}
+	m.SetManagedFields(nil)
+	verdict := meta.FindStatusCondition(m.Status.Conditions, infrav1.CrossplaneInfrastructureReadyCondition)
+	status := clusterv1.MachineStatus{}
+	if verdict != nil {
+		status.Conditions = []metav1.Condition{*verdict}
+	}
+	m.Status = status
+	return m, nil
 }
 
 // ClientOptions read XRs from the cache (unstructured caching on) and never

@@ -3,8 +3,12 @@ package controllers
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 )
 
 func TestStripManagedFields(t *testing.T) {
@@ -41,6 +45,44 @@ func TestStripManagedFields(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.check(t, out)
+		})
+	}
+}
+
+func TestSlimMachine(t *testing.T) {
+	verdict := metav1.Condition{Type: infrav1.CrossplaneInfrastructureReadyCondition, Status: metav1.ConditionFalse, Reason: infrav1.InvalidOutputsReason}
+	machine := func(conds ...metav1.Condition) *clusterv1.Machine {
+		return &clusterv1.Machine{
+			ObjectMeta: metav1.ObjectMeta{Name: "m", Generation: 3, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "capi"}}},
+			Spec:       clusterv1.MachineSpec{ClusterName: "c", ProviderID: "aws:///i-1"},
+			Status: clusterv1.MachineStatus{
+				Conditions: conds,
+				Addresses:  clusterv1.MachineAddresses{{Type: clusterv1.MachineInternalIP, Address: "10.0.0.1"}},
+				Phase:      "Running",
+			},
+		}
+	}
+	ready := metav1.Condition{Type: clusterv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "Ready"}
+	cases := map[string]struct {
+		in   *clusterv1.Machine
+		want clusterv1.MachineStatus
+	}{
+		"KeepsTheVerdict": {in: machine(ready, verdict), want: clusterv1.MachineStatus{Conditions: []metav1.Condition{verdict}}},
+		"NoVerdict":       {in: machine(ready), want: clusterv1.MachineStatus{}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			out, err := slimMachine(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := out.(*clusterv1.Machine)
+			if diff := cmp.Diff(tc.want, m.Status); diff != "" {
+				t.Errorf("status -want +got:\n%s", diff)
+			}
+			if m.ManagedFields != nil || m.Spec.ProviderID != "aws:///i-1" || m.Generation != 3 {
+				t.Errorf("metadata or spec changed: %+v", m.ObjectMeta)
+			}
 		})
 	}
 }
