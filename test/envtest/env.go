@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	xpextv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
@@ -30,6 +31,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/xcrd"
 
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/lifeline"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/localkube"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
@@ -98,9 +100,15 @@ func startEnv(ctx context.Context, crossplaneDir string, providerDelay time.Dura
 	if err != nil {
 		return nil, err
 	}
+	o, err := linked(localkube.Options{Assets: assets})
+	if err != nil {
+		return nil, err
+	}
 	le, err := localkube.Start(localkube.Options{
-		Assets: assets,
-		Scheme: NewScheme(),
+		Assets:    assets,
+		Etcd:      o.Etcd,
+		APIServer: o.APIServer,
+		Scheme:    NewScheme(),
 		CRDPaths: []string{
 			filepath.Join(capi.Dir, "core", "config", "crd", "bases"),
 			filepath.Join(xp.Dir, "cluster", "crds"),
@@ -336,5 +344,32 @@ func StartWorkload() (*Workload, error) {
 	}
 	// A workload API server that CAPI watched stops slowly on a loaded
 	// machine: its watches drain first.
-	return localkube.StartWorkload(localkube.Options{Assets: assets, StopTimeout: 2 * time.Minute})
+	o, err := linked(localkube.Options{Assets: assets, StopTimeout: 2 * time.Minute})
+	if err != nil {
+		return nil, err
+	}
+	return localkube.StartWorkload(o)
+}
+
+// linksDir holds the links of this test process.
+var linksDir = sync.OnceValue(func() string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("capxp-envtest-%d", os.Getpid()))
+})
+
+// linked starts etcd and kube-apiserver through links that tie them to the
+// test process (internal/lifeline) when its TestMain called lifeline.Main:
+// a test binary that panics or is killed then leaves neither running. The
+// links live in one directory per test process.
+func linked(o localkube.Options) (localkube.Options, error) {
+	if !lifeline.Armed() {
+		return o, nil
+	}
+	var err error
+	if o.Etcd, err = lifeline.Wrap(linksDir(), filepath.Join(o.Assets, "etcd")); err != nil {
+		return o, err
+	}
+	if o.APIServer, err = lifeline.Wrap(linksDir(), filepath.Join(o.Assets, "kube-apiserver")); err != nil {
+		return o, err
+	}
+	return o, nil
 }

@@ -23,6 +23,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capxp/cluster-api-provider-crossplane/internal/lifeline"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
 
@@ -39,6 +40,9 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	// etcd and kube-apiserver start through links to this test binary, so
+	// that they die with it however it ends.
+	lifeline.Main()
 	os.Exit(run(m))
 }
 
