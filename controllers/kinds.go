@@ -129,7 +129,7 @@ func (k *kindControllers) Ensure(ctx context.Context, name string, a xrd.Adaptat
 	// management domain; grants and namespaces carry no such label, so it
 	// never applies to them.
 	filter := predicates.ResourceHasFilterLabel(k.mgr.GetScheme(), log, k.filter)
-	if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), xr, &handler.EnqueueRequestForObject{}, filter)); err != nil {
+	if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), xr, &handler.EnqueueRequestForObject{}, filter, predicate.Funcs{UpdateFunc: xrChanged})); err != nil {
 		return errors.Wrap(err, "cannot watch composite resources")
 	}
 	for _, w := range sm.watches(k, a.GVK, xr) {

@@ -24,6 +24,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -554,4 +555,48 @@ func referencing(ctx context.Context, c client.Client, gvk schema.GroupVersionKi
 func isProvisioned(u *unstructured.Unstructured) bool {
 	p, _, _ := unstructured.NestedBool(u.Object, "status", "initialization", "provisioned")
 	return p
+}
+
+// xrChanged passes the XR updates that change something the bridge reads:
+// its generation and spec, the metadata it reads or writes (labels,
+// annotations, finalizers, owner references, deletion), and its status but
+// for the conditions it does not read (Responsive) and transition times.
+// Crossplane updates an XR some 16 times while composing it; updates that
+// only move Responsive or a managed field's timestamp wake no one.
+func xrChanged(e event.UpdateEvent) bool {
+	o, ok := e.ObjectOld.(*unstructured.Unstructured)
+	n, ok2 := e.ObjectNew.(*unstructured.Unstructured)
+	if !ok || !ok2 {
+		return true
+	}
+	if o.GetGeneration() != n.GetGeneration() || !equality.Semantic.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp()) {
+		return true
+	}
+	for _, f := range [][]string{{"metadata", "labels"}, {"metadata", "annotations"}, {"metadata", "finalizers"}, {"metadata", "ownerReferences"}, {"spec"}} {
+		a, _, _ := unstructured.NestedFieldNoCopy(o.Object, f...)
+		b, _, _ := unstructured.NestedFieldNoCopy(n.Object, f...)
+		if !equality.Semantic.DeepEqual(a, b) {
+			return true
+		}
+	}
+	return !equality.Semantic.DeepEqual(statusRead(o), statusRead(n))
+}
+
+// statusRead is what the bridge reads of an XR's status: all of it but the
+// conditions other than Ready and Synced, and their transition times.
+func statusRead(u *unstructured.Unstructured) map[string]any {
+	status, _, _ := unstructured.NestedFieldNoCopy(u.Object, "status")
+	m, _ := status.(map[string]any)
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if k != "conditions" {
+			out[k] = v
+		}
+	}
+	for _, t := range []xpv2.ConditionType{xpv2.TypeReady, xpv2.TypeSynced} {
+		c := readiness.Condition(u.Object, t)
+		c.LastTransitionTime = metav1.Time{}
+		out["condition "+string(t)] = c
+	}
+	return out
 }
