@@ -134,12 +134,24 @@ test-compositions: ## Render every Composition with Crossplane's engine and the 
 
 ##@ Build
 
-.PHONY: package-root
-package-root: ## Assemble the Configuration package's contents (crossplane.yaml, XRDs, Compositions) in .cache/package for `crossplane xpkg build`.
-	rm -rf .cache/package && mkdir -p .cache/package
-	cp packages/configuration/*.yaml .cache/package/
-	for d in xrds aws byo local; do mkdir -p .cache/package/$$d && cp compositions/$$d/*.yaml .cache/package/$$d/; done
-	@echo "package root: .cache/package"
+RELEASE_DIR ?= out
+VERSION ?= $(shell cat VERSION)
+IMAGE_REPOSITORY ?=
+PACKAGE_REGISTRY ?=
+ARCH ?= $(shell go env GOARCH)
+CROSSPLANE_CLI = $(shell $(ENSURE_TOOLS) crossplane-cli | cut -d= -f2)
+
+.PHONY: release
+release: ## Build a release into RELEASE_DIR (out/): clusterctl provider files, the manager image (OCI layout and tarball), crossplane-setup.yaml and both Crossplane packages (.xpkg).
+	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) go build -trimpath -ldflags "-s -w" -o $(RELEASE_DIR)/bin/capxp ./cmd/capxp
+	go run ./hack/release -out $(RELEASE_DIR) -version $(VERSION) -arch $(ARCH) -manager-binary $(RELEASE_DIR)/bin/capxp \
+		$(if $(IMAGE_REPOSITORY),-image-repository $(IMAGE_REPOSITORY)) $(if $(PACKAGE_REGISTRY),-package-registry $(PACKAGE_REGISTRY))
+	$(CROSSPLANE_CLI) xpkg build --package-root=$(RELEASE_DIR)/package-provider --examples-root=$(RELEASE_DIR)/no-examples \
+		--embed-runtime-image-tarball=$(RELEASE_DIR)/capxp-manager-image.tar -o $(RELEASE_DIR)/provider-capxp-$(VERSION).xpkg
+	$(CROSSPLANE_CLI) xpkg build --package-root=$(RELEASE_DIR)/package-configuration --examples-root=$(RELEASE_DIR)/no-examples \
+		-o $(RELEASE_DIR)/configuration-capxp-$(VERSION).xpkg
+	@echo "release $(VERSION) in $(RELEASE_DIR)/"
 
 .PHONY: build
 build: ## Build bin/capxp and bin/capxp-dev (and compile every package).

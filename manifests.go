@@ -17,11 +17,13 @@ import (
 	"strings"
 )
 
-// Manifests holds config/crd/bases (the template CRDs and
-// ClusterProviderConfigGrant, generated from apis/) and examples/local (the
-// example cluster the plane applies).
+// Manifests holds config (the kustomize sources of the clusterctl
+// components: the template CRDs and ClusterProviderConfigGrant generated
+// from apis/, RBAC, the manager's Deployment, its webhook Service and
+// certificate), examples/local (the example cluster) and VERSION (the
+// release being built).
 //
-//go:embed config/crd/bases/*.yaml examples/local/*.yaml
+//go:embed config examples/local/*.yaml VERSION
 var Manifests embed.FS
 
 // Paths of Manifests.
@@ -30,7 +32,23 @@ const (
 	CRDsDir = "config/crd/bases"
 	// LocalExample is the example cluster on the local backend.
 	LocalExample = "examples/local/cluster.yaml"
+	// ConfigDir holds the kustomize sources of the clusterctl components;
+	// ComponentsKustomization builds infrastructure-components.yaml.
+	ConfigDir               = "config"
+	ComponentsKustomization = "config/default"
+	// CrossplaneKustomization builds what the Crossplane packages need
+	// beside them: the bridge's RBAC and runtime configuration.
+	CrossplaneKustomization = "config/crossplane"
 )
+
+// Version is the release this source builds (the VERSION file).
+func Version() string {
+	b, err := Manifests.ReadFile("VERSION")
+	if err != nil {
+		panic(err) // embedded at build time
+	}
+	return strings.TrimSpace(string(b))
+}
 
 // goMod is the module's go.mod: with a tidy go.mod (make verify checks it),
 // its requirements are the versions built into every binary and test of the

@@ -91,7 +91,14 @@ type WebhookClientConfig struct {
 	ServiceNamespace string
 	ServicePort      int32
 	CABundle         []byte
+	// CAInjectionFrom names (namespace/name) the cert-manager Certificate
+	// whose CA cert-manager's CA injector writes into the configuration.
+	CAInjectionFrom string
 }
+
+// CAInjectionAnnotation asks cert-manager's CA injector to keep a webhook
+// configuration's CA bundle in step with a Certificate.
+const CAInjectionAnnotation = "cert-manager.io/inject-ca-from"
 
 // ensureCredentialsWebhook applies the ValidatingWebhookConfiguration for
 // every adapted XR kind, and deletes it when there is none.
@@ -102,6 +109,9 @@ func ensureCredentialsWebhook(ctx context.Context, c client.Client, cc *WebhookC
 	cfg := &admissionregv1.ValidatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregv1.SchemeGroupVersion.String(), Kind: "ValidatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{Name: CredentialsWebhookName, Labels: map[string]string{infrav1.ProviderLabel: infrav1.ProviderName}},
+	}
+	if cc.CAInjectionFrom != "" {
+		cfg.Annotations = map[string]string{CAInjectionAnnotation: cc.CAInjectionFrom}
 	}
 	if len(resources) == 0 {
 		return errors.Wrap(client.IgnoreNotFound(c.Delete(ctx, cfg)), "cannot delete the credentials webhook configuration")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real components the tests run (etcd, kube-apiserver,
-# kube-controller-manager, controller-gen, golangci-lint, crossplane and the
-# composition functions) from the Go module proxy into a
+# kube-controller-manager, controller-gen, golangci-lint, crossplane, the
+# composition functions, and the clients clusterctl and the crossplane CLI) from the Go module proxy into a
 # git-ignored cache keyed by tool and version, and skips what already exists.
 # Nothing here downloads a release binary: each tool has its own module under
 # hack/tools with a committed go.mod and go.sum, so the project's module never
@@ -29,6 +29,8 @@ pat_version=v0.10.7
 auto_ready_version=v0.6.0
 provider_kubernetes_version=v1.2.1
 golangci_lint_version=v2.15.0
+clusterctl_version=v1.14.2
+crossplane_cli_version=v2.5.0
 
 # build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS]
 build() {
@@ -109,9 +111,11 @@ kube_ldflags="-X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.i
 
 # crossplane's version string lives in crossplane-runtime.
 crossplane_ldflags="-X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=$crossplane_version"
+crossplane_cli_ldflags="-X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=$crossplane_cli_version"
+clusterctl_ldflags="-X sigs.k8s.io/cluster-api/version.gitVersion=$clusterctl_version -X sigs.k8s.io/cluster-api/version.gitMajor=1 -X sigs.k8s.io/cluster-api/version.gitMinor=14 -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
 
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager controller-gen golangci-lint crossplane function-patch-and-transform function-auto-ready provider-kubernetes crds)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager controller-gen golangci-lint crossplane crossplane-cli clusterctl function-patch-and-transform function-auto-ready provider-kubernetes crds)
 for t in "${tools[@]}"; do
   case $t in
     etcd) build etcd "$etcd_version" hack/tools/etcd . ;;
@@ -122,6 +126,10 @@ for t in "${tools[@]}"; do
     crossplane)
       build crossplane "$crossplane_version" hack/tools/crossplane github.com/crossplane/crossplane/v2/cmd/crossplane "$crossplane_ldflags"
       stage_crossplane_crds ;;
+    # The clients platform teams install CAPXP with (the install tests and
+    # make release run them).
+    crossplane-cli) build crossplane-cli "$crossplane_cli_version" hack/tools/crossplane-cli github.com/crossplane/cli/v2/cmd/crossplane "$crossplane_cli_ldflags" ;;
+    clusterctl) build clusterctl "$clusterctl_version" hack/tools/clusterctl sigs.k8s.io/cluster-api/cmd/clusterctl "$clusterctl_ldflags" ;;
     function-patch-and-transform)
       build function-patch-and-transform "$pat_version" hack/tools/function-patch-and-transform github.com/crossplane-contrib/function-patch-and-transform
       stage_package function-patch-and-transform "$pat_version" hack/tools/function-patch-and-transform github.com/crossplane-contrib/function-patch-and-transform ;;

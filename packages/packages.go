@@ -5,7 +5,7 @@
 package packages
 
 import (
-	_ "embed"
+	"embed"
 	"path"
 	"strings"
 
@@ -17,6 +17,11 @@ import (
 
 //go:embed configuration/crossplane.yaml
 var configuration []byte
+
+// ActivationPolicy is the Configuration's ManagedResourceActivationPolicy.
+//
+//go:embed configuration/activation-policy.yaml
+var ActivationPolicy []byte
 
 // Modules maps the packages CAPXP depends on to the Go modules they are
 // built from: the functions' binaries and the providers' CRDs come from
@@ -93,3 +98,12 @@ func Find(pkg string) (Dependency, error) {
 	}
 	return Dependency{}, errors.Errorf("the Configuration package does not depend on %s", pkg)
 }
+
+// ClusterctlDir holds the clusterctl provider files written by hand: the
+// metadata and the cluster templates.
+const ClusterctlDir = "clusterctl"
+
+// Clusterctl holds ClusterctlDir.
+//
+//go:embed clusterctl/*.yaml
+var Clusterctl embed.FS

@@ -28,6 +28,7 @@ type managerFlags struct {
 	profilerAddr               string
 	leaderElect                bool
 	leaderElectionID           string
+	leaderElectionNamespace    string
 	leaseDuration, renewDeadln time.Duration
 	retryPeriod, syncPeriod    time.Duration
 	namespace, watchFilter     string
@@ -38,6 +39,7 @@ type managerFlags struct {
 	webhookURL                 string
 	webhookService             string
 	webhookCABundleFile        string
+	webhookCAInjectionFrom     string
 	qps                        float32
 	burst                      int
 }
@@ -49,6 +51,8 @@ func (f *managerFlags) add(fs *pflag.FlagSet) {
 		"Address to serve Go's pprof endpoints at, without authentication (for example 127.0.0.1:6060); off when empty. The diagnostics endpoint serves them authenticated unless --insecure-diagnostics.")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader, so that only one replica reconciles at a time.")
 	fs.StringVar(&f.leaderElectionID, "leader-election-id", "capxp-manager.capxp.dev", "Name of the leader election lease.")
+	fs.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "",
+		"Namespace of the leader election lease; the watched --namespace, or in a cluster the manager's own namespace, when empty.")
 	fs.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "Leader election lease duration.")
 	fs.DurationVar(&f.renewDeadln, "leader-elect-renew-deadline", 10*time.Second, "Leader election renew deadline.")
 	fs.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "Leader election retry period.")
@@ -63,6 +67,8 @@ func (f *managerFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.webhookService, "webhook-service", "", "namespace/name of the Service in front of the webhook server, for the API server to call (in-cluster).")
 	fs.StringVar(&f.webhookURL, "webhook-url", "", "Base URL the API server calls the webhook server at, instead of a Service (out of cluster).")
 	fs.StringVar(&f.webhookCABundleFile, "webhook-ca-bundle-file", "", "PEM CA bundle the API server trusts for the webhook; leave empty when a CA injector (cert-manager) fills it.")
+	fs.StringVar(&f.webhookCAInjectionFrom, "webhook-ca-injection-from", "",
+		"namespace/name of the cert-manager Certificate whose CA cert-manager's CA injector writes into the webhook configuration (annotation cert-manager.io/inject-ca-from).")
 	fs.Float32Var(&f.qps, "kube-api-qps", 20, "Queries per second to the API server.")
 	fs.IntVar(&f.burst, "kube-api-burst", 30, "Burst of queries to the API server.")
 }
@@ -105,7 +111,7 @@ func runManager(args []string) error {
 		LeaseDuration:           &f.leaseDuration,
 		RenewDeadline:           &f.renewDeadln,
 		RetryPeriod:             &f.retryPeriod,
-		LeaderElectionNamespace: f.namespace,
+		LeaderElectionNamespace: f.leaderElectionNamespaceOrDefault(),
 		Cache:                   controllers.CacheOptions(f.namespace, f.syncPeriod),
 		Client:                  controllers.ClientOptions(),
 	})
@@ -143,6 +149,12 @@ func (f *managerFlags) webhookClientConfig() (*controllers.WebhookClientConfig, 
 		}
 		wh.ServiceNamespace, wh.ServiceName = ns, name
 	}
+	if f.webhookCAInjectionFrom != "" {
+		if ns, name, ok := strings.Cut(f.webhookCAInjectionFrom, "/"); !ok || ns == "" || name == "" {
+			return nil, errors.Errorf("--webhook-ca-injection-from must be namespace/name, not %q", f.webhookCAInjectionFrom)
+		}
+		wh.CAInjectionFrom = f.webhookCAInjectionFrom
+	}
 	if f.webhookCABundleFile != "" {
 		ca, err := os.ReadFile(f.webhookCABundleFile)
 		if err != nil {
@@ -151,4 +163,14 @@ func (f *managerFlags) webhookClientConfig() (*controllers.WebhookClientConfig, 
 		wh.CABundle = ca
 	}
 	return wh, nil
+}
+
+// leaderElectionNamespaceOrDefault is where the lease lives: the flag, else
+// the watched namespace, else (empty) the manager's own namespace in a
+// cluster.
+func (f *managerFlags) leaderElectionNamespaceOrDefault() string {
+	if f.leaderElectionNamespace != "" {
+		return f.leaderElectionNamespace
+	}
+	return f.namespace
 }

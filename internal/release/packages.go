@@ -1,0 +1,159 @@
+package release
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	pkgmetav1 "github.com/crossplane/crossplane/apis/v2/pkg/meta/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	capxp "github.com/capxp/cluster-api-provider-crossplane"
+	"github.com/capxp/cluster-api-provider-crossplane/compositions"
+	"github.com/capxp/cluster-api-provider-crossplane/packages"
+)
+
+// The Crossplane packages of a release.
+const (
+	// ProviderPackageName is the bridge's Provider package.
+	ProviderPackageName = "provider-capxp"
+	// ConfigurationPackageName is the Configuration package.
+	ConfigurationPackageName = "configuration-capxp"
+	// DefaultPackageRegistry is where releases publish the packages.
+	DefaultPackageRegistry = "ghcr.io/capxp"
+	// CrossplaneSetupFile is what a platform applies before installing the
+	// packages: the bridge's RBAC and runtime configuration.
+	CrossplaneSetupFile = "crossplane-setup.yaml"
+)
+
+func (o Options) registry() string {
+	if o.PackageRegistry == "" {
+		return DefaultPackageRegistry
+	}
+	return strings.TrimSuffix(o.PackageRegistry, "/")
+}
+
+// ProviderPackage is the bridge's package repository, without a tag.
+func (o Options) ProviderPackage() string { return o.registry() + "/" + ProviderPackageName }
+
+// ConfigurationPackage is the Configuration's package repository, without a
+// tag.
+func (o Options) ConfigurationPackage() string { return o.registry() + "/" + ConfigurationPackageName }
+
+// WriteConfigurationRoot writes the Configuration package's root: its
+// crossplane.yaml (with the bridge's Provider package added to the pinned
+// dependencies, at the release's version), the activation policy, the XRDs
+// and every backend's Compositions.
+func WriteConfigurationRoot(dir string, o Options) error {
+	o, err := o.withDefaults()
+	if err != nil {
+		return err
+	}
+	c, err := packages.Configuration()
+	if err != nil {
+		return err
+	}
+	c.Spec.DependsOn = append(c.Spec.DependsOn, pkgmetav1.Dependency{
+		APIVersion: ptr.To("pkg.crossplane.io/v1"), Kind: ptr.To("Provider"),
+		Package: ptr.To(o.ProviderPackage()), Version: o.Version,
+	})
+	meta, err := yaml.Marshal(c)
+	if err != nil {
+		return errors.Wrap(err, "cannot encode the Configuration's metadata")
+	}
+	files := map[string][]byte{"crossplane.yaml": meta, "activation-policy.yaml": packages.ActivationPolicy}
+	if err := fs.WalkDir(compositions.FS, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		files[p], err = compositions.FS.ReadFile(p)
+		return err
+	}); err != nil {
+		return errors.Wrap(err, "cannot read the XRDs and Compositions")
+	}
+	return writeRoot(dir, files)
+}
+
+// WriteProviderRoot writes the bridge's Provider package root: its
+// crossplane.yaml and CAPXP's own CRDs (the templates and the grants). The
+// runtime image is embedded by `crossplane xpkg build
+// --embed-runtime-image-tarball`.
+func WriteProviderRoot(dir string, o Options) error {
+	if _, err := o.withDefaults(); err != nil {
+		return err
+	}
+	c, err := packages.Configuration()
+	if err != nil {
+		return err
+	}
+	p := &pkgmetav1.Provider{
+		TypeMeta: metav1.TypeMeta{APIVersion: pkgmetav1.SchemeGroupVersion.String(), Kind: pkgmetav1.ProviderKind},
+		ObjectMeta: metav1.ObjectMeta{Name: ProviderPackageName, Annotations: map[string]string{
+			"meta.crossplane.io/maintainer": c.Annotations["meta.crossplane.io/maintainer"],
+			"meta.crossplane.io/source":     c.Annotations["meta.crossplane.io/source"],
+			"meta.crossplane.io/license":    c.Annotations["meta.crossplane.io/license"],
+			"meta.crossplane.io/description": "The CAPXP bridge: maps Crossplane composite resources onto Cluster API's " +
+				"InfraCluster and InfraMachine contracts. Needs the RBAC and runtime configuration of " + CrossplaneSetupFile + ".",
+		}},
+		Spec: pkgmetav1.ProviderSpec{MetaSpec: pkgmetav1.MetaSpec{Crossplane: c.Spec.Crossplane}},
+	}
+	meta, err := yaml.Marshal(p)
+	if err != nil {
+		return errors.Wrap(err, "cannot encode the Provider's metadata")
+	}
+	files := map[string][]byte{"crossplane.yaml": meta}
+	crds, err := fs.Glob(capxp.Manifests, path.Join(capxp.CRDsDir, "*.yaml"))
+	if err != nil {
+		return errors.Wrap(err, "cannot list CAPXP's CRDs")
+	}
+	for _, f := range crds {
+		if files[path.Join("crds", path.Base(f))], err = capxp.Manifests.ReadFile(f); err != nil {
+			return errors.Wrapf(err, "cannot read %s", f)
+		}
+	}
+	return writeRoot(dir, files)
+}
+
+// writeRoot replaces dir with the files.
+func writeRoot(dir string, files map[string][]byte) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return errors.Wrapf(err, "cannot replace %s", dir)
+	}
+	for name, b := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil { //nolint:gosec // package contents are public
+			return errors.Wrapf(err, "cannot create %s", filepath.Dir(p))
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil { //nolint:gosec // package contents are public
+			return errors.Wrapf(err, "cannot write %s", p)
+		}
+	}
+	return nil
+}
+
+// CrossplaneSetup renders crossplane-setup.yaml: kustomize's build of
+// config/crossplane (the bridge's ClusterRoles bound to the service account
+// its DeploymentRuntimeConfig names, and an ImageConfig that gives the
+// bridge's package that runtime configuration).
+func CrossplaneSetup(o Options) ([]byte, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	b, err := kustomize(capxp.CrossplaneKustomization, "")
+	if err != nil {
+		return nil, err
+	}
+	const placeholder = "prefix: PROVIDER_PACKAGE"
+	if !bytes.Contains(b, []byte(placeholder)) {
+		return nil, errors.Errorf("%s has no ImageConfig prefix to set", capxp.CrossplaneKustomization)
+	}
+	return bytes.ReplaceAll(b, []byte(placeholder), []byte("prefix: "+o.ProviderPackage())), nil
+}

@@ -1,0 +1,203 @@
+package release
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+func decode(t *testing.T, b []byte) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := d.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			t.Fatalf("cannot decode: %v", err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+}
+
+func TestOptions(t *testing.T) {
+	cases := map[string]struct {
+		o       Options
+		wantErr string
+		image   string
+	}{
+		"Defaults":      {o: Options{Version: "v1.2.3"}, image: DefaultImageRepository + ":v1.2.3"},
+		"Prerelease":    {o: Options{Version: "v1.2.3-rc.1", ImageRepository: "registry.example/capxp"}, image: "registry.example/capxp:v1.2.3-rc.1"},
+		"NotSemver":     {o: Options{Version: "1.2.3"}, wantErr: "not a semantic version"},
+		"ShortVersion":  {o: Options{Version: "v1.2"}, wantErr: "not a semantic version"},
+		"TaggedImage":   {o: Options{Version: "v1.2.3", ImageRepository: "registry.example/capxp:latest"}, wantErr: "must not carry a tag"},
+		"RegistryPort":  {o: Options{Version: "v1.2.3", ImageRepository: "127.0.0.1:5000/capxp"}, image: "127.0.0.1:5000/capxp:v1.2.3"},
+		"DigestedImage": {o: Options{Version: "v1.2.3", ImageRepository: "registry.example/capxp@sha256:00"}, wantErr: "must not carry a tag"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := tc.o.withDefaults()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("withDefaults() error = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tc.o.Image(); got != tc.image {
+				t.Errorf("Image() = %q, want %q", got, tc.image)
+			}
+		})
+	}
+}
+
+func TestMetadata(t *testing.T) {
+	cases := map[string]struct {
+		version string
+		wantErr bool
+	}{
+		"ListedSeries":   {version: "v0.1.7"},
+		"UnlistedSeries": {version: "v0.9.0", wantErr: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Metadata(Options{Version: tc.version})
+			if (err != nil) != tc.wantErr {
+				t.Errorf("Metadata(%s) error = %v, want error %t", tc.version, err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestComponents checks what clusterctl and a cluster need of the
+// components: every namespaced object in the provider's namespace, every
+// object labelled for clusterctl, the release's image, and a Deployment
+// that runs as an unprivileged user with the webhook's certificate mounted.
+func TestComponents(t *testing.T) {
+	b, err := Components(Options{Version: "v0.1.0", ImageRepository: "registry.example/capxp-manager"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	var dep *appsv1.Deployment
+	for _, u := range decode(t, b) {
+		kinds[u.GetKind()]++
+		if u.GetLabels()["cluster.x-k8s.io/provider"] != Provider {
+			t.Errorf("%s %s lacks the provider label", u.GetKind(), u.GetName())
+		}
+		switch u.GetKind() {
+		case "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "Namespace":
+			if u.GetNamespace() != "" {
+				t.Errorf("cluster-scoped %s %s has namespace %q", u.GetKind(), u.GetName(), u.GetNamespace())
+			}
+		default:
+			if u.GetNamespace() != "capxp-system" {
+				t.Errorf("%s %s is in namespace %q, not capxp-system", u.GetKind(), u.GetName(), u.GetNamespace())
+			}
+		}
+		if u.GetKind() == "Deployment" {
+			j, _ := u.MarshalJSON()
+			dep = &appsv1.Deployment{}
+			if err := yaml.Unmarshal(j, dep); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := map[string]int{"CustomResourceDefinition": 3, "ClusterRole": 2, "ClusterRoleBinding": 2, "Namespace": 1, "Deployment": 1,
+		"ServiceAccount": 1, "Service": 1, "Issuer": 1, "Certificate": 1}
+	if diff := cmp.Diff(want, kinds); diff != "" {
+		t.Errorf("kinds (-want +got):\n%s", diff)
+	}
+	if dep == nil {
+		t.Fatal("no Deployment")
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	if c.Image != "registry.example/capxp-manager:v0.1.0" {
+		t.Errorf("image = %q", c.Image)
+	}
+	if sc := c.SecurityContext; sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.RunAsUser == nil || *sc.RunAsUser == 0 {
+		t.Errorf("container security context is not restricted: %+v", sc)
+	}
+	for _, flag := range []string{"--leader-elect", "--webhook-service=$(POD_NAMESPACE)/capxp-webhook-service",
+		"--webhook-ca-injection-from=$(POD_NAMESPACE)/capxp-serving-cert", "--leader-election-namespace=$(POD_NAMESPACE)"} {
+		if !contains(c.Args, flag) {
+			t.Errorf("args %v lack %s", c.Args, flag)
+		}
+	}
+	if c.LivenessProbe == nil || c.ReadinessProbe == nil || c.Resources.Requests.Cpu().IsZero() {
+		t.Error("the container lacks probes or resource requests")
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, e := range s {
+		if e == v {
+			return true
+		}
+	}
+	return false
+}
+
+func TestCrossplaneSetup(t *testing.T) {
+	b, err := CrossplaneSetup(Options{Version: "v0.1.0", PackageRegistry: "127.0.0.1:5000/capxp/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range decode(t, b) {
+		switch u.GetKind() {
+		case "ClusterRoleBinding":
+			subjects, _, _ := unstructured.NestedSlice(u.Object, "subjects")
+			if got := subjects[0].(map[string]any)["namespace"]; got != "crossplane-system" {
+				t.Errorf("binding %s names namespace %v, not crossplane-system", u.GetName(), got)
+			}
+		case "ImageConfig":
+			m, _, _ := unstructured.NestedSlice(u.Object, "spec", "matchImages")
+			if got := m[0].(map[string]any)["prefix"]; got != "127.0.0.1:5000/capxp/"+ProviderPackageName {
+				t.Errorf("ImageConfig prefix = %v", got)
+			}
+			if u.GetNamespace() != "" {
+				t.Errorf("ImageConfig is cluster-scoped, has namespace %s", u.GetNamespace())
+			}
+		}
+	}
+}
+
+func TestImage(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "capxp")
+	if err := os.WriteFile(bin, []byte("#!binary"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	img, err := Image(bin, "arm64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{cfg.OS, cfg.Architecture, cfg.Config.User, strings.Join(cfg.Config.Entrypoint, " "), strings.Join(cfg.Config.Cmd, " ")}
+	if diff := cmp.Diff([]string{"linux", "arm64", ImageUser, ImageEntrypoint, "manager"}, got); diff != "" {
+		t.Errorf("image configuration (-want +got):\n%s", diff)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("layers = %d, %v; want one", len(layers), err)
+	}
+}
