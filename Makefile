@@ -21,9 +21,10 @@ GEN_DIR := .cache/gen
 GENERATED := apis/infrastructure/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml compositions/xrds
 
 GO_TEST_FLAGS ?= -count=1
-# Every package but the end-to-end tests, which `test` runs after them: the
-# plane's provider-kubernetes needs ports the render tests' functions take.
-PKGS ?= $(shell go list ./... | grep -v /test/e2e)
+# Every package but the end-to-end and install tests, which `test` runs after
+# them, one at a time: the plane's provider-kubernetes needs ports the render
+# tests' functions take.
+PKGS ?= $(shell go list ./... | grep -v -e /test/e2e -e /test/install)
 
 ##@ General
 
@@ -36,6 +37,8 @@ help: ## Show the targets.
 # What the local management plane (bin/capxp-dev, the e2e tests) needs in
 # the tools cache: binaries, plus CAPI's and Crossplane's CRDs ("crds").
 PLANE_TOOLS := etcd kube-apiserver kube-controller-manager crossplane function-patch-and-transform function-auto-ready provider-kubernetes crds
+# What the install tests need beside the plane.
+INSTALL_TOOLS := clusterctl
 
 .PHONY: dev
 dev: ## Run the local management plane with an example cluster (bin/capxp-dev); Ctrl-C stops it.
@@ -58,7 +61,7 @@ generate-go: ## Generate deepcopy code for apis/.
 manifests: ## Generate the template CRDs and the XRDs from apis/, and the manager's RBAC from controllers/.
 	rm -rf $(GEN_DIR)/crd
 	$(CONTROLLER_GEN) crd paths=./apis/... output:crd:artifacts:config=$(GEN_DIR)/crd
-	$(CONTROLLER_GEN) rbac:roleName=capxp-manager paths=./controllers/... output:rbac:dir=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=capxp-system-manager paths=./controllers/... output:rbac:dir=config/rbac
 	rm -rf compositions/xrds config/crd/bases
 	go run ./hack/manifestgen -crds $(GEN_DIR)/crd -xrds compositions/xrds -out-crds config/crd/bases
 
@@ -94,10 +97,15 @@ lint: ## Run golangci-lint v2 (.golangci.yml: the linters, go vet among them, an
 ##@ Test
 
 .PHONY: test
-test: ## Run unit, integration, composition and end-to-end tests on real components (builds them on first use).
-	$(ENSURE_TOOLS) $(PLANE_TOOLS) >/dev/null
+test: ## Run unit, integration, composition, end-to-end and install tests on real components (builds them on first use).
+	$(ENSURE_TOOLS) $(PLANE_TOOLS) $(INSTALL_TOOLS) >/dev/null
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) $(PKGS)
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -timeout 20m ./test/e2e/
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 20m ./test/e2e/ ./test/install/
+
+.PHONY: test-install
+test-install: ## Install the release with the real clusterctl on the local plane, provision a cluster, describe it and delete everything.
+	$(ENSURE_TOOLS) $(PLANE_TOOLS) $(INSTALL_TOOLS) >/dev/null
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -timeout 20m -v ./test/install/
 
 .PHONY: test-e2e
 test-e2e: ## Run the end-to-end tests on the local management plane.

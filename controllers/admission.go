@@ -8,6 +8,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -112,6 +113,17 @@ func ensureCredentialsWebhook(ctx context.Context, c client.Client, cc *WebhookC
 	}
 	if cc.CAInjectionFrom != "" {
 		cfg.Annotations = map[string]string{CAInjectionAnnotation: cc.CAInjectionFrom}
+	}
+	// Owned by the namespace of the webhook's Service (the manager's own),
+	// so that uninstalling the manager (clusterctl delete
+	// --include-namespace) removes it too, even if the manager wrote it
+	// again while it was being removed.
+	if cc.ServiceNamespace != "" {
+		ns := &corev1.Namespace{}
+		if err := c.Get(ctx, client.ObjectKey{Name: cc.ServiceNamespace}, ns); err != nil {
+			return errors.Wrapf(err, "cannot get namespace %s, which owns the credentials webhook configuration", cc.ServiceNamespace)
+		}
+		cfg.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Namespace", Name: ns.Name, UID: ns.UID}}
 	}
 	if len(resources) == 0 {
 		return errors.Wrap(client.IgnoreNotFound(c.Delete(ctx, cfg)), "cannot delete the credentials webhook configuration")

@@ -31,6 +31,9 @@ provider_kubernetes_version=v1.2.1
 golangci_lint_version=v2.15.0
 clusterctl_version=v1.14.2
 crossplane_cli_version=v2.5.0
+# The cert-manager clusterctl v1.14.2 installs by default; only its CRDs are
+# staged (clusterctl is told it is externally provisioned).
+cert_manager_version=v1.21.1
 
 # build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS]
 build() {
@@ -103,6 +106,26 @@ stage_capi_crds() {
   stage_crds cluster-api "$version" . sigs.k8s.io/cluster-api core/config/crd/bases
 }
 
+# cert-manager's CRDs, from its module (deploy/crds holds plain manifests).
+stage_cert_manager_crds() {
+  local out=$cache/crds/cert-manager-$cert_manager_version
+  if [[ ! -d $out ]] || [[ -z $(ls -A "$out") ]]; then
+    local dir
+    dir=$(cd "$root" && GOFLAGS=-mod=mod go mod download -json "github.com/cert-manager/cert-manager@$cert_manager_version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+    stage "$out" "$dir"/deploy/crds/*.yaml
+    echo "staged cert-manager $cert_manager_version's CRDs in $out" >&2
+  fi
+  echo "crds/cert-manager=$out"
+}
+
+# clusterctl's inventory CRD: the plane records the CAPI it runs in it, as
+# clusterctl would have.
+stage_clusterctl_crds() {
+  local version
+  version=$(cd "$root" && go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)
+  stage_crds clusterctl "$version" . sigs.k8s.io/cluster-api cmd/clusterctl/config/manifest
+}
+
 stage_crossplane_crds() {
   stage_crds crossplane "$crossplane_version" hack/tools/crossplane github.com/crossplane/crossplane/v2 cluster/crds
 }
@@ -141,6 +164,8 @@ for t in "${tools[@]}"; do
       stage_package provider-kubernetes "$provider_kubernetes_version" hack/tools/provider-kubernetes github.com/crossplane-contrib/provider-kubernetes ;;
     crds)
       stage_capi_crds
+      stage_clusterctl_crds
+      stage_cert_manager_crds
       stage_crossplane_crds ;;
     *) echo "unknown tool $t" >&2; exit 2 ;;
   esac

@@ -68,8 +68,9 @@ func loadAuthority(certPEM, keyPEM []byte) (*authority, error) {
 	return &authority{cert: cert, key: key, certPEM: certPEM}, nil
 }
 
-// serve writes tls.crt, tls.key and ca.crt for a server on loopback into dir.
-func (a *authority) serve(dir, name string) error {
+// serve writes tls.crt, tls.key and ca.crt for a server on loopback into dir,
+// named name and any other DNS names given.
+func (a *authority) serve(dir, name string, more ...string) error {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		return errors.Wrap(err, "cannot generate a server key")
@@ -81,7 +82,7 @@ func (a *authority) serve(dir, name string) error {
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: name},
-		DNSNames:     []string{"localhost", name},
+		DNSNames:     append([]string{"localhost", name}, more...),
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),

@@ -9,14 +9,19 @@ import (
 	"time"
 
 	xpextv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
+	corev1 "k8s.io/api/core/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
+	capxp "github.com/capxp/cluster-api-provider-crossplane"
 	"github.com/capxp/cluster-api-provider-crossplane/compositions"
 )
 
@@ -80,6 +85,10 @@ func (p *Plane) startCAPI(ctx context.Context) error {
 // startManager runs the capxp binary's manager against the management
 // cluster, as a platform team would deploy it.
 func (p *Plane) startManager(ctx context.Context) error {
+	if p.opts.Clusterctl {
+		p.progress("left to clusterctl")
+		return nil
+	}
 	if p.opts.ManagerBinary == "" {
 		return errors.New("no capxp binary to run the manager from")
 	}
@@ -143,3 +152,37 @@ func (p *Plane) install(ctx context.Context) error {
 	}
 	return nil
 }
+
+// recordCAPI records the CAPI core provider the plane runs in clusterctl's
+// inventory, as `clusterctl init` would have: clusterctl then installs
+// infrastructure providers beside it, and checks their contract against it,
+// rather than installing CAPI (whose Deployment nothing would run here).
+func (p *Plane) recordCAPI(ctx context.Context) error {
+	version, err := capxp.RequiredVersion(capiModule)
+	if err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: CAPINamespace}}
+	if err := p.client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return errors.Wrap(err, "cannot create CAPI's namespace")
+	}
+	inv := &unstructured.Unstructured{}
+	inv.SetGroupVersionKind(schema.GroupVersionKind{Group: "clusterctl.cluster.x-k8s.io", Version: "v1alpha3", Kind: "Provider"})
+	inv.SetNamespace(CAPINamespace)
+	inv.SetName("cluster-api")
+	inv.SetLabels(map[string]string{
+		"cluster.x-k8s.io/provider":        "cluster-api",
+		"clusterctl.cluster.x-k8s.io":      "",
+		"clusterctl.cluster.x-k8s.io/core": "inventory",
+	})
+	inv.Object["providerName"] = "cluster-api"
+	inv.Object["type"] = "CoreProvider"
+	inv.Object["version"] = version
+	if err := p.client.Create(ctx, inv); err != nil && !apierrors.IsAlreadyExists(err) {
+		return errors.Wrap(err, "cannot record CAPI in clusterctl's inventory")
+	}
+	return nil
+}
+
+// CAPINamespace is where clusterctl would have installed CAPI.
+const CAPINamespace = "capi-system"

@@ -25,6 +25,10 @@ const (
 	crossplaneModule = "github.com/crossplane/crossplane/v2"
 )
 
+// CertManagerVersion is the cert-manager whose CRDs the plane installs: the
+// one clusterctl v1.14 installs by default (hack/ensure-tools.sh stages it).
+const CertManagerVersion = "v1.21.1"
+
 // providerKubernetes is the package of the provider the local backend
 // composes with.
 const providerKubernetes = "xpkg.crossplane.io/crossplane-contrib/provider-kubernetes"
@@ -34,8 +38,10 @@ const providerKubernetes = "xpkg.crossplane.io/crossplane-contrib/provider-kuber
 type inputs struct {
 	// assets holds etcd, kube-apiserver and kube-controller-manager.
 	assets string
-	// capiCRDs is CAPI's core CRD directory.
-	capiCRDs string
+	// capiCRDs is CAPI's core CRD directory, clusterctlCRDs clusterctl's
+	// inventory CRD, certManagerCRDs cert-manager's CRDs (clusterctl
+	// installs providers' Certificates; nothing issues them but the plane).
+	capiCRDs, clusterctlCRDs, certManagerCRDs string
 	// providerKubernetes is the provider's binary and
 	// providerKubernetesCRDs its namespaced kinds' CRDs.
 	providerKubernetes     string
@@ -71,7 +77,15 @@ func resolveInputs(d tools.Dir) (inputs, error) {
 	capi, err := capxp.RequiredVersion(capiModule)
 	if err != nil {
 		errs = append(errs, err)
-	} else if in.capiCRDs, err = d.CRDs("cluster-api", capi); err != nil {
+	} else {
+		if in.capiCRDs, err = d.CRDs("cluster-api", capi); err != nil {
+			errs = append(errs, err)
+		}
+		if in.clusterctlCRDs, err = d.CRDs("clusterctl", capi); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if in.certManagerCRDs, err = d.CRDs("cert-manager", CertManagerVersion); err != nil {
 		errs = append(errs, err)
 	}
 	pk, err := packages.Find(providerKubernetes)

@@ -43,6 +43,11 @@ type Options struct {
 	// Tools is the directory hack/ensure-tools.sh filled with the
 	// components' binaries and CRDs; tools.Default() when empty.
 	Tools tools.Dir
+	// Clusterctl leaves CAPXP's provider to clusterctl: the plane installs
+	// neither CAPXP's CRDs nor its manager, and a test installs them with
+	// `clusterctl init` and runs the manager with RunDeployment. CAPXP's
+	// XRDs and Compositions are installed either way.
+	Clusterctl bool
 	// Progress receives a line per step; nil discards them.
 	Progress func(format string, args ...any)
 }
@@ -125,7 +130,7 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 	if o.Tools == "" {
 		o.Tools = tools.Default()
 	}
-	if o.ManagerBinary == "" {
+	if o.ManagerBinary == "" && !o.Clusterctl {
 		return nil, errors.New("no capxp binary to run the manager from")
 	}
 	in, err := resolve(o)
@@ -174,6 +179,7 @@ func (p *Plane) start(ctx context.Context) error {
 		{"Crossplane core and the composition functions", p.startCrossplane},
 		{"CAPI's core controllers", p.startCAPI},
 		{"the CAPXP manager", p.startManager},
+		{"clusterctl's record of CAPI", p.recordCAPI},
 		{"CAPXP's XRDs and Compositions", p.install},
 	}
 	for _, s := range steps {
@@ -235,8 +241,10 @@ func (p *Plane) startManagement(_ context.Context) error {
 	if err := pkgv1.AddToScheme(o.Scheme); err != nil {
 		return errors.Wrap(err, "cannot add Crossplane's package types to the scheme")
 	}
-	o.CRDPaths = append([]string{p.inputs.capiCRDs}, p.inputs.providerKubernetesCRDs...)
-	o.CRDs = own
+	o.CRDPaths = append([]string{p.inputs.capiCRDs, p.inputs.clusterctlCRDs, p.inputs.certManagerCRDs}, p.inputs.providerKubernetesCRDs...)
+	if !p.opts.Clusterctl {
+		o.CRDs = own
+	}
 	if p.mgmt, err = localkube.Start(o); err != nil {
 		return err
 	}
@@ -261,7 +269,9 @@ func (p *Plane) startWorkload(_ context.Context) error {
 }
 
 // startControllerManager runs kube-controller-manager's garbage collector
-// (composed resources are owned by their XRs) and namespace controller.
+// (composed resources are owned by their XRs), namespace controller, and
+// ClusterRole aggregation (the manager's aggregated role, when it runs with
+// the shipped RBAC).
 func (p *Plane) startControllerManager(ctx context.Context) error {
 	port, err := freePort()
 	if err != nil {
@@ -269,7 +279,7 @@ func (p *Plane) startControllerManager(ctx context.Context) error {
 	}
 	proc, err := startProcess(p.dir, "kube-controller-manager", filepath.Join(p.inputs.assets, "kube-controller-manager"), nil,
 		"--kubeconfig="+p.kubeconfig, "--authentication-kubeconfig="+p.kubeconfig, "--authorization-kubeconfig="+p.kubeconfig,
-		"--controllers=garbage-collector-controller,namespace-controller",
+		"--controllers=garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller",
 		"--leader-elect=false", "--use-service-account-credentials=false",
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
 		"--cert-dir="+filepath.Join(p.dir, "kube-controller-manager"))

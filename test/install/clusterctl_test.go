@@ -1,0 +1,256 @@
+// Package install installs CAPXP the way platform teams do, with the real
+// clients, on the real local plane: clusterctl from the release's provider
+// files, the manager run as the installed Deployment (its ServiceAccount,
+// flags and environment).
+package install
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capxp/cluster-api-provider-crossplane/internal/lifeline"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
+	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
+)
+
+// clusterctlVersion is the clusterctl hack/ensure-tools.sh builds.
+const clusterctlVersion = "v1.14.2"
+
+func TestMain(m *testing.M) {
+	lifeline.Main()
+	os.Exit(m.Run())
+}
+
+func TestClusterctl(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+	defer cancel()
+	// Kept when the test fails, for the plane's logs.
+	dir, err := os.MkdirTemp("", "capxp-install-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterctl, err := tools.Dir(envtest.ToolsDir()).Binary("clusterctl", clusterctlVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "capxp")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/capxp")
+	build.Dir = envtest.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("cannot build capxp: %v\n%s", err, out)
+	}
+
+	// The release's clusterctl repository, and CAPI's metadata beside it:
+	// clusterctl checks the new provider's contract against CAPI's.
+	repo := filepath.Join(dir, "repository")
+	components, err := release.WriteClusterctl(repo, release.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	capi, err := envtest.Required("sigs.k8s.io/cluster-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	capiDir := capi.Dir
+	capiRepo := filepath.Join(repo, "cluster-api", clusterctlVersion)
+	if err := os.MkdirAll(capiRepo, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := os.ReadFile(filepath.Join(capiDir, "metadata.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(capiRepo, "metadata.yaml"), meta, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(capiRepo, "core-components.yaml"), []byte("# CAPI runs in the plane's process; clusterctl reads only its metadata.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "clusterctl.yaml")
+	if err := os.WriteFile(config, release.ClusterctlConfig(components,
+		fmt.Sprintf("- name: cluster-api\n  type: CoreProvider\n  url: file://%s/core-components.yaml", capiRepo),
+		"cert-manager:\n  externallyProvisioned: \"true\""), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	p, err := plane.Start(ctx, plane.Options{
+		Dir:        filepath.Join(dir, "plane"),
+		Clusterctl: true,
+		Tools:      tools.Dir(envtest.ToolsDir()),
+		Progress:   func(f string, a ...any) { t.Logf("plane: "+f, a...) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("the plane's logs are in %s", p.Dir())
+			return
+		}
+		_ = os.RemoveAll(dir)
+	}()
+	c := p.Management().Client
+
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, clusterctl, append(args, "--config", config, "--kubeconfig", p.Kubeconfig())...) //nolint:gosec // the test's own arguments
+		cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+dir, "CLUSTERCTL_DISABLE_VERSIONCHECK=true")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("clusterctl %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+		}
+		t.Logf("clusterctl %s:\n%s%s", strings.Join(args, " "), stdout.String(), stderr.String())
+		return stdout.String()
+	}
+
+	run("init", "--infrastructure", "crossplane")
+	if err := p.RunDeployment(ctx, "capxp-system", "capxp-controller-manager", bin); err != nil {
+		t.Fatal(err)
+	}
+
+	// The workload cluster's kubeconfig, which the local flavor's
+	// ProviderConfig and CAPI both read.
+	const ns, name = "team-a", "alpha"
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-kubeconfig", Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
+			Type:       clusterv1.ClusterSecretType,
+			Data:       map[string][]byte{"value": p.Workload.Kubeconfig},
+		},
+	} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	manifest := run("generate", "cluster", name, "--flavor", "local", "--infrastructure", "crossplane", "-n", ns, "--worker-machine-count", "2")
+	d := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := d.Decode(&u.Object); err != nil {
+			break
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := c.Create(ctx, u); err != nil {
+			t.Fatalf("cannot create %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+
+	eventually(t, "the cluster and its 3 machines are provisioned", 3*time.Minute, func() error {
+		cl := &clusterv1.Cluster{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cl); err != nil {
+			return err
+		}
+		if !ptrTrue(cl.Status.Initialization.InfrastructureProvisioned) {
+			return fmt.Errorf("cluster infrastructure not provisioned")
+		}
+		ms := &clusterv1.MachineList{}
+		if err := c.List(ctx, ms, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		n := 0
+		for _, m := range ms.Items {
+			if ptrTrue(m.Status.Initialization.InfrastructureProvisioned) {
+				n++
+			}
+		}
+		if n != 3 {
+			return fmt.Errorf("%d of %d machines provisioned", n, len(ms.Items))
+		}
+		return nil
+	})
+
+	out := run("describe", "cluster", name, "-n", ns, "--show-conditions", "all")
+	for _, want := range []string{"CrossplaneCluster " + ns + "/" + name, "Synced", "Responsive", "WatchCircuitClosed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("clusterctl describe does not show %q", want)
+		}
+	}
+
+	// Delete the cluster, then the provider; nothing of CAPXP stays.
+	if err := c.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the cluster is gone", 3*time.Minute, func() error {
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &clusterv1.Cluster{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %v", err)
+	})
+	run("delete", "--infrastructure", "crossplane", "--include-crd", "--include-namespace")
+	p.StopDeployment()
+	eventually(t, "nothing labelled for infrastructure-crossplane stays", 2*time.Minute, func() error {
+		return leftovers(ctx, c)
+	})
+}
+
+func ptrTrue(b *bool) bool { return b != nil && *b }
+
+// leftovers lists what carries the provider's label, or its namespace.
+func leftovers(ctx context.Context, c client.Client) error {
+	var left []string
+	sel := client.MatchingLabels{clusterv1.ProviderNameLabel: release.Provider}
+	for _, gvk := range []string{"v1/Namespace", "apps/v1/Deployment", "v1/ServiceAccount", "v1/Service",
+		"rbac.authorization.k8s.io/v1/ClusterRole", "rbac.authorization.k8s.io/v1/ClusterRoleBinding",
+		"admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration", "cert-manager.io/v1/Certificate", "cert-manager.io/v1/Issuer"} {
+		i := strings.LastIndex(gvk, "/")
+		l := &unstructured.UnstructuredList{}
+		l.SetAPIVersion(gvk[:i])
+		l.SetKind(gvk[i+1:] + "List")
+		if err := c.List(ctx, l, sel); err != nil {
+			return err
+		}
+		for _, o := range l.Items {
+			left = append(left, o.GetKind()+" "+o.GetNamespace()+"/"+o.GetName())
+		}
+	}
+	for _, crd := range []string{"crossplaneclustertemplates", "crossplanemachinetemplates", "clusterproviderconfiggrants"} {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("apiextensions.k8s.io/v1")
+		u.SetKind("CustomResourceDefinition")
+		if err := c.Get(ctx, client.ObjectKey{Name: crd + ".infrastructure.cluster.x-k8s.io"}, u); err == nil {
+			left = append(left, "CustomResourceDefinition "+u.GetName())
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("left behind: %s", strings.Join(left, ", "))
+	}
+	return nil
+}
+
+func eventually(t *testing.T, what string, within time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, within, err)
+		}
+		time.Sleep(time.Second)
+	}
+}
