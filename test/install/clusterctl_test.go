@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -152,9 +153,15 @@ func TestClusterctl(t *testing.T) {
 		if len(u.Object) == 0 {
 			continue
 		}
-		if err := c.Create(ctx, u); err != nil {
-			t.Fatalf("cannot create %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
+		// The client discovers kinds lazily: a kind Crossplane has just
+		// started serving can take a moment to be known, as with kubectl.
+		eventually(t, "create "+u.GetKind()+" "+u.GetName(), 30*time.Second, func() error {
+			err := c.Create(ctx, u)
+			if err != nil && !apimeta.IsNoMatchError(err) {
+				t.Fatalf("cannot create %s %s: %v", u.GetKind(), u.GetName(), err)
+			}
+			return err
+		})
 	}
 
 	eventually(t, "the cluster and its 3 machines are provisioned", 3*time.Minute, func() error {
