@@ -153,12 +153,8 @@ CROSSPLANE_CLI = $(shell $(ENSURE_TOOLS) crossplane-cli | cut -d= -f2)
 release: ## Build a release into RELEASE_DIR (out/): clusterctl provider files, the manager image (OCI layout and tarball), crossplane-setup.yaml and both Crossplane packages (.xpkg).
 	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) go build -trimpath -ldflags "-s -w" -o $(RELEASE_DIR)/bin/capxp ./cmd/capxp
-	go run ./hack/release -out $(RELEASE_DIR) -version $(VERSION) -arch $(ARCH) -manager-binary $(RELEASE_DIR)/bin/capxp \
+	go run ./hack/release -out $(RELEASE_DIR) -version $(VERSION) -arch $(ARCH) -manager-binary $(RELEASE_DIR)/bin/capxp -crossplane-cli $(CROSSPLANE_CLI) \
 		$(if $(IMAGE_REPOSITORY),-image-repository $(IMAGE_REPOSITORY)) $(if $(PACKAGE_REGISTRY),-package-registry $(PACKAGE_REGISTRY))
-	$(CROSSPLANE_CLI) xpkg build --package-root=$(RELEASE_DIR)/package-provider --examples-root=$(RELEASE_DIR)/no-examples \
-		--embed-runtime-image-tarball=$(RELEASE_DIR)/capxp-manager-image.tar -o $(RELEASE_DIR)/provider-capxp-$(VERSION).xpkg
-	$(CROSSPLANE_CLI) xpkg build --package-root=$(RELEASE_DIR)/package-configuration --examples-root=$(RELEASE_DIR)/no-examples \
-		-o $(RELEASE_DIR)/configuration-capxp-$(VERSION).xpkg
 	@echo "release $(VERSION) in $(RELEASE_DIR)/"
 
 .PHONY: build

@@ -135,6 +135,10 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if o.Webhook != nil {
 		mgr.GetWebhookServer().Register(CredentialsWebhookPath, &webhook.Admission{Handler: &credentialsValidator{Granter: resolver}})
 	}
+	own := &ownCRDs{client: mgr.GetClient(), want: OwnCRDLabels()}
+	if err := own.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 1}); err != nil {
+		return errors.Wrap(err, "cannot set up the own CRDs controller")
+	}
 	xrds := newXRDReconciler(mgr.GetClient(), mgr.GetAPIReader(), kinds, mgr.GetEventRecorder("capxp-xrd"), o.Webhook)
 	return errors.Wrap(xrds.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 1}), "cannot set up the XRD controller")
 }

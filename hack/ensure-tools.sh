@@ -28,6 +28,10 @@ crossplane_version=v2.3.4
 pat_version=v0.10.7
 auto_ready_version=v0.6.0
 provider_kubernetes_version=v1.2.1
+# The AWS family the aws Composition composes with; only their packages'
+# CRDs and metadata template are staged (no AWS provider runs here).
+provider_aws_version=v2.7.0
+provider_aws_services=(ec2 elbv2 secretsmanager)
 golangci_lint_version=v2.15.0
 clusterctl_version=v1.14.2
 crossplane_cli_version=v2.5.0
@@ -126,6 +130,29 @@ stage_clusterctl_crds() {
   stage_crds clusterctl "$version" . sigs.k8s.io/cluster-api cmd/clusterctl/config/manifest
 }
 
+# stage_provider_aws: the AWS family's package metadata template and the CRDs
+# of the family's config package (aws) and of each service the Configuration
+# depends on, from the provider-aws module. The local plane builds the family
+# packages from them, as the family's build does, to serve them from its
+# registry.
+stage_provider_aws() {
+  local out=$cache/provider-aws-$provider_aws_version/package
+  if [[ ! -f $out/crossplane.yaml.tmpl ]]; then
+    local dir files=()
+    dir=$(cd "$root" && GOFLAGS=-mod=mod go mod download -json "github.com/upbound/provider-aws/v2@$provider_aws_version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+    for g in aws "${provider_aws_services[@]/%/.aws}"; do
+      files+=("$dir"/package/crds/"$g".upbound.io_*.yaml "$dir"/package/crds/"$g".m.upbound.io_*.yaml)
+    done
+    rm -rf "$out.tmp" && mkdir -p "$out.tmp/crds"
+    cp "$dir"/package/crossplane.yaml.tmpl "$out.tmp/"
+    cp "${files[@]}" "$out.tmp/crds/"
+    chmod -R u+w "$out.tmp"
+    rm -rf "$out" && mkdir -p "$(dirname "$out")" && mv "$out.tmp" "$out"
+    echo "staged provider-aws $provider_aws_version's family packages in $out" >&2
+  fi
+  echo "provider-aws-package=$out"
+}
+
 stage_crossplane_crds() {
   stage_crds crossplane "$crossplane_version" hack/tools/crossplane github.com/crossplane/crossplane/v2 cluster/crds
 }
@@ -138,7 +165,7 @@ crossplane_cli_ldflags="-X github.com/crossplane/crossplane-runtime/v2/pkg/versi
 clusterctl_ldflags="-X sigs.k8s.io/cluster-api/version.gitVersion=$clusterctl_version -X sigs.k8s.io/cluster-api/version.gitMajor=1 -X sigs.k8s.io/cluster-api/version.gitMinor=14 -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
 
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager controller-gen golangci-lint crossplane crossplane-cli clusterctl function-patch-and-transform function-auto-ready provider-kubernetes crds)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager controller-gen golangci-lint crossplane crossplane-cli clusterctl function-patch-and-transform function-auto-ready provider-kubernetes provider-aws crds)
 for t in "${tools[@]}"; do
   case $t in
     etcd) build etcd "$etcd_version" hack/tools/etcd . ;;
@@ -162,6 +189,7 @@ for t in "${tools[@]}"; do
     provider-kubernetes)
       build provider-kubernetes "$provider_kubernetes_version" hack/tools/provider-kubernetes github.com/crossplane-contrib/provider-kubernetes/cmd/provider
       stage_package provider-kubernetes "$provider_kubernetes_version" hack/tools/provider-kubernetes github.com/crossplane-contrib/provider-kubernetes ;;
+    provider-aws) stage_provider_aws ;;
     crds)
       stage_capi_crds
       stage_clusterctl_crds

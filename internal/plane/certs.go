@@ -15,6 +15,14 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 )
 
+// The files of a serving certificate, as Kubernetes TLS Secrets and
+// Crossplane's and controller-runtime's certificate folders name them.
+const (
+	tlsCert = "tls.crt"
+	tlsKey  = "tls.key"
+	tlsCA   = "ca.crt"
+)
+
 // authority signs serving certificates.
 type authority struct {
 	cert    *x509.Certificate
@@ -97,9 +105,9 @@ func (a *authority) serve(dir, name string, more ...string) error {
 		return errors.Wrap(err, "cannot create a certificate directory")
 	}
 	files := map[string][]byte{
-		"tls.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		"tls.key": pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}),
-		"ca.crt":  a.certPEM,
+		tlsCert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		tlsKey:  pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}),
+		tlsCA:   a.certPEM,
 	}
 	for n, b := range files {
 		if err := os.WriteFile(filepath.Join(dir, n), b, 0o600); err != nil {

@@ -39,6 +39,9 @@ func dialable(addr string) bool {
 // cluster. Its conversion webhook for the legacy cluster-scoped kinds needs a
 // serving certificate even though nothing calls it here.
 func (p *Plane) startProviderKubernetes(ctx context.Context) error {
+	if p.opts.Release != "" {
+		return nil
+	}
 	ca, err := newAuthority("provider-kubernetes-webhook")
 	if err != nil {
 		return err
@@ -47,25 +50,39 @@ func (p *Plane) startProviderKubernetes(ctx context.Context) error {
 	if err := ca.serve(certs, "provider-kubernetes"); err != nil {
 		return err
 	}
-	health, err := freePort()
+	proc, err := p.runProviderKubernetes(ctx, certs)
 	if err != nil {
 		return err
+	}
+	p.procs = append(p.procs, proc)
+	return nil
+}
+
+// runProviderKubernetes runs provider-kubernetes with the webhook
+// certificate in certs and waits until it is ready.
+func (p *Plane) runProviderKubernetes(ctx context.Context, certs string) (*process, error) {
+	health, err := freePort()
+	if err != nil {
+		return nil, err
 	}
 	// v1.2.1 has no flags for its metrics (:8080) and webhook (:9443)
 	// listeners: they must be free.
 	for _, addr := range []string{"127.0.0.1:8080", "127.0.0.1:9443"} {
 		if dialable(addr) {
-			return errors.Errorf("provider-kubernetes needs port %s, which another process uses", addr[len("127.0.0.1:"):])
+			return nil, errors.Errorf("provider-kubernetes needs port %s, which another process uses", addr[len("127.0.0.1:"):])
 		}
 	}
 	proc, err := startProcess(p.dir, "provider-kubernetes", p.inputs.providerKubernetes,
 		[]string{"KUBECONFIG=" + p.kubeconfig, "WEBHOOK_TLS_CERT_DIR=" + certs},
 		"--health-probe-bind-addr="+hostPort(health), "--poll=30s", "--sync=10m")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	p.procs = append(p.procs, proc)
-	return proc.waitHealthy(ctx, fmt.Sprintf("http://%s/readyz", hostPort(health)), 2*time.Minute)
+	if err := proc.waitHealthy(ctx, fmt.Sprintf("http://%s/readyz", hostPort(health)), 2*time.Minute); err != nil {
+		proc.stop(10 * time.Second)
+		return nil, err
+	}
+	return proc, nil
 }
 
 // startCAPI runs CAPI's Cluster, Machine, MachineSet and MachineDeployment
@@ -85,7 +102,7 @@ func (p *Plane) startCAPI(ctx context.Context) error {
 // startManager runs the capxp binary's manager against the management
 // cluster, as a platform team would deploy it.
 func (p *Plane) startManager(ctx context.Context) error {
-	if p.opts.Clusterctl {
+	if p.opts.Clusterctl || p.opts.Release != "" {
 		p.progress("left to clusterctl")
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,6 +65,24 @@ type Crossplane struct {
 	// procs are the functions, then core.
 	procs []*process
 	core  *process
+	// ca is Crossplane's root CA, which signs the packages' certificates.
+	ca *authority
+	// functions are the running functions, by package name.
+	functions map[string]runningFunction
+}
+
+// runningFunction is a function binary serving on loopback.
+type runningFunction struct {
+	function
+	// endpoint is where it serves gRPC, certs the folder of its serving
+	// certificate.
+	endpoint, certs string
+}
+
+// function is the running function of a package name.
+func (c *Crossplane) function(pkg string) (runningFunction, bool) {
+	f, ok := c.functions[pkg]
+	return f, ok
 }
 
 // StartCrossplane runs Crossplane core and the two composition functions
@@ -138,6 +157,14 @@ type crossplaneRun struct {
 	kubeconfig string
 	dir        string
 	inputs     crossplaneInputs
+	// caBundle is a PEM file of more CAs Crossplane trusts when it pulls
+	// packages (the plane's registry's).
+	caBundle string
+	// packages leaves the Functions to be installed from packages: the
+	// function binaries run, but no Function is created; the plane's
+	// package runtime points the revisions Crossplane makes at them. The
+	// functions also keep off port 8080 (see Plane.runProviderKubernetes).
+	packages bool
 }
 
 // startCrossplane runs Crossplane core on an API server the way its Helm
@@ -147,7 +174,7 @@ type crossplaneRun struct {
 // package runtime; then it installs the Functions and points their revisions
 // at the running binaries.
 func startCrossplane(ctx context.Context, r crossplaneRun) (*Crossplane, error) {
-	c := &Crossplane{Version: r.inputs.version}
+	c := &Crossplane{Version: r.inputs.version, functions: map[string]runningFunction{}}
 	if err := c.start(ctx, r); err != nil {
 		c.Stop()
 		return nil, err
@@ -193,12 +220,21 @@ func (c *Crossplane) start(ctx context.Context, r crossplaneRun) error {
 	if err != nil {
 		return err
 	}
+	c.ca = ca
 	cacheDir := filepath.Join(r.dir, "xpkg")
 	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
 		return errors.Wrap(err, "cannot create the package cache")
 	}
-	endpoints := map[string]string{}
 	digests := map[string]string{}
+	if r.packages {
+		// The functions' SDK tries :8080 for metrics and carries on
+		// without it; provider-kubernetes, started later, cannot.
+		l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", ":8080")
+		if err != nil {
+			return errors.Wrap(err, "provider-kubernetes needs port 8080, which another process uses")
+		}
+		defer l.Close()
+	}
 	for _, f := range r.inputs.functions {
 		digest, err := cachePackage(cacheDir, f)
 		if err != nil {
@@ -222,7 +258,7 @@ func (c *Crossplane) start(ctx context.Context, r crossplaneRun) error {
 		if err := proc.waitFor(ctx, 30*time.Second, func() bool { return dialable(hostPort(port)) }); err != nil {
 			return err
 		}
-		endpoints[f.FunctionName()] = hostPort(port)
+		c.functions[f.Name()] = runningFunction{function: f, endpoint: hostPort(port), certs: certs}
 	}
 
 	metrics, err := freePort()
@@ -233,7 +269,11 @@ func (c *Crossplane) start(ctx context.Context, r crossplaneRun) error {
 	if err != nil {
 		return err
 	}
-	core, err := startProcess(r.dir, "crossplane", xpBin, append(env, "TLS_CLIENT_CERTS_DIR="+clientDir),
+	coreEnv := append(append([]string{}, env...), "TLS_CLIENT_CERTS_DIR="+clientDir)
+	if r.caBundle != "" {
+		coreEnv = append(coreEnv, "CA_BUNDLE_PATH="+r.caBundle)
+	}
+	core, err := startProcess(r.dir, "crossplane", xpBin, coreEnv,
 		"--debug", "core", "start", "--package-runtime=External", "--enable-webhooks=false",
 		"--cache-dir="+cacheDir, fmt.Sprintf("--metrics-port=%d", metrics), fmt.Sprintf("--health-probe-port=%d", health),
 		"--poll-interval=10s", "--sync-interval=1m")
@@ -246,8 +286,11 @@ func (c *Crossplane) start(ctx context.Context, r crossplaneRun) error {
 		return err
 	}
 
+	if r.packages {
+		return nil
+	}
 	for _, f := range r.inputs.functions {
-		if err := c.installFunction(ctx, f, digests[f.FunctionName()], endpoints[f.FunctionName()], filepath.Join(r.dir, "tls", f.Name())); err != nil {
+		if err := c.installFunction(ctx, c.functions[f.Name()], digests[f.FunctionName()]); err != nil {
 			return err
 		}
 	}
@@ -278,7 +321,7 @@ func (c *Crossplane) crossplaneTLS(ctx context.Context, workDir string) (*author
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, "", errors.Wrap(err, "cannot create the client certificate directory")
 	}
-	for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
+	for _, k := range []string{tlsCert, tlsKey, tlsCA} {
 		if err := os.WriteFile(filepath.Join(dir, k), cl.Data[k], 0o600); err != nil {
 			return nil, "", errors.Wrapf(err, "cannot write %s", k)
 		}
@@ -341,23 +384,9 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// installFunction creates the Function and, once Crossplane has made its
-// revision, does what the package runtime would: stores the function's
-// serving certificate in a Secret and records it, and the endpoint of the
-// running binary, in the revision's status. With the External runtime
-// Crossplane leaves both to whoever runs the function.
-func (c *Crossplane) installFunction(ctx context.Context, f function, digest, endpoint, certs string) error {
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: crossplaneNamespace, Name: f.FunctionName() + "-tls-server"}, Data: map[string][]byte{}}
-	for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
-		b, err := os.ReadFile(filepath.Join(certs, k))
-		if err != nil {
-			return errors.Wrapf(err, "cannot read %s", k)
-		}
-		secret.Data[k] = b
-	}
-	if err := c.client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
-		return errors.Wrapf(err, "cannot create Secret %s", secret.Name)
-	}
+// installFunction creates the Function from Crossplane's package cache and
+// points the revision Crossplane makes at the running binary.
+func (c *Crossplane) installFunction(ctx context.Context, f runningFunction, digest string) error {
 	fn := &pkgv1.Function{ObjectMeta: metav1.ObjectMeta{Name: f.FunctionName()}}
 	fn.Spec.Package = f.Package + "@" + digest
 	fn.Spec.PackagePullPolicy = ptr.To(corev1.PullNever)
@@ -386,18 +415,8 @@ func (c *Crossplane) installFunction(ctx context.Context, f function, digest, en
 	}); err != nil {
 		return errors.Wrapf(err, "Crossplane made no active revision of Function %s", f.FunctionName())
 	}
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		r := &pkgv1.FunctionRevision{}
-		if err := c.client.Get(ctx, rev, r); err != nil {
-			return err
-		}
-		r.Status.Endpoint = endpoint
-		r.Status.TLSServerSecretName = &secret.Name
-		r.SetConditions(xpv2.Condition{Type: pkgv1.TypeRuntimeHealthy, Status: corev1.ConditionTrue, Reason: "HealthyPackageRevision",
-			Message: "running as a local process of the CAPXP plane", LastTransitionTime: metav1.Now()})
-		return c.client.Status().Update(ctx, r)
-	}); err != nil {
-		return errors.Wrapf(err, "cannot record the endpoint of Function %s", f.FunctionName())
+	if err := c.recordFunction(ctx, rev, f); err != nil {
+		return err
 	}
 	var seen string
 	if err := c.core.waitFor(ctx, time.Minute, func() bool {
@@ -406,11 +425,41 @@ func (c *Crossplane) installFunction(ctx context.Context, f function, digest, en
 			return false
 		}
 		seen = fmt.Sprintf("%+v", r.Status.Conditions)
-		return r.GetCondition(pkgv1.TypeRevisionHealthy).Status == corev1.ConditionTrue && r.Status.Endpoint == endpoint
+		return r.GetCondition(pkgv1.TypeRevisionHealthy).Status == corev1.ConditionTrue && r.Status.Endpoint == f.endpoint
 	}); err != nil {
 		return errors.Wrapf(err, "the revision of Function %s did not become healthy (conditions %s)", f.FunctionName(), seen)
 	}
 	return nil
+}
+
+// recordFunction does for a Function's revision what the package runtime
+// would: stores the function's serving certificate in a Secret and records
+// it, and the endpoint of the running binary, in the revision's status, and
+// marks the runtime healthy. With the External runtime Crossplane leaves
+// all three to whoever runs the function.
+func (c *Crossplane) recordFunction(ctx context.Context, rev client.ObjectKey, f runningFunction) error {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: crossplaneNamespace, Name: f.FunctionName() + "-tls-server"}, Data: map[string][]byte{}}
+	for _, k := range []string{tlsCert, tlsKey, tlsCA} {
+		b, err := os.ReadFile(filepath.Join(f.certs, k))
+		if err != nil {
+			return errors.Wrapf(err, "cannot read %s", k)
+		}
+		secret.Data[k] = b
+	}
+	if err := c.client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		return errors.Wrapf(err, "cannot create Secret %s", secret.Name)
+	}
+	return errors.Wrapf(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		r := &pkgv1.FunctionRevision{}
+		if err := c.client.Get(ctx, rev, r); err != nil {
+			return err
+		}
+		r.Status.Endpoint = f.endpoint
+		r.Status.TLSServerSecretName = &secret.Name
+		r.SetConditions(xpv2.Condition{Type: pkgv1.TypeRuntimeHealthy, Status: corev1.ConditionTrue, Reason: "HealthyPackageRevision",
+			Message: "running as a local process of the CAPXP plane", LastTransitionTime: metav1.Now()})
+		return c.client.Status().Update(ctx, r)
+	}), "cannot record the endpoint of Function %s", f.FunctionName())
 }
 
 // retryCommand runs a command until it succeeds, at most n times.

@@ -134,7 +134,7 @@ func (p *Plane) RunDeployment(ctx context.Context, namespace, name, binary strin
 		args = append(args, "--webhook-url=https://"+hostPort(webhook))
 		for _, a := range args {
 			if dir, ok := strings.CutPrefix(a, "--webhook-cert-dir="); ok {
-				args = append(args, "--webhook-ca-bundle-file="+filepath.Join(dir, "ca.crt"))
+				args = append(args, "--webhook-ca-bundle-file="+filepath.Join(dir, tlsCA))
 				break
 			}
 		}
@@ -287,7 +287,7 @@ func (p *Plane) issueCertificate(ctx context.Context, namespace, secret string) 
 			return err
 		}
 		data := map[string][]byte{}
-		for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
+		for _, k := range []string{tlsCert, tlsKey, tlsCA} {
 			if data[k], err = os.ReadFile(filepath.Join(dir, k)); err != nil {
 				return errors.Wrapf(err, "cannot read %s", k)
 			}

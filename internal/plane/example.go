@@ -70,11 +70,25 @@ func (p *Plane) ApplyExample(ctx context.Context) error {
 	return nil
 }
 
+// A kind established moments ago may not be in the client's discovery yet:
+// it retries for a while, as kubectl users do.
 func (p *Plane) create(ctx context.Context, o *unstructured.Unstructured) error {
-	if err := p.client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-		return errors.Wrapf(err, "cannot create %s %s", o.GetKind(), o.GetName())
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := p.client.Create(ctx, o)
+		switch {
+		case err == nil, apierrors.IsAlreadyExists(err):
+			return nil
+		case meta.IsNoMatchError(err) && time.Now().Before(deadline):
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
+		default:
+			return errors.Wrapf(err, "cannot create %s %s", o.GetKind(), o.GetName())
+		}
 	}
-	return nil
 }
 
 // readManifests decodes every object of an embedded manifest file.

@@ -47,7 +47,12 @@ type inputs struct {
 	providerKubernetes     string
 	providerKubernetesCRDs []string
 	crossplane             crossplaneInputs
+	// crossplaneCLI builds the dependencies' packages (package mode).
+	crossplaneCLI string
 }
+
+// CrossplaneCLIVersion is the crossplane CLI hack/ensure-tools.sh builds.
+const CrossplaneCLIVersion = "v2.5.0"
 
 // crossplaneInputs are what Crossplane core and the functions need.
 type crossplaneInputs struct {

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	pkgv1 "github.com/crossplane/crossplane/apis/v2/pkg/v1"
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -48,6 +49,21 @@ type Options struct {
 	// `clusterctl init` and runs the manager with RunDeployment. CAPXP's
 	// XRDs and Compositions are installed either way.
 	Clusterctl bool
+	// Release is the folder of a `make release` whose Crossplane packages
+	// the plane installs CAPXP from, as a platform would with Crossplane's
+	// package manager: the plane serves them, and every package they depend
+	// on, from an OCI registry on loopback (TLS, its CA trusted by
+	// Crossplane), points Crossplane at it with ImageConfigs, applies the
+	// release's crossplane-setup.yaml, and runs what Crossplane installs
+	// (see packageRuntime). It installs neither CAPXP's CRDs, XRDs and
+	// Compositions, nor provider-kubernetes' CRDs, nor the manager:
+	// the packages bring them. InstallConfiguration installs the
+	// Configuration.
+	Release string
+	// InstallConfiguration installs the Configuration package from its
+	// reference, with the administrator's kubeconfig (in package mode);
+	// the plane creates the Configuration itself when nil.
+	InstallConfiguration func(ctx context.Context, kubeconfig, ref string) error
 	// Progress receives a line per step; nil discards them.
 	Progress func(format string, args ...any)
 }
@@ -71,6 +87,10 @@ type Plane struct {
 	xp       *Crossplane
 	procs    []*process
 	manager  *process
+	// registry serves the packages, runtime runs them (package mode).
+	registry *Registry
+	runtime  *packageRuntime
+	mirrored []mirrored
 	// managerMetrics is the manager's Prometheus endpoint, managerProfiler
 	// its pprof endpoints.
 	managerMetrics, managerProfiler string
@@ -114,6 +134,15 @@ func resolve(o Options) (inputs, error) {
 		o.Tools = tools.Default()
 	}
 	in, err := resolveInputs(o.Tools)
+	if o.Release != "" {
+		var cerr error
+		if in.crossplaneCLI, cerr = o.Tools.Binary("crossplane-cli", CrossplaneCLIVersion); cerr != nil {
+			err = tools.Missing(err, cerr)
+		}
+		if _, serr := os.Stat(o.Release); serr != nil {
+			err = tools.Missing(err, errors.Errorf("the release %s is missing: build it with `make release`", o.Release))
+		}
+	}
 	if o.ManagerBinary != "" {
 		if _, serr := os.Stat(o.ManagerBinary); serr != nil {
 			err = tools.Missing(err, errors.Errorf("the capxp binary %s, run as the CAPXP manager, is missing: build it with `go build -o %s ./cmd/capxp` in a CAPXP checkout (`make dev` builds bin/capxp beside bin/capxp-dev), or name another with --manager-binary",
@@ -130,7 +159,7 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 	if o.Tools == "" {
 		o.Tools = tools.Default()
 	}
-	if o.ManagerBinary == "" && !o.Clusterctl {
+	if o.ManagerBinary == "" && (!o.Clusterctl || o.Release != "") {
 		return nil, errors.New("no capxp binary to run the manager from")
 	}
 	in, err := resolve(o)
@@ -165,10 +194,11 @@ func (p *Plane) start(ctx context.Context) error {
 		p.progress("started %s in %s", what, time.Since(start).Round(100*time.Millisecond))
 		return nil
 	}
-	steps := []struct {
+	type stepT struct {
 		what string
 		f    func(context.Context) error
-	}{
+	}
+	steps := []stepT{
 		{"the management cluster (etcd, kube-apiserver)", p.startManagement},
 		{"the workload cluster (etcd, kube-apiserver)", p.startWorkload},
 		{"kube-controller-manager (garbage collection)", p.startControllerManager},
@@ -182,6 +212,14 @@ func (p *Plane) start(ctx context.Context) error {
 		{"clusterctl's record of CAPI", p.recordCAPI},
 		{"CAPXP's XRDs and Compositions", p.install},
 	}
+	if p.opts.Release != "" {
+		steps = []stepT{
+			steps[0], steps[1], steps[2],
+			{"the package registry", p.startRegistry},
+			steps[4], steps[5], steps[7],
+			{"CAPXP's Configuration package and its dependencies", p.installPackages},
+		}
+	}
 	for _, s := range steps {
 		if err := step(s.what, s.f); err != nil {
 			return err
@@ -192,6 +230,9 @@ func (p *Plane) start(ctx context.Context) error {
 
 // Stop stops every component in reverse order and waits for each.
 func (p *Plane) Stop() {
+	if p.runtime != nil {
+		p.runtime.stop()
+	}
 	if p.manager != nil {
 		p.manager.stop(30 * time.Second)
 	}
@@ -203,6 +244,9 @@ func (p *Plane) Stop() {
 	}
 	for i := len(p.procs) - 1; i >= 0; i-- {
 		p.procs[i].stop(30 * time.Second)
+	}
+	if p.registry != nil {
+		p.registry.Stop()
 	}
 	if p.Workload != nil {
 		_ = p.Workload.Stop()
@@ -241,8 +285,14 @@ func (p *Plane) startManagement(_ context.Context) error {
 	if err := pkgv1.AddToScheme(o.Scheme); err != nil {
 		return errors.Wrap(err, "cannot add Crossplane's package types to the scheme")
 	}
-	o.CRDPaths = append([]string{p.inputs.capiCRDs, p.inputs.clusterctlCRDs, p.inputs.certManagerCRDs}, p.inputs.providerKubernetesCRDs...)
-	if !p.opts.Clusterctl {
+	if err := pkgv1beta1.AddToScheme(o.Scheme); err != nil {
+		return errors.Wrap(err, "cannot add Crossplane's package configuration types to the scheme")
+	}
+	o.CRDPaths = []string{p.inputs.capiCRDs, p.inputs.clusterctlCRDs, p.inputs.certManagerCRDs}
+	if p.opts.Release == "" {
+		o.CRDPaths = append(o.CRDPaths, p.inputs.providerKubernetesCRDs...)
+	}
+	if !p.opts.Clusterctl && p.opts.Release == "" {
 		o.CRDs = own
 	}
 	if p.mgmt, err = localkube.Start(o); err != nil {
@@ -299,6 +349,8 @@ func (p *Plane) startCrossplane(ctx context.Context) error {
 		kubeconfig: p.kubeconfig,
 		dir:        p.dir,
 		inputs:     p.inputs.crossplane,
+		caBundle:   registryCA(p.registry),
+		packages:   p.opts.Release != "",
 	})
 	return err
 }

@@ -2,8 +2,10 @@ package release
 
 import (
 	"bytes"
+	"context"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
@@ -156,4 +158,63 @@ func CrossplaneSetup(o Options) ([]byte, error) {
 		return nil, errors.Errorf("%s has no ImageConfig prefix to set", capxp.CrossplaneKustomization)
 	}
 	return bytes.ReplaceAll(b, []byte(placeholder), []byte("prefix: "+o.ProviderPackage())), nil
+}
+
+// BuildPackage packs a package root into an .xpkg file with the crossplane
+// CLI (`crossplane xpkg build`), embedding a runtime image tarball when one
+// is given. Examples are never packed.
+func BuildPackage(ctx context.Context, cli, root, out, runtimeImage string) error {
+	empty, err := os.MkdirTemp("", "capxp-no-examples-")
+	if err != nil {
+		return errors.Wrap(err, "cannot create an empty examples folder")
+	}
+	defer os.RemoveAll(empty)
+	args := []string{"xpkg", "build", "--package-root=" + root, "--examples-root=" + empty, "-o", out}
+	if runtimeImage != "" {
+		args = append(args, "--embed-runtime-image-tarball="+runtimeImage)
+	}
+	cmd := exec.CommandContext(ctx, cli, args...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return errors.Errorf("crossplane %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(b)))
+	}
+	return nil
+}
+
+// ProviderPackageFile is the bridge's .xpkg file in a release.
+func (o Options) ProviderPackageFile() string {
+	o, _ = o.withDefaults()
+	return ProviderPackageName + "-" + o.Version + ".xpkg"
+}
+
+// ConfigurationPackageFile is the Configuration's .xpkg file in a release.
+func (o Options) ConfigurationPackageFile() string {
+	o, _ = o.withDefaults()
+	return ConfigurationPackageName + "-" + o.Version + ".xpkg"
+}
+
+// WritePackages writes both package roots into dir (package-configuration,
+// package-provider) and builds them with the crossplane CLI into
+// ConfigurationPackageFile and ProviderPackageFile, the Provider's with the
+// manager image tarball (WriteImage's) embedded.
+func WritePackages(ctx context.Context, dir string, o Options, cli, imageTarball string) error {
+	o, err := o.withDefaults()
+	if err != nil {
+		return err
+	}
+	for _, p := range []struct {
+		name, file, image string
+		write             func(string, Options) error
+	}{
+		{"configuration", o.ConfigurationPackageFile(), "", WriteConfigurationRoot},
+		{"provider", o.ProviderPackageFile(), imageTarball, WriteProviderRoot},
+	} {
+		root := filepath.Join(dir, "package-"+p.name)
+		if err := p.write(root, o); err != nil {
+			return err
+		}
+		if err := BuildPackage(ctx, cli, root, filepath.Join(dir, p.file), p.image); err != nil {
+			return errors.Wrapf(err, "cannot build the %s package", p.name)
+		}
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ package release
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -209,4 +210,55 @@ func ClusterctlConfig(componentsPath string, extra ...string) []byte {
 		}
 	}
 	return b.Bytes()
+}
+
+// Write writes a whole release into out, as `make release` does: the
+// clusterctl repository (out/clusterctl), the manager image from a static
+// linux capxp binary, crossplane-setup.yaml, and both Crossplane packages
+// built with the crossplane CLI (only their roots when cli is empty). It
+// returns a line per file written.
+func Write(ctx context.Context, out string, o Options, binary, arch, cli string) ([]string, error) {
+	var lines []string
+	c, err := WriteClusterctl(filepath.Join(out, "clusterctl"), o)
+	if err != nil {
+		return nil, err
+	}
+	lines = append(lines, "clusterctl components: "+c)
+	if binary != "" {
+		img, err := WriteImage(out, o, binary, arch)
+		if err != nil {
+			return nil, err
+		}
+		lines = append(lines, "manager image: "+img)
+	}
+	setup, err := CrossplaneSetup(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(out, CrossplaneSetupFile), setup, 0o644); err != nil { //nolint:gosec // release files are public
+		return nil, errors.Wrap(err, "cannot write the Crossplane setup")
+	}
+	lines = append(lines, "Crossplane setup: "+filepath.Join(out, CrossplaneSetupFile))
+	if cli == "" {
+		for _, p := range []struct {
+			name  string
+			write func(string, Options) error
+		}{{"configuration", WriteConfigurationRoot}, {"provider", WriteProviderRoot}} {
+			dir := filepath.Join(out, "package-"+p.name)
+			if err := p.write(dir, o); err != nil {
+				return nil, err
+			}
+			lines = append(lines, p.name+" package root: "+dir)
+		}
+		return lines, nil
+	}
+	if binary == "" {
+		return nil, errors.New("the Provider package embeds the manager image: a release with packages needs the manager binary")
+	}
+	if err := WritePackages(ctx, out, o, cli, filepath.Join(out, ImageTarball)); err != nil {
+		return nil, err
+	}
+	return append(lines,
+		"Configuration package: "+filepath.Join(out, o.ConfigurationPackageFile()),
+		"Provider package: "+filepath.Join(out, o.ProviderPackageFile())), nil
 }

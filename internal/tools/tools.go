@@ -80,9 +80,15 @@ func (d Dir) CRDs(name, version string) (string, error) {
 // Package is the package directory (crossplane.yaml, and crds/ for a
 // provider) staged beside a function's or provider's binary.
 func (d Dir) Package(name, version string) (string, error) {
+	return d.PackageFile(name, version, "crossplane.yaml")
+}
+
+// PackageFile is the package directory staged for a name and version, which
+// must hold a file (crossplane.yaml.tmpl for a provider family's template).
+func (d Dir) PackageFile(name, version, file string) (string, error) {
 	p := filepath.Join(string(d), name+"-"+version, "package")
-	if _, err := os.Stat(filepath.Join(p, "crossplane.yaml")); err != nil {
-		return p, d.missing(name+" "+version+"'s package metadata (the file "+filepath.Join(p, "crossplane.yaml")+")", name)
+	if _, err := os.Stat(filepath.Join(p, file)); err != nil {
+		return p, d.missing(name+" "+version+"'s package metadata (the file "+filepath.Join(p, file)+")", name)
 	}
 	return p, nil
 }

@@ -91,23 +91,7 @@ func TestClusterctl(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p, err := plane.Start(ctx, plane.Options{
-		Dir:        filepath.Join(dir, "plane"),
-		Clusterctl: true,
-		Tools:      tools.Dir(envtest.ToolsDir()),
-		Progress:   func(f string, a ...any) { t.Logf("plane: "+f, a...) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		p.Stop()
-		if t.Failed() {
-			t.Logf("the plane's logs are in %s", p.Dir())
-			return
-		}
-		_ = os.RemoveAll(dir)
-	}()
+	p := startPlane(ctx, t, dir, plane.Options{Clusterctl: true})
 	c := p.Management().Client
 
 	run := func(args ...string) string {
@@ -260,4 +244,27 @@ func eventually(t *testing.T, what string, within time.Duration, f func() error)
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// startPlane starts the local plane in dir/plane with the tools directory
+// and the test's log, and stops it when the test ends, removing dir unless
+// the test failed (its logs are kept then).
+func startPlane(ctx context.Context, t *testing.T, dir string, o plane.Options) *plane.Plane {
+	t.Helper()
+	o.Dir = filepath.Join(dir, "plane")
+	o.Tools = tools.Dir(envtest.ToolsDir())
+	o.Progress = func(f string, a ...any) { t.Logf("plane: "+f, a...) }
+	p, err := plane.Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("the plane's logs are in %s", p.Dir())
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	return p
 }

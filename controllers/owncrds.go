@@ -1,0 +1,97 @@
+package controllers
+
+import (
+	"context"
+	"maps"
+
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+)
+
+// OwnCRDLabels are the labels CAPXP's own CRDs carry, by CRD name: CAPI
+// finds the templates' contract version through CAPIContractLabel, and
+// clusterctl finds (and moves) the kinds through its labels.
+func OwnCRDLabels() map[string]map[string]string {
+	g := infrav1.GroupVersion.Group
+	grant := map[string]string{infrav1.ProviderLabel: infrav1.ProviderName, infrav1.ClusterctlLabel: ""}
+	return map[string]map[string]string{
+		"crossplaneclustertemplates." + g:  infrav1.ContractLabels(),
+		"crossplanemachinetemplates." + g:  infrav1.ContractLabels(),
+		"clusterproviderconfiggrants." + g: grant,
+	}
+}
+
+// ownCRDs labels CAPXP's own CRDs when whoever installed them did not.
+// clusterctl installs them as shipped, labels included; Crossplane's package
+// manager installs a provider package's CRDs through
+// ManagedResourceDefinitions, whose CRDs carry no labels, and CAPI cannot
+// use an infrastructure template whose CRD has no contract label. The
+// labels are applied server-side under their own field manager, which
+// Crossplane's apply of the CRD leaves alone.
+type ownCRDs struct {
+	client client.Client
+	want   map[string]map[string]string
+}
+
+// ownCRDsFieldOwner is the field manager of the labels ownCRDs applies.
+const ownCRDsFieldOwner = "capxp-own-crds"
+
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=patch,resourceNames=crossplaneclustertemplates.infrastructure.cluster.x-k8s.io;crossplanemachinetemplates.infrastructure.cluster.x-k8s.io;clusterproviderconfiggrants.infrastructure.cluster.x-k8s.io
+
+func (r *ownCRDs) SetupWithManager(mgr ctrl.Manager, o controller.Options) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("capxp-own-crds").
+		WithOptions(o).
+		For(&extv1.CustomResourceDefinition{}, builder.OnlyMetadata, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			_, ok := r.want[o.GetName()]
+			return ok
+		}))).
+		Complete(r)
+}
+
+// Reconcile applies the labels one CRD lacks.
+func (r *ownCRDs) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	want, ok := r.want[req.Name]
+	if !ok {
+		return reconcile.Result{}, nil
+	}
+	crd := &metav1.PartialObjectMetadata{}
+	crd.SetGroupVersionKind(extv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	if err := r.client.Get(ctx, req.NamespacedName, crd); err != nil {
+		return reconcile.Result{}, errors.Wrap(client.IgnoreNotFound(err), errGetCRD)
+	}
+	if hasLabels(crd.GetLabels(), want) {
+		return reconcile.Result{}, nil
+	}
+	patch := &unstructured.Unstructured{}
+	patch.SetGroupVersionKind(crd.GroupVersionKind())
+	patch.SetName(req.Name)
+	patch.SetLabels(maps.Clone(want))
+	//nolint:staticcheck // client.Apply of an unstructured patch: the typed ApplyConfiguration of a CRD would send its whole spec.
+	if err := r.client.Patch(ctx, patch, client.Apply, client.FieldOwner(ownCRDsFieldOwner)); err != nil {
+		return reconcile.Result{}, errors.Wrapf(err, "cannot label CustomResourceDefinition %s", req.Name)
+	}
+	ctrl.LoggerFrom(ctx).Info("Labelled CAPXP's CRD for CAPI and clusterctl", "CustomResourceDefinition", req.Name)
+	return reconcile.Result{}, nil
+}
+
+// hasLabels reports whether have holds every label of want, with its value.
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,380 @@
+package plane
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	pkgv1 "github.com/crossplane/crossplane/apis/v2/pkg/v1"
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
+	"github.com/google/go-containerregistry/pkg/name"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
+)
+
+// packageRuntime is the plane's External package runtime: Crossplane core
+// runs with --package-runtime=External, so it installs packages (pulls
+// them, resolves dependencies, installs CRDs, XRDs and Compositions) but
+// runs none; this does what its Deployment runtime would for the packages
+// that can run here, with local processes:
+//   - a Function's revision gets the endpoint and serving certificate of the
+//     function's running binary;
+//   - provider-kubernetes gets a webhook serving certificate, then runs once
+//     its revision's CRDs are established;
+//   - the bridge (CAPXP's Provider package) runs as Crossplane's Deployment
+//     runtime would run it: with the identity of the service account its
+//     DeploymentRuntimeConfig names (crossplane-setup.yaml), and that
+//     configuration's arguments and environment.
+//
+// Each running package's revision is marked RuntimeHealthy. Packages whose
+// runtime cannot run here (the AWS family: it would call AWS) are left
+// without a runtime, and so are not Healthy; the aws Composition is rendered
+// and validated, never provisioned, on the local plane.
+type packageRuntime struct {
+	p      *Plane
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu sync.Mutex
+	// running are the processes started, by package name.
+	running map[string]*process
+	// err is the last error of a package's runtime, by package name.
+	errs map[string]error
+}
+
+// Packages the plane's runtime runs (by repository name) besides functions.
+const (
+	providerKubernetesName = "provider-kubernetes"
+)
+
+func (p *Plane) startPackageRuntime() {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &packageRuntime{p: p, cancel: cancel, done: make(chan struct{}), running: map[string]*process{}, errs: map[string]error{}}
+	p.runtime = r
+	go func() {
+		defer close(r.done)
+		for {
+			r.reconcile(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+}
+
+// stop stops the loop, then the packages' processes.
+func (r *packageRuntime) stop() {
+	r.cancel()
+	<-r.done
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, proc := range r.running {
+		proc.stop(30 * time.Second)
+	}
+}
+
+// Err reports the packages whose runtime failed, nil when none.
+func (r *packageRuntime) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var msgs []string
+	for n, err := range r.errs {
+		msgs = append(msgs, fmt.Sprintf("%s: %v", n, err))
+	}
+	for n, proc := range r.running {
+		if done, err := proc.exited(); done {
+			msgs = append(msgs, fmt.Sprintf("%s exited (%v); its log %s ends:\n%s", n, err, proc.log, proc.tail()))
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+func (r *packageRuntime) setErr(pkg string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		delete(r.errs, pkg)
+		return
+	}
+	r.errs[pkg] = err
+}
+
+// packageName is the repository name of a package reference.
+func packageName(ref string) string {
+	if r, err := name.ParseReference(ref); err == nil {
+		return path.Base(r.Context().RepositoryStr())
+	}
+	return path.Base(ref)
+}
+
+func (r *packageRuntime) reconcile(ctx context.Context) {
+	c := r.p.client
+	fl := &pkgv1.FunctionRevisionList{}
+	if err := c.List(ctx, fl); err == nil {
+		for i := range fl.Items {
+			rev := &fl.Items[i]
+			if rev.GetDesiredState() != pkgv1.PackageRevisionActive {
+				continue
+			}
+			n := packageName(rev.Spec.Package)
+			r.setErr(n, r.serveFunction(ctx, rev))
+		}
+	}
+	pl := &pkgv1.ProviderRevisionList{}
+	if err := c.List(ctx, pl); err == nil {
+		for i := range pl.Items {
+			rev := &pl.Items[i]
+			if rev.GetDesiredState() != pkgv1.PackageRevisionActive {
+				continue
+			}
+			n := packageName(rev.Spec.Package)
+			switch n {
+			case providerKubernetesName:
+				r.setErr(n, r.runProviderKubernetes(ctx, rev))
+			case release.ProviderPackageName:
+				r.setErr(n, r.runBridge(ctx, rev))
+			default:
+				// Crossplane establishes a provider's CRDs only once its
+				// runtime has recorded a serving certificate (for their
+				// conversion webhooks), whether or not the provider runs.
+				r.setErr(n, r.recordServerTLS(ctx, rev, n, filepath.Join(r.p.dir, "tls", n)))
+			}
+		}
+	}
+}
+
+// serveFunction points a Function's revision at the function's running
+// binary.
+func (r *packageRuntime) serveFunction(ctx context.Context, rev *pkgv1.FunctionRevision) error {
+	f, ok := r.p.xp.function(packageName(rev.Spec.Package))
+	if !ok {
+		return nil
+	}
+	if rev.Status.Endpoint == f.endpoint && rev.GetCondition(pkgv1.TypeRuntimeHealthy).Status == corev1.ConditionTrue {
+		return nil
+	}
+	return r.p.xp.recordFunction(ctx, client.ObjectKeyFromObject(rev), f)
+}
+
+// runtimeHealthy marks a revision's runtime healthy, unless it is.
+func (r *packageRuntime) runtimeHealthy(ctx context.Context, rev pkgv1.PackageRevisionWithRuntime, msg string) error {
+	if rev.GetCondition(pkgv1.TypeRuntimeHealthy).Status == corev1.ConditionTrue {
+		return nil
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := r.p.client.Get(ctx, client.ObjectKeyFromObject(rev), rev); err != nil {
+			return err
+		}
+		rev.SetConditions(xpv2.Condition{Type: pkgv1.TypeRuntimeHealthy, Status: corev1.ConditionTrue, Reason: "HealthyPackageRevision",
+			Message: msg, LastTransitionTime: metav1.Now()})
+		return r.p.client.Status().Update(ctx, rev)
+	})
+}
+
+// recordServerTLS creates a revision's serving certificate Secret (signed by
+// Crossplane's CA, for the Service Crossplane's runtime would create) and
+// names it in the revision's status, where Crossplane reads the CA bundle it
+// puts in the package's conversion webhooks.
+func (r *packageRuntime) recordServerTLS(ctx context.Context, rev *pkgv1.ProviderRevision, pkg, dir string) error {
+	secret := pkg + "-tls-server"
+	if n := rev.GetObservedTLSServerSecretName(); n != nil && *n == secret {
+		return nil
+	}
+	if err := r.p.xp.ca.serve(dir, pkg, pkg+"."+crossplaneNamespace, pkg+"."+crossplaneNamespace+".svc"); err != nil {
+		return err
+	}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: crossplaneNamespace, Name: secret}, Data: map[string][]byte{}}
+	for _, k := range []string{tlsCert, tlsKey, tlsCA} {
+		b, err := os.ReadFile(filepath.Join(dir, k))
+		if err != nil {
+			return errors.Wrapf(err, "cannot read %s", k)
+		}
+		s.Data[k] = b
+	}
+	if err := r.p.client.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+		return errors.Wrapf(err, "cannot create Secret %s", secret)
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := r.p.client.Get(ctx, client.ObjectKeyFromObject(rev), rev); err != nil {
+			return err
+		}
+		rev.SetObservedTLSServerSecretName(&secret)
+		return r.p.client.Status().Update(ctx, rev)
+	})
+}
+
+// runProviderKubernetes gives provider-kubernetes its webhook certificate
+// and, once Crossplane has established its CRDs, runs it.
+func (r *packageRuntime) runProviderKubernetes(ctx context.Context, rev *pkgv1.ProviderRevision) error {
+	certs := filepath.Join(r.p.dir, "tls", providerKubernetesName)
+	if err := r.recordServerTLS(ctx, rev, providerKubernetesName, certs); err != nil {
+		return err
+	}
+	if rev.GetCondition(pkgv1.TypeRevisionHealthy).Status != corev1.ConditionTrue {
+		return nil
+	}
+	if !r.started(providerKubernetesName) {
+		proc, err := r.p.runProviderKubernetes(ctx, certs)
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.running[providerKubernetesName] = proc
+		r.mu.Unlock()
+	}
+	return r.runtimeHealthy(ctx, rev, "running as a local process of the CAPXP plane")
+}
+
+func (r *packageRuntime) started(pkg string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.running[pkg]
+	return ok
+}
+
+// runBridge runs the capxp manager as Crossplane's Deployment runtime would
+// run CAPXP's Provider package: the image's entrypoint (the capxp binary)
+// with the arguments and environment of the DeploymentRuntimeConfig an
+// ImageConfig assigns the package, as the service account it names.
+func (r *packageRuntime) runBridge(ctx context.Context, rev *pkgv1.ProviderRevision) error {
+	if err := r.recordServerTLS(ctx, rev, release.ProviderPackageName, filepath.Join(r.p.dir, "tls", release.ProviderPackageName)); err != nil {
+		return err
+	}
+	if rev.GetCondition(pkgv1.TypeRevisionHealthy).Status != corev1.ConditionTrue {
+		return nil
+	}
+	if !r.started(release.ProviderPackageName) {
+		proc, err := r.p.runProviderPackage(ctx, rev)
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.running[release.ProviderPackageName] = proc
+		r.mu.Unlock()
+	}
+	return r.runtimeHealthy(ctx, rev, "running as a local process of the CAPXP plane, with its DeploymentRuntimeConfig's identity and arguments")
+}
+
+// runtimeConfig is the DeploymentRuntimeConfig Crossplane would deploy a
+// provider revision with: the one an ImageConfig matching its package
+// assigns (the longest prefix wins), else the revision's own reference,
+// else "default".
+func (p *Plane) runtimeConfig(ctx context.Context, rev *pkgv1.ProviderRevision) (*pkgv1beta1.DeploymentRuntimeConfig, error) {
+	cfgName, longest := "", -1
+	l := &pkgv1beta1.ImageConfigList{}
+	if err := p.client.List(ctx, l); err != nil {
+		return nil, errors.Wrap(err, "cannot list ImageConfigs")
+	}
+	for i := range l.Items {
+		ic := &l.Items[i]
+		if ic.Spec.Runtime == nil || ic.Spec.Runtime.ConfigReference == nil {
+			continue
+		}
+		for _, m := range ic.Spec.MatchImages {
+			if strings.HasPrefix(rev.Spec.Package, m.Prefix) && len(m.Prefix) > longest {
+				cfgName, longest = ic.Spec.Runtime.ConfigReference.Name, len(m.Prefix)
+			}
+		}
+	}
+	if cfgName == "" {
+		cfgName = "default"
+		if ref := rev.GetRuntimeConfigRef(); ref != nil {
+			cfgName = ref.Name
+		}
+	}
+	drc := &pkgv1beta1.DeploymentRuntimeConfig{}
+	if err := p.client.Get(ctx, client.ObjectKey{Name: cfgName}, drc); err != nil {
+		return nil, errors.Wrapf(err, "cannot get DeploymentRuntimeConfig %s", cfgName)
+	}
+	return drc, nil
+}
+
+// runProviderPackage starts the capxp binary as the bridge package's pod.
+func (p *Plane) runProviderPackage(ctx context.Context, rev *pkgv1.ProviderRevision) (*process, error) {
+	if p.opts.ManagerBinary == "" {
+		return nil, errors.New("no capxp binary to run the bridge package's image with")
+	}
+	drc, err := p.runtimeConfig(ctx, rev)
+	if err != nil {
+		return nil, err
+	}
+	// What Crossplane's Deployment runtime would create: the service
+	// account, named by the runtime config or after the revision.
+	sa := rev.GetName()
+	if t := drc.Spec.ServiceAccountTemplate; t != nil && t.Metadata != nil && t.Metadata.Name != nil {
+		sa = *t.Metadata.Name
+	}
+	if err := p.client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: crossplaneNamespace, Name: sa}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, errors.Wrapf(err, "cannot create ServiceAccount %s/%s", crossplaneNamespace, sa)
+	}
+	podName := rev.GetName() + "-local"
+	dir := filepath.Join(p.dir, "pods", podName)
+	kubeconfig, err := p.serviceAccountKubeconfig(ctx, crossplaneNamespace, sa, dir)
+	if err != nil {
+		return nil, err
+	}
+	env := map[string]string{"POD_NAMESPACE": crossplaneNamespace}
+	var args []string
+	if t := drc.Spec.DeploymentTemplate; t != nil && t.Spec != nil {
+		for i := range t.Spec.Template.Spec.Containers {
+			c := &t.Spec.Template.Spec.Containers[i]
+			if c.Name != "package-runtime" {
+				continue
+			}
+			for _, e := range c.Env {
+				if e.ValueFrom != nil {
+					return nil, errors.Errorf("DeploymentRuntimeConfig %s: env %s comes from a source this plane does not provide", drc.GetName(), e.Name)
+				}
+				env[e.Name] = e.Value
+			}
+			args = c.Args
+		}
+	}
+	if len(args) == 0 {
+		args = []string{"manager"}
+	}
+	envList := make([]string, 0, len(env)+1)
+	for k, v := range env {
+		envList = append(envList, k+"="+v)
+	}
+	for i, a := range args {
+		args[i] = expand(a, env)
+	}
+	// The pod's own network, stood in for by free loopback ports.
+	health, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	diag, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, "--health-addr="+hostPort(health), "--diagnostics-address="+hostPort(diag))
+	proc, err := startProcess(p.dir, podName, p.opts.ManagerBinary, append(envList, "KUBECONFIG="+kubeconfig), args...)
+	if err != nil {
+		return nil, err
+	}
+	if err := proc.waitHealthy(ctx, fmt.Sprintf("http://%s/readyz", hostPort(health)), 2*time.Minute); err != nil {
+		proc.stop(10 * time.Second)
+		return nil, err
+	}
+	return proc, nil
+}
