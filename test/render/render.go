@@ -226,3 +226,13 @@ func toStruct(u *unstructured.Unstructured) (*structpb.Struct, error) {
 func fromStruct(s *structpb.Struct) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: s.AsMap()}
 }
+
+// Targets are the gRPC targets of the running functions by name, for
+// Functions annotated with the crossplane CLI's Development runtime.
+func (e *Engine) Targets() map[string]string {
+	out := make(map[string]string, len(e.fns))
+	for _, f := range e.fns {
+		out[f.GetName()] = f.GetAddress()
+	}
+	return out
+}
