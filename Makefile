@@ -36,15 +36,15 @@ help: ## Show the targets.
 
 # What the local management plane (bin/capxp-dev, the e2e tests) needs in
 # the tools cache: binaries, plus CAPI's and Crossplane's CRDs ("crds").
-PLANE_TOOLS := etcd kube-apiserver kube-controller-manager crossplane function-patch-and-transform function-auto-ready provider-kubernetes crds
+PLANE_TOOLS := etcd kube-apiserver kube-controller-manager crossplane crossplane-cli function-patch-and-transform function-auto-ready provider-kubernetes provider-aws crds
 # What the install tests need beside the plane.
 INSTALL_TOOLS := clusterctl
 
 .PHONY: dev
-dev: ## Run the local management plane with an example cluster (bin/capxp-dev); Ctrl-C stops it.
+dev: release ## Run the local management plane with an example cluster (bin/capxp-dev), CAPXP installed from the release's Crossplane packages; Ctrl-C stops it.
 	$(ENSURE_TOOLS) $(PLANE_TOOLS) >/dev/null
-	go build -o bin/ ./cmd/capxp ./cmd/capxp-dev
-	bin/capxp-dev --tools-dir=$(TOOLS_CACHE)
+	go build -o bin/ ./cmd/capxp-dev
+	bin/capxp-dev --tools-dir=$(TOOLS_CACHE) --release=$(RELEASE_DIR) --manager-binary=$(RELEASE_DIR)/bin/capxp
 
 .PHONY: tools
 tools: ## Build etcd, kube-apiserver, kube-controller-manager, controller-gen, crossplane and the functions into .cache/tools (cold: ~15 min).

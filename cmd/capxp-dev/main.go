@@ -55,6 +55,10 @@ func run(args []string) error {
 	toolsDir := fs.String("tools-dir", string(tools.Default()),
 		"Directory hack/ensure-tools.sh filled with the component binaries and CRDs ($"+tools.EnvDir+", else .cache/tools of the working directory).")
 	manager := fs.String("manager-binary", defaultManager(), "The capxp binary to run as the CAPXP manager.")
+	release := fs.String("release", "",
+		"A `make release` folder to install CAPXP from, as a platform does: its Crossplane packages served from a registry on loopback, "+
+			"installed by Crossplane's package manager, the bridge run as the installed Provider package (its image's binary, --manager-binary, "+
+			"with the runtime configuration of crossplane-setup.yaml). Empty: the plane applies CAPXP's manifests and runs the manager itself.")
 	check := fs.Bool("check", false, "Only check that every binary and CRD the plane needs is there, and say what is missing.")
 	fs.Usage = func() {
 		fmt.Fprint(os.Stdout, `Usage: capxp-dev [flags]
@@ -73,7 +77,7 @@ Flags:
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	opts := plane.Options{Dir: *dir, ManagerBinary: *manager, Tools: tools.Dir(*toolsDir)}
+	opts := plane.Options{Dir: *dir, ManagerBinary: *manager, Tools: tools.Dir(*toolsDir), Release: *release}
 	if err := plane.Check(opts); err != nil {
 		return err
 	}

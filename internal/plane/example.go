@@ -70,8 +70,10 @@ func (p *Plane) ApplyExample(ctx context.Context) error {
 	return nil
 }
 
-// A kind established moments ago may not be in the client's discovery yet:
-// it retries for a while, as kubectl users do.
+// A kind established moments ago may not be in the client's discovery yet,
+// nor in the API server's admission policies' type converters (the machine
+// gate's MutatingAdmissionPolicy answers 503 until it is): it retries for a
+// while, as kubectl users do.
 func (p *Plane) create(ctx context.Context, o *unstructured.Unstructured) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -79,7 +81,7 @@ func (p *Plane) create(ctx context.Context, o *unstructured.Unstructured) error 
 		switch {
 		case err == nil, apierrors.IsAlreadyExists(err):
 			return nil
-		case meta.IsNoMatchError(err) && time.Now().Before(deadline):
+		case (meta.IsNoMatchError(err) || apierrors.IsServiceUnavailable(err)) && time.Now().Before(deadline):
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
