@@ -103,7 +103,7 @@ test: ## Run unit, integration, composition, end-to-end and install tests on rea
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 20m ./test/e2e/ ./test/install/
 
 .PHONY: test-install
-test-install: ## Install the release with the real clusterctl on the local plane, provision a cluster, describe it and delete everything.
+test-install: ## Install the release with the real clusterctl and with Crossplane's package manager (from a TLS registry) on the local plane; provision, describe, trace and delete.
 	$(ENSURE_TOOLS) $(PLANE_TOOLS) $(INSTALL_TOOLS) >/dev/null
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -timeout 20m -v ./test/install/
 
