@@ -10,6 +10,7 @@ SHELL := /usr/bin/env bash -o pipefail
 .DEFAULT_GOAL := help
 
 TOOLS_CACHE ?= $(CURDIR)/.cache/tools
+EXAMPLE ?= local
 export CAPXP_TOOLS_CACHE := $(TOOLS_CACHE)
 ENSURE_TOOLS := hack/ensure-tools.sh
 CONTROLLER_GEN = $(shell $(ENSURE_TOOLS) controller-gen | cut -d= -f2)
@@ -21,10 +22,10 @@ GEN_DIR := .cache/gen
 GENERATED := apis/infrastructure/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml compositions/xrds
 
 GO_TEST_FLAGS ?= -count=1
-# Every package but the end-to-end and install tests, which `test` runs after
+# Every package but the end-to-end, install, capxp-dev and fault tests, which `test` runs after
 # them, one at a time: the plane's provider-kubernetes needs ports the render
 # tests' functions take.
-PKGS ?= $(shell go list ./... | grep -v -e /test/e2e -e /test/install)
+PKGS ?= $(shell go list ./... | grep -v -e /test/e2e -e /test/install -e /test/dev -e /test/chaos)
 
 ##@ General
 
@@ -41,10 +42,10 @@ PLANE_TOOLS := etcd kube-apiserver kube-controller-manager crossplane crossplane
 INSTALL_TOOLS := clusterctl
 
 .PHONY: dev
-dev: release ## Run the local management plane with an example cluster (bin/capxp-dev), CAPXP installed from the release's Crossplane packages; Ctrl-C stops it.
+dev: release ## Run the local management plane with an example cluster (EXAMPLE=local or byo; bin/capxp-dev), CAPXP installed from the release's Crossplane packages; Ctrl-C stops it.
 	$(ENSURE_TOOLS) $(PLANE_TOOLS) >/dev/null
 	go build -o bin/ ./cmd/capxp-dev
-	bin/capxp-dev --tools-dir=$(TOOLS_CACHE) --release=$(RELEASE_DIR) --manager-binary=$(RELEASE_DIR)/bin/capxp
+	bin/capxp-dev --tools-dir=$(TOOLS_CACHE) --release=$(RELEASE_DIR) --manager-binary=$(RELEASE_DIR)/bin/capxp --example=$(EXAMPLE)
 
 .PHONY: tools
 tools: ## Build etcd, kube-apiserver, kube-controller-manager, controller-gen, crossplane and the functions into .cache/tools (cold: ~15 min).
@@ -97,15 +98,33 @@ lint: ## Run golangci-lint v2 (.golangci.yml: the linters, go vet among them, an
 ##@ Test
 
 .PHONY: test
-test: ## Run unit, integration, composition, end-to-end and install tests on real components (builds them on first use).
+test: ## Run unit, integration, composition, end-to-end and install tests on real components (builds them on first use), then fuzz for 10 s per target.
 	$(ENSURE_TOOLS) $(PLANE_TOOLS) $(INSTALL_TOOLS) >/dev/null
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) $(PKGS)
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 20m ./test/e2e/ ./test/install/
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 30m ./test/e2e/ ./test/install/ ./test/dev/ ./test/chaos/
+	$(MAKE) --no-print-directory fuzz
+
+# The fuzz targets (package:target); each runs FUZZ_TIME from its seed
+# corpus in testdata/fuzz.
+FUZZ_TARGETS := outputs:FuzzMapCluster outputs:FuzzMapMachine readiness:FuzzObserve gate:FuzzDecide xrd:FuzzCheck credentials:FuzzGranted
+FUZZ_TIME ?= 10s
+
+.PHONY: fuzz
+fuzz: ## Fuzz output mapping, readiness, the gate, the XRD check and the grant check for FUZZ_TIME each (make test: 10s); a failing input is written to the package's testdata/fuzz.
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+	  out=$$(go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZ_TIME) ./bridge/$$pkg 2>&1) || { echo "$$out"; exit 1; }; \
+	  echo "$$fn: $$(echo "$$out" | grep -o 'execs: [0-9]*' | tail -1 | cut -d' ' -f2) executions, no failure"; \
+	done
 
 .PHONY: test-install
-test-install: ## Install the release with the real clusterctl and with Crossplane's package manager (from a TLS registry) on the local plane; provision, describe, trace and delete.
+test-install: ## Install the release with the real clusterctl and with Crossplane's package manager (from a TLS registry) on the local plane; provision, describe, trace and delete; move a cluster between two planes with clusterctl move and back.
 	$(ENSURE_TOOLS) $(PLANE_TOOLS) $(INSTALL_TOOLS) >/dev/null
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -timeout 20m -v ./test/install/
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -timeout 30m -v ./test/install/
+
+.PHONY: test-chaos
+test-chaos: ## Run CAPXP under faults on the local plane: the manager killed outright 20 times, two replicas losing their leader, capxp-dev ended every way; counts what is left, orphaned or duplicated.
+	$(ENSURE_TOOLS) $(PLANE_TOOLS) >/dev/null
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 30m -v ./test/chaos/ ./test/dev/
 
 .PHONY: test-e2e
 test-e2e: ## Run the end-to-end tests on the local management plane.

@@ -20,10 +20,12 @@ import (
 // Manifests holds config (the kustomize sources of the clusterctl
 // components: the template CRDs and ClusterProviderConfigGrant generated
 // from apis/, RBAC, the manager's Deployment, its webhook Service and
-// certificate), examples/local (the example cluster) and VERSION (the
+// certificate), examples/local, examples/byo, examples/platform and
+// examples/external (the example clusters) and
+// VERSION (the
 // release being built).
 //
-//go:embed config examples/local/*.yaml VERSION
+//go:embed config examples/local/*.yaml examples/byo/*.yaml examples/platform/*.yaml examples/external/*.yaml examples/topology/*.yaml VERSION
 var Manifests embed.FS
 
 // Paths of Manifests.
@@ -32,6 +34,19 @@ const (
 	CRDsDir = "config/crd/bases"
 	// LocalExample is the example cluster on the local backend.
 	LocalExample = "examples/local/cluster.yaml"
+	// BYOExample is the example cluster on hosts that already exist.
+	BYOExample = "examples/byo/cluster.yaml"
+	// PlatformExample is the example cluster of a platform team's own
+	// machine kind, whose XRD and Composition are PlatformXRD.
+	PlatformExample = "examples/platform/cluster.yaml"
+	PlatformXRD     = "examples/platform/xrd.yaml"
+	// ExternalExample is the example cluster of CAPXP machines under an
+	// InfraCluster another system manages, whose kind and RBAC are
+	// ExternalInfrastructure.
+	ExternalExample        = "examples/external/cluster.yaml"
+	ExternalInfrastructure = "examples/external/infrastructure.yaml"
+	// TopologyExample is the example cluster created from a ClusterClass.
+	TopologyExample = "examples/topology/cluster.yaml"
 	// ConfigDir holds the kustomize sources of the clusterctl components;
 	// ComponentsKustomization builds infrastructure-components.yaml.
 	ConfigDir               = "config"

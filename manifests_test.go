@@ -17,3 +17,17 @@ func TestRequiredVersion(t *testing.T) {
 		t.Errorf("a module go.mod does not require has version %q", v)
 	}
 }
+
+// The schema generated templates take spec.crossplane from is in the
+// embedded machine template CRD.
+func TestCrossplaneSchema(t *testing.T) {
+	s, err := CrossplaneSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"compositionRef", "compositionSelector", "compositionUpdatePolicy"} {
+		if _, ok := s.Properties[f]; !ok {
+			t.Errorf("the crossplane schema has no %s: %v", f, s.Properties)
+		}
+	}
+}

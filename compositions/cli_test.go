@@ -11,6 +11,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/capxp/cluster-api-provider-crossplane/internal/compcheck"
 	"github.com/capxp/cluster-api-provider-crossplane/packages"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
@@ -89,12 +90,12 @@ func TestCrossplaneCLI(t *testing.T) {
 	for name, tc := range contractCases() {
 		t.Run(name, func(t *testing.T) {
 			xr := testdata(t, tc.xr)
-			secret, err := yaml.Marshal(bootstrapSecret(xr).Object)
+			secret, err := yaml.Marshal(compcheck.BootstrapSecret(xr).Object)
 			if err != nil {
 				t.Fatal(err)
 			}
 			required := write(t, t.TempDir(), "bootstrap-secret.yaml", secret)
-			out, err := runCLI(t, cli, "composition", "render", filepath.Join("testdata", tc.xr), tc.composition, functions,
+			out, err := runCLI(t, cli, "composition", "render", filepath.Join("examples", tc.xr), tc.composition, functions,
 				"--crossplane-binary="+crossplane, "--xrd="+filepath.Join("xrds", strings.ToLower(xr.GetKind())+"s.yaml"),
 				"--required-resources="+required, "--include-full-xr")
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 	"sort"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -32,10 +33,40 @@ const (
 // Backends are the folders holding Compositions.
 var Backends = []string{"aws", "byo", "local"}
 
-// FS holds the XRDs and every backend's Compositions.
+// FS holds the XRDs, every backend's Compositions, and an example XR of
+// each Composition (examples/BACKEND-cluster.yaml, BACKEND-machine.yaml, or
+// BACKEND-machine-ROLE.yaml for the backends with machine roles).
 //
-//go:embed xrds/*.yaml aws/*.yaml byo/*.yaml local/*.yaml
+//go:embed xrds/*.yaml aws/*.yaml byo/*.yaml local/*.yaml examples/*.yaml
 var FS embed.FS
+
+// ExamplesDir is the folder of FS holding the example XRs.
+const ExamplesDir = "examples"
+
+// Example is the example XR of a shipped Composition, found by its
+// composite kind and its labels.
+func Example(comp *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	kind, _, _ := unstructured.NestedString(comp.Object, "spec", "compositeTypeRef", "kind")
+	backend := comp.GetLabels()[LabelBackend]
+	var name string
+	switch kind {
+	case "CrossplaneCluster":
+		name = backend + "-cluster"
+	case "CrossplaneMachine":
+		name = backend + "-machine"
+		if role := comp.GetLabels()[LabelMachineRole]; role != "" {
+			name += "-" + role
+		}
+	}
+	if backend == "" || name == "" {
+		return nil, errors.Errorf("composition %s is not one of CAPXP's (no %s label for a CrossplaneCluster or CrossplaneMachine)", comp.GetName(), LabelBackend)
+	}
+	x, err := Read(path.Join(ExamplesDir, name+".yaml"))
+	if err != nil {
+		return nil, errors.Errorf("CAPXP ships no example XR for composition %s (backend %s): give one", comp.GetName(), backend)
+	}
+	return x, nil
+}
 
 // Read decodes one manifest of FS.
 func Read(name string) (*unstructured.Unstructured, error) {
@@ -66,5 +97,41 @@ func ReadDir(dir string) ([]*unstructured.Unstructured, error) {
 		}
 		out = append(out, u)
 	}
+	return out, nil
+}
+
+// ComposedKinds lists the kind of every resource template of a backend's
+// Compositions (patch-and-transform steps' resource bases), each once,
+// sorted by group and kind.
+func ComposedKinds(backend string) ([]schema.GroupVersionKind, error) {
+	comps, err := ReadDir(backend)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[schema.GroupVersionKind]bool{}
+	var out []schema.GroupVersionKind
+	for _, c := range comps {
+		steps, _, _ := unstructured.NestedSlice(c.Object, "spec", "pipeline")
+		for _, s := range steps {
+			step, _ := s.(map[string]any)
+			res, _, _ := unstructured.NestedSlice(step, "input", "resources")
+			for _, r := range res {
+				rm, _ := r.(map[string]any)
+				base, _, _ := unstructured.NestedMap(rm, "base")
+				gvk := (&unstructured.Unstructured{Object: base}).GroupVersionKind()
+				if gvk.Kind == "" || seen[gvk] {
+					continue
+				}
+				seen[gvk] = true
+				out = append(out, gvk)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Group != out[j].Group {
+			return out[i].Group < out[j].Group
+		}
+		return out[i].Kind < out[j].Kind
+	})
 	return out, nil
 }

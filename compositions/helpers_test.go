@@ -1,10 +1,7 @@
 package compositions_test
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,20 +14,20 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/compositions"
-	"github.com/capxp/cluster-api-provider-crossplane/test/render"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/compcheck"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/render"
 )
 
 // annotationTemplate is where Crossplane records which resource template of
 // the Composition produced a composed resource.
-const annotationTemplate = "crossplane.io/composition-resource-name"
+const annotationTemplate = compositions.AnnotationResourceName
 
 // converged is a Composition driven to readiness.
 type converged struct {
@@ -42,106 +39,63 @@ type converged struct {
 	input *unstructured.Unstructured
 }
 
-// converge renders a case round after round, feeding back the composed
-// resources as their providers would observe them, until the XR is ready.
-// Every round's output is checked for the security rules.
+// converge checks a case with `capxp composition check`'s code: rendered
+// round after round, the composed resources fed back as their providers
+// would observe them, until the XR is ready; every verdict must hold
+// (credentials and bootstrap data in every round, the composed resources
+// valid for their CRDs). Once ready there must be no warning event, and
+// every selector must select within the XR.
 func converge(t *testing.T, tc contractCase) converged {
 	t.Helper()
-	ctx := t.Context()
 	comp := must(compositions.Read(tc.composition))
 	in := testdata(t, tc.xr)
-	xr := in.DeepCopy()
-	extra := []*unstructured.Unstructured{bootstrapSecret(in)}
-	var observed []*unstructured.Unstructured
-	c := converged{input: in}
-	for round := 1; round <= maxRounds; round++ {
-		out, err := engine.Render(ctx, render.Input{XR: xr, Composition: comp, XRD: xrd(t, xr), Observed: observed, Extra: extra})
-		if err != nil {
-			t.Fatalf("round %d: %v", round, err)
-		}
-		if c.first == nil {
-			c.first = out
-		}
-		c.last = out
-		checkSecurityRules(t, in, out)
-		if ready := condition(out.XR, "Ready"); ready["status"] == "True" {
-			// Warnings while resources wait for each other are expected;
-			// once ready there must be none.
-			for _, ev := range out.Events {
-				if ev.Type == "Warning" {
-					t.Errorf("round %d: warning event %s: %s", round, ev.Reason, ev.Message)
-				}
-			}
-			c.composed = byTemplate(observed)
-			checkSelectors(t, out.Composed)
-			return c
-		}
-		xr, observed = applied(in, out.XR), provide(out.Composed)
-	}
-	t.Fatalf("the XR is not ready after %d rounds: conditions %v, events %+v", maxRounds, c.last.XR.Object["status"], c.last.Events)
-	return c
-}
-
-// applied is the XR as the API server would hold it after Crossplane's
-// writes: the render returns only what Crossplane writes (its spec.crossplane
-// fields and the status), merged here over the XR the user wrote.
-func applied(in, written *unstructured.Unstructured) *unstructured.Unstructured {
-	xr := in.DeepCopy()
-	xr.SetUID(written.GetUID())
-	if st, ok := written.Object["status"]; ok {
-		xr.Object["status"] = st
-	}
-	xp, _, _ := unstructured.NestedMap(written.Object, "spec", "crossplane")
-	for k, v := range xp {
-		_ = unstructured.SetNestedField(xr.Object, v, "spec", "crossplane", k)
-	}
-	return xr
-}
-
-// bootstrapSecret is the bootstrap provider's Secret the XR names, holding
-// bootstrapData, or nil for XRs without one.
-func bootstrapSecret(xr *unstructured.Unstructured) *unstructured.Unstructured {
-	name, _, _ := unstructured.NestedString(xr.Object, "spec", "bootstrap", "dataSecretRef", "name")
-	if name == "" {
-		name = "no-bootstrap-data"
-	}
-	s := &corev1.Secret{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: xr.GetNamespace()},
-		Data:       map[string][]byte{"value": []byte(bootstrapData), "format": []byte("cloud-config")},
-	}
-	o, err := runtime.DefaultUnstructuredConverter.ToUnstructured(s)
+	x := xrd(t, in)
+	r, err := compcheck.Check(t.Context(), engine, compcheck.Input{
+		Contract: x.GetLabels()[infrav1.ContractLabel], Composition: comp, XRD: x, XR: in, CRDs: providerCRDSet(t),
+	})
 	if err != nil {
-		panic(err)
+		t.Fatal(err)
 	}
-	return &unstructured.Unstructured{Object: o}
+	for _, v := range r.Verdicts {
+		if !v.OK {
+			t.Errorf("✗ %s: %s", v.Field, v.Reason)
+		}
+	}
+	if ready := condition(r.Last.XR, "Ready"); ready["status"] != "True" {
+		t.Fatalf("the XR is not ready after %d rounds: conditions %v, events %+v", r.Rounds, r.Last.XR.Object["status"], r.Last.Events)
+	}
+	// Warnings while resources wait for each other are expected; once
+	// ready there must be none.
+	for _, ev := range r.Last.Events {
+		if ev.Type == "Warning" {
+			t.Errorf("round %d: warning event %s: %s", r.Rounds, ev.Reason, ev.Message)
+		}
+	}
+	checkSelectors(t, r.Last.Composed)
+	return converged{first: r.First, last: r.Last, composed: byTemplate(r.Observed), input: in}
 }
 
-// checkSecurityRules: no composed resource carries the bootstrap data, and
-// every one uses the XR's credentials.
-func checkSecurityRules(t *testing.T, in *unstructured.Unstructured, out *render.Output) {
+var (
+	crdSetOnce sync.Once
+	crdSet     *compcheck.CRDs
+	crdSetErr  error
+)
+
+// providerCRDSet is the composed kinds' CRDs, read once.
+func providerCRDSet(t *testing.T) *compcheck.CRDs {
 	t.Helper()
-	secret := []string{bootstrapData, base64.StdEncoding.EncodeToString([]byte(bootstrapData)), "capxp-test-bootstrap-token"}
-	kind, _, _ := unstructured.NestedString(in.Object, "spec", "providerConfigRef", "kind")
-	name, _, _ := unstructured.NestedString(in.Object, "spec", "providerConfigRef", "name")
-	for _, o := range append([]*unstructured.Unstructured{out.XR}, out.Composed...) {
-		raw, err := json.Marshal(o.Object)
+	crdSetOnce.Do(func() {
+		files, err := providerCRDs()
 		if err != nil {
-			t.Fatal(err)
+			crdSetErr = err
+			return
 		}
-		for _, s := range secret {
-			if strings.Contains(string(raw), s) || strings.Contains(string(raw), strings.ReplaceAll(s, "\n", `\n`)) {
-				t.Errorf("%s %s carries the bootstrap data", o.GetKind(), o.GetName())
-			}
-		}
-		if o == out.XR {
-			continue
-		}
-		ref, _, _ := unstructured.NestedStringMap(o.Object, "spec", "providerConfigRef")
-		if ref["kind"] != kind || ref["name"] != name {
-			t.Errorf("%s %s uses credentials %v, want the XR's %s %s", o.GetKind(), o.GetAnnotations()[annotationTemplate], ref, kind, name)
-		}
+		crdSet, crdSetErr = compcheck.LoadCRDs(files...)
+	})
+	if crdSetErr != nil {
+		t.Fatal(crdSetErr)
 	}
+	return crdSet
 }
 
 // checkSelectors: every selector that picks a sibling composed resource
@@ -191,90 +145,6 @@ func matches(labels, selector map[string]string) bool {
 	return true
 }
 
-// provide plays the providers: every composed resource comes back ready,
-// with the status its provider would report.
-func provide(composed []*unstructured.Unstructured) []*unstructured.Unstructured {
-	out := make([]*unstructured.Unstructured, 0, len(composed))
-	for _, c := range composed {
-		o := c.DeepCopy()
-		p := fieldpath.Pave(o.Object)
-		fp := func(f string) string { s, _ := p.GetString("spec.forProvider." + f); return s }
-		region := fp("region")
-		h := hash(o.GetAnnotations()[annotationTemplate] + "/" + o.GetName())
-		at := map[string]any{"id": h[:8]}
-		arn := func(svc, res string) string {
-			return fmt.Sprintf("arn:aws:%s:%s:123456789012:%s", svc, region, res)
-		}
-		switch o.GetKind() {
-		case "VPC":
-			at = map[string]any{"id": "vpc-" + h, "cidrBlock": fp("cidrBlock"), "arn": arn("ec2", "vpc/vpc-"+h)}
-		case "Subnet":
-			at = map[string]any{"id": "subnet-" + h, "cidrBlock": fp("cidrBlock"), "availabilityZone": fp("availabilityZone"), "arn": arn("ec2", "subnet/subnet-"+h)}
-		case "InternetGateway":
-			at = map[string]any{"id": "igw-" + h}
-		case "EIP":
-			at = map[string]any{"id": "eipalloc-" + h, "allocationId": "eipalloc-" + h, "publicIp": "203.0.113.7"}
-		case "NATGateway":
-			at = map[string]any{"id": "nat-" + h}
-		case "RouteTable":
-			at = map[string]any{"id": "rtb-" + h}
-		case "RouteTableAssociation":
-			at = map[string]any{"id": "rtbassoc-" + h}
-		case "SecurityGroup":
-			at = map[string]any{"id": "sg-" + h, "arn": arn("ec2", "security-group/sg-"+h)}
-		case "SecurityGroupIngressRule", "SecurityGroupEgressRule":
-			at = map[string]any{"id": "sgr-" + h}
-		case "LB":
-			a := arn("elasticloadbalancing", "loadbalancer/net/capxp-"+h[:8]+"/"+h)
-			at = map[string]any{"id": a, "arn": a, "dnsName": fmt.Sprintf("capxp-%s-%s.elb.%s.amazonaws.com", h[:8], h[8:], region)}
-		case "LBTargetGroup":
-			a := arn("elasticloadbalancing", "targetgroup/capxp-"+h[:8]+"/"+h)
-			at = map[string]any{"id": a, "arn": a}
-		case "LBListener":
-			a := arn("elasticloadbalancing", "listener/net/capxp/"+h)
-			port, _, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", "forProvider", "port")
-			at = map[string]any{"id": a, "arn": a, "port": port, "protocol": fp("protocol")}
-		case "Secret":
-			a := arn("secretsmanager", "secret:"+fp("name")+"-"+h[:6])
-			at = map[string]any{"id": a, "arn": a}
-		case "SecretVersion":
-			at = map[string]any{"id": "version-" + h, "versionId": "version-" + h}
-		case "Instance":
-			ip := fmt.Sprintf("10.20.%d.%d", 64+int(h[0])%64, 10+int(h[1])%200)
-			at = map[string]any{
-				"id": "i-" + h[:17], "availabilityZone": fp("availabilityZone"), "privateIp": ip,
-				"privateDns": "ip-" + strings.ReplaceAll(ip, ".", "-") + "." + region + ".compute.internal",
-				"arn":        arn("ec2", "instance/i-"+h[:17]),
-			}
-		case "Object":
-			m, _, _ := unstructured.NestedMap(o.Object, "spec", "forProvider", "manifest")
-			obs := &unstructured.Unstructured{Object: m}
-			obs.SetUID(types.UID("00000000-0000-0000-0000-" + h[:12]))
-			obs.SetResourceVersion("42")
-			if obs.GetKind() == "EndpointSlice" {
-				obs.Object["addressType"] = "IPv4"
-				obs.Object["endpoints"] = []any{map[string]any{"addresses": []any{"127.0.0.1"}, "conditions": map[string]any{"ready": true}}}
-				obs.Object["ports"] = []any{map[string]any{"name": "https", "port": int64(36443), "protocol": "TCP"}}
-			}
-			at = map[string]any{"manifest": obs.Object}
-		}
-		_ = p.SetValue("status.atProvider", at)
-		_ = p.SetValue("status.conditions", []any{
-			map[string]any{"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": "2026-11-21T00:00:00Z"},
-			map[string]any{"type": "Synced", "status": "True", "reason": "ReconcileSuccess", "lastTransitionTime": "2026-11-21T00:00:00Z"},
-		})
-		out = append(out, o)
-	}
-	return out
-}
-
-// hash is a stable 17-hex-digit ID for a composed resource.
-func hash(s string) string {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(s))
-	return fmt.Sprintf("%017x", h.Sum64())[:17]
-}
-
 var nsOnce sync.Map
 
 // validate submits every composed resource of the last round to the API
@@ -294,7 +164,7 @@ func validate(t *testing.T, c converged) {
 	for _, o := range c.last.Composed {
 		o = o.DeepCopy()
 		if o.GetName() == "" {
-			o.SetName("validate-" + hash(o.GetAnnotations()[annotationTemplate]))
+			o.SetName("validate-" + compositions.StableID(o.GetAnnotations()[annotationTemplate]))
 		}
 		if err := env.Client.Create(ctx, o, client.DryRunAll, strict); err != nil {
 			t.Errorf("composed resource %q (%s) is invalid: %v", o.GetAnnotations()[annotationTemplate], o.GetKind(), err)
@@ -308,7 +178,7 @@ func validate(t *testing.T, c converged) {
 	if err := env.Client.Create(ctx, xr, strict); err != nil {
 		t.Fatalf("cannot create the input XR: %v", err)
 	}
-	rendered := applied(c.input, c.last.XR)
+	rendered := compcheck.Applied(c.input, c.last.XR)
 	rendered.SetName(xr.GetName())
 	rendered.SetUID(xr.GetUID())
 	rendered.SetResourceVersion(xr.GetResourceVersion())
@@ -397,7 +267,11 @@ func hasEvent(events []render.Event, typ, substr string) bool {
 
 func testdata(t *testing.T, name string) *unstructured.Unstructured {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", name))
+	dir := "testdata"
+	if _, err := os.Stat(filepath.Join("examples", name)); err == nil {
+		dir = "examples"
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,21 +19,13 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 
 	"github.com/capxp/cluster-api-provider-crossplane/compositions"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/compcheck"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/render"
 	"github.com/capxp/cluster-api-provider-crossplane/packages"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
-	"github.com/capxp/cluster-api-provider-crossplane/test/render"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of every Composition's first render")
-
-// maxRounds bounds how many provider round trips a Composition may take to
-// report its contract outputs.
-const maxRounds = 8
-
-// bootstrapData stands for the secrets a bootstrap provider writes. It is in
-// the render's world (as the bootstrap Secret) and must appear in no composed
-// resource.
-const bootstrapData = "#cloud-config\n# capxp-test-bootstrap-token: abcdef.0123456789abcdef\n"
 
 // The render engine and a real API server holding our XRDs' CRDs and every
 // provider CRD the Compositions compose, shared by the tests of this package.
@@ -100,25 +92,17 @@ func run(m *testing.M) (int, error) {
 }
 
 // composedKinds lists the apiVersion and kind of every resource template of
-// every shipped Composition.
+// every shipped Composition, by resource name.
 func composedKinds() (map[string]metav1.TypeMeta, error) {
 	out := map[string]metav1.TypeMeta{}
 	for _, b := range compositions.Backends {
-		comps, err := compositions.ReadDir(b)
+		kinds, err := compositions.ComposedKinds(b)
 		if err != nil {
 			return nil, err
 		}
-		for _, c := range comps {
-			steps, _, _ := unstructured.NestedSlice(c.Object, "spec", "pipeline")
-			for _, s := range steps {
-				res, _, _ := unstructured.NestedSlice(s.(map[string]any), "input", "resources")
-				for _, r := range res {
-					base, _, _ := unstructured.NestedMap(r.(map[string]any), "base")
-					u := unstructured.Unstructured{Object: base}
-					gvk := u.GroupVersionKind()
-					out[plural(gvk.Kind)+"."+gvk.Group] = metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: gvk.Kind}
-				}
-			}
+		for _, gvk := range kinds {
+			apiVersion, kind := gvk.ToAPIVersionAndKind()
+			out[plural(kind)+"."+gvk.Group] = metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
 		}
 	}
 	return out, nil
@@ -320,6 +304,22 @@ func contractCases() map[string]contractCase {
 				})
 			},
 		},
+		"BYOMachine": {
+			reason:      "a bring-your-own machine composes nothing and reports the host it was given",
+			composition: "byo/machine.yaml",
+			xr:          "byo-machine.yaml",
+			resources:   0,
+			check: func(t *testing.T, xr *unstructured.Unstructured, _ map[string]*unstructured.Unstructured) {
+				t.Helper()
+				assertFields(t, xr, map[string]any{
+					"status.outputs.providerID":   "metal://dc1/rack-b/server-17",
+					"status.failureDomain":        "dc1-rack-b",
+					"status.addresses[0].type":    "InternalIP",
+					"status.addresses[0].address": "10.1.1.17",
+					"status.addresses[1].type":    "Hostname",
+				})
+			},
+		},
 		"LocalCluster": {
 			reason:      "the local cluster observes the workload API server's endpoint through provider-kubernetes",
 			composition: "local/cluster.yaml",
@@ -419,7 +419,7 @@ func TestCompositions(t *testing.T) {
 				t.Errorf("%s: composed %d resources, want %d", tc.reason, got, tc.resources)
 			}
 			validate(t, c)
-			tc.check(t, applied(c.input, c.last.XR), c.composed)
+			tc.check(t, compcheck.Applied(c.input, c.last.XR), c.composed)
 		})
 	}
 }
@@ -440,7 +440,7 @@ func TestAWSClusterNeedsThreeFailureDomains(t *testing.T) {
 		if out, err = engine.Render(ctx, render.Input{XR: xr, Composition: comp, XRD: xrd(t, xr), Observed: observed}); err != nil {
 			t.Fatal(err)
 		}
-		xr, observed = applied(xr, out.XR), provide(out.Composed)
+		xr, observed = compcheck.Applied(xr, out.XR), compcheck.ProvideAll(out.Composed)
 	}
 	if c := condition(out.XR, "Ready"); c["status"] == "True" {
 		t.Errorf("XR is ready with two of three failure domains: %v", c)

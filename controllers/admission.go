@@ -101,29 +101,45 @@ type WebhookClientConfig struct {
 // configuration's CA bundle in step with a Certificate.
 const CAInjectionAnnotation = "cert-manager.io/inject-ca-from"
 
+// managerOwners returns the owner references every cluster-scoped admission
+// object the bridge maintains carries: the namespace of the webhook's
+// Service, the manager's own, when the manager knows it. Uninstalling the
+// manager with its namespace (clusterctl delete --include-namespace) then
+// removes them through the garbage collector, even one the manager wrote
+// again while it was being removed.
+func managerOwners(ctx context.Context, c client.Client, cc *WebhookClientConfig) ([]metav1.OwnerReference, error) {
+	if cc == nil || cc.ServiceNamespace == "" {
+		return nil, nil
+	}
+	ns := &corev1.Namespace{}
+	if err := c.Get(ctx, client.ObjectKey{Name: cc.ServiceNamespace}, ns); err != nil {
+		return nil, errors.Wrapf(err, "cannot get namespace %s, which owns the admission objects the bridge maintains", cc.ServiceNamespace)
+	}
+	return []metav1.OwnerReference{{APIVersion: "v1", Kind: "Namespace", Name: ns.Name, UID: ns.UID}}, nil
+}
+
+// admissionLabels labels every admission object the bridge maintains as the
+// provider's. Not with clusterctl's label: `clusterctl upgrade` deletes what
+// carries it before it installs the new version, and the machine gate must
+// hold while the new manager starts. `clusterctl delete
+// --include-namespace` removes them through their owner, the manager's
+// namespace (managerOwners).
+func admissionLabels() map[string]string {
+	return map[string]string{infrav1.ProviderLabel: infrav1.ProviderName}
+}
+
 // ensureCredentialsWebhook applies the ValidatingWebhookConfiguration for
 // every adapted XR kind, and deletes it when there is none.
-func ensureCredentialsWebhook(ctx context.Context, c client.Client, cc *WebhookClientConfig, resources []schema.GroupResource) error {
+func ensureCredentialsWebhook(ctx context.Context, c client.Client, live client.Reader, cc *WebhookClientConfig, owners []metav1.OwnerReference, resources []schema.GroupResource) error {
 	if cc == nil {
 		return nil
 	}
 	cfg := &admissionregv1.ValidatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregv1.SchemeGroupVersion.String(), Kind: "ValidatingWebhookConfiguration"},
-		ObjectMeta: metav1.ObjectMeta{Name: CredentialsWebhookName, Labels: map[string]string{infrav1.ProviderLabel: infrav1.ProviderName}},
+		ObjectMeta: metav1.ObjectMeta{Name: CredentialsWebhookName, Labels: admissionLabels(), OwnerReferences: owners},
 	}
 	if cc.CAInjectionFrom != "" {
 		cfg.Annotations = map[string]string{CAInjectionAnnotation: cc.CAInjectionFrom}
-	}
-	// Owned by the namespace of the webhook's Service (the manager's own),
-	// so that uninstalling the manager (clusterctl delete
-	// --include-namespace) removes it too, even if the manager wrote it
-	// again while it was being removed.
-	if cc.ServiceNamespace != "" {
-		ns := &corev1.Namespace{}
-		if err := c.Get(ctx, client.ObjectKey{Name: cc.ServiceNamespace}, ns); err != nil {
-			return errors.Wrapf(err, "cannot get namespace %s, which owns the credentials webhook configuration", cc.ServiceNamespace)
-		}
-		cfg.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Namespace", Name: ns.Name, UID: ns.UID}}
 	}
 	if len(resources) == 0 {
 		return errors.Wrap(client.IgnoreNotFound(c.Delete(ctx, cfg)), "cannot delete the credentials webhook configuration")
@@ -162,5 +178,5 @@ func ensureCredentialsWebhook(ctx context.Context, c client.Client, cc *WebhookC
 	if err != nil {
 		return err
 	}
-	return errors.Wrap(c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldManager), client.ForceOwnership), "cannot apply the credentials webhook configuration")
+	return errors.Wrap(applyIfChanged(ctx, c, live, u), "cannot apply the credentials webhook configuration")
 }

@@ -50,8 +50,15 @@ func ownedBy(xr *composite.Unstructured) metav1.ObjectMeta {
 }
 
 // pauseUnowned: crossplane.io/paused on an adapted XR is derived from CAPI's
-// pause, also before the Cluster owns it.
+// pause, also before the Cluster owns it. An XR that names an owner the
+// bridge cannot read (yet), or that has composed, is left as it is: one that
+// `clusterctl move` just created arrives paused, with its owner reference
+// set and its composed resources still to come, and must not compose before
+// they do.
 func (infraCluster) pauseUnowned(xr *composite.Unstructured) *bool {
+	if len(xr.GetOwnerReferences()) > 0 || len(xr.GetResourceReferences()) > 0 {
+		return nil
+	}
 	return ptr.To(annotations.HasPaused(xr))
 }
 

@@ -36,6 +36,9 @@ type kindControllers struct {
 	options     controller.Options
 	filter      string
 	credentials credentials.Resolver
+	// crdLabels is shared by every kind's XRs, which compose the same
+	// kinds.
+	crdLabels crdLabels
 
 	mu      sync.Mutex
 	base    context.Context  //nolint:containedctx // the manager's context, handed to Start.
@@ -79,7 +82,7 @@ func newSeam(c client.Client, contract string) (seam, error) {
 	case infrav1.ContractInfraCluster:
 		return infraCluster{client: c}, nil
 	case infrav1.ContractInfraMachine:
-		return infraMachine{client: c}, nil
+		return infraMachine{client: c, readable: &sync.Map{}}, nil
 	}
 	return nil, errors.Errorf("unknown contract %s", contract)
 }
@@ -115,7 +118,7 @@ func (k *kindControllers) Ensure(ctx context.Context, name string, a xrd.Adaptat
 	}
 	opts.Reconciler = &xrReconciler{
 		client: k.mgr.GetClient(), gvk: a.GVK, contract: sm, tracker: tracker, credentials: k.credentials,
-		recorder: k.mgr.GetEventRecorder(controllerName(a.GVK)),
+		recorder: k.mgr.GetEventRecorder(controllerName(a.GVK)), crdLabels: &k.crdLabels,
 	}
 	c, err := controller.NewUnmanaged(controllerName(a.GVK), opts)
 	if err != nil {

@@ -2,8 +2,13 @@ package controllers
 
 import (
 	"context"
+	"fmt"
+	"strings"
+	"sync"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -19,12 +24,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/contract"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/gate"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/outputs"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/xrd"
 )
 
 const (
@@ -38,6 +45,12 @@ const (
 // providerID output goes to spec.providerID.
 type infraMachine struct {
 	client client.Client
+	// readable remembers the kinds the bridge may get, list and watch
+	// (schema.GroupKind keys). The cluster's infrastructure is read through
+	// the manager's cache, whose informer for a kind the bridge may not
+	// list never syncs: a read would wait for it, holding a worker, with
+	// nothing said.
+	readable *sync.Map
 }
 
 // pauseUnowned keeps a machine XR without its Machine paused: the admission
@@ -84,9 +97,23 @@ func (m infraMachine) prepare(ctx context.Context, s *scope) (*contract.Verdict,
 	// as "nothing to inherit".
 	var clusterXR *unstructured.Unstructured
 	if ptr.Deref(s.cluster.Status.Initialization.InfrastructureProvisioned, false) {
-		var err error
-		if clusterXR, err = external.GetObjectFromContractVersionedRef(ctx, m.client, s.cluster.Spec.InfrastructureRef, s.cluster.Namespace); err != nil {
+		// Whatever the cluster's infrastructure kind, the bridge must be
+		// granted it: say so rather than wait in silence.
+		ref := s.cluster.Spec.InfrastructureRef
+		missing, err := m.mayRead(ctx, schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
+		if err == nil && len(missing) == 0 {
+			clusterXR, err = external.GetObjectFromContractVersionedRef(ctx, m.client, ref, s.cluster.Namespace)
+			if apierrors.IsForbidden(err) {
+				missing, err = []string{"get"}, nil
+			}
+		}
+		if err != nil {
 			return nil, errors.Wrap(err, errGetClusterXR)
+		}
+		if len(missing) > 0 {
+			return &contract.Verdict{Reason: infrav1.ForbiddenReason, Message: fmt.Sprintf(
+				"The bridge may not %s %s, the kind of Cluster %s's infrastructure, for the failure domains, network and credentials its machines inherit: grant it with a ClusterRole labelled %s: \"true\"",
+				strings.Join(missing, ", "), ref.Kind, s.cluster.Name, xrd.AggregateToBridgeLabel)}, nil
 		}
 	}
 	d := gate.Decide(gate.Inputs{Machine: machine, Cluster: s.cluster, ClusterXR: clusterXR, XR: &s.xr.Unstructured})
@@ -94,11 +121,52 @@ func (m infraMachine) prepare(ctx context.Context, s *scope) (*contract.Verdict,
 		return &contract.Verdict{Reason: d.Reason, Message: d.Message}, nil
 	}
 	for k, v := range d.Spec {
+		// The network may complete what the machine holds.
+		own, _, _ := unstructured.NestedFieldNoCopy(s.xr.Object, "spec", k)
+		mine, isMap := own.(map[string]any)
+		fields, ok := v.(map[string]any)
+		if isMap && ok {
+			for f, fv := range fields {
+				mine[f] = fv
+			}
+			continue
+		}
 		if err := unstructured.SetNestedField(s.xr.Object, v, "spec", k); err != nil {
 			return nil, errors.Wrapf(err, "cannot inject spec.%s", k)
 		}
 	}
+	if len(d.Sources) > 0 {
+		meta.AddAnnotations(&s.xr.Unstructured, map[string]string{infrav1.InjectedFromAnnotation: strings.Join(d.Sources, "\n")})
+	}
 	return nil, nil
+}
+
+// mayRead asks the API server which of get, list and watch the bridge may
+// not use on a kind; once it may use all three, it does not ask again.
+func (m infraMachine) mayRead(ctx context.Context, gk schema.GroupKind) ([]string, error) {
+	if _, ok := m.readable.Load(gk); ok {
+		return nil, nil
+	}
+	mapping, err := m.client.RESTMapper().RESTMapping(gk)
+	if err != nil {
+		return nil, errors.Wrapf(err, "cannot find the resource of %s", gk)
+	}
+	var missing []string
+	for _, verb := range []string{"get", "list", "watch"} {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: gk.Group, Resource: mapping.Resource.Resource},
+		}}
+		if err := m.client.Create(ctx, review); err != nil {
+			return nil, errors.Wrapf(err, "cannot ask whether the bridge may %s %s", verb, mapping.Resource.GroupResource())
+		}
+		if !review.Status.Allowed {
+			missing = append(missing, fmt.Sprintf("%s %s", verb, mapping.Resource.GroupResource()))
+		}
+	}
+	if len(missing) == 0 {
+		m.readable.Store(gk, struct{}{})
+	}
+	return missing, nil
 }
 
 // outputs maps providerID. A machine's provisioning is recorded by no event

@@ -2,11 +2,14 @@ package controllers
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -47,19 +50,34 @@ func TestMachineGateNeedsTheClusterXR(t *testing.T) {
 		wantErr   bool
 		wantOpen  bool
 		wantCreds bool
+		// wantReason is the verdict's, when the gate holds.
+		wantReason string
+		// denied: the API server says the bridge may not read the kind.
+		denied bool
 	}{
-		"Readable":    {wantOpen: true, wantCreds: true},
-		"Forbidden":   {getErr: apierrors.NewForbidden(schema.GroupResource{Group: clusterGVK.Group, Resource: "crossplaneclusters"}, "c", nil), wantErr: true},
+		"Readable": {wantOpen: true, wantCreds: true},
+		// Any InfraCluster kind must be granted to the bridge: a clear
+		// verdict, not a silent retry.
+		"NotGranted":  {denied: true, wantReason: infrav1.ForbiddenReason},
+		"Forbidden":   {getErr: apierrors.NewForbidden(schema.GroupResource{Group: clusterGVK.Group, Resource: "crossplaneclusters"}, "c", nil), wantReason: infrav1.ForbiddenReason},
 		"Unavailable": {getErr: apierrors.NewServiceUnavailable("etcd is gone"), wantErr: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := fake.NewClientBuilder().WithScheme(NewScheme()).WithObjects(clusterXR.DeepCopy(), crd.DeepCopy()).
+			mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{clusterGVK.GroupVersion()})
+			mapper.Add(clusterGVK, meta.RESTScopeNamespace)
+			c := fake.NewClientBuilder().WithScheme(NewScheme()).WithRESTMapper(mapper).WithObjects(clusterXR.DeepCopy(), crd.DeepCopy()).
 				WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 					if tc.getErr != nil && obj.GetObjectKind().GroupVersionKind().Kind == clusterGVK.Kind {
 						return tc.getErr
 					}
 					return c.Get(ctx, key, obj, opts...)
+				}, Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+					if r, ok := obj.(*authorizationv1.SelfSubjectAccessReview); ok {
+						r.Status.Allowed = !tc.denied
+						return nil
+					}
+					return c.Create(ctx, obj, opts...)
 				}}).Build()
 			cluster := &clusterv1.Cluster{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
@@ -79,7 +97,7 @@ func TestMachineGateNeedsTheClusterXR(t *testing.T) {
 			xr.SetName("m")
 			s := &scope{xr: xr, before: xr.Unstructured.DeepCopy(), owner: machine, cluster: cluster}
 
-			v, err := infraMachine{client: c}.prepare(context.Background(), s)
+			v, err := infraMachine{client: c, readable: &sync.Map{}}.prepare(context.Background(), s)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("prepare(...): error %v, want error %v", err, tc.wantErr)
 			}
@@ -90,7 +108,10 @@ func TestMachineGateNeedsTheClusterXR(t *testing.T) {
 			if creds != tc.wantCreds {
 				t.Errorf("prepare(...): spec.providerConfigRef injected %v, want %v", creds, tc.wantCreds)
 			}
-			if tc.wantErr {
+			if v != nil && v.Reason != tc.wantReason {
+				t.Errorf("prepare(...): verdict %+v, want reason %q", v, tc.wantReason)
+			}
+			if !tc.wantOpen {
 				if diff := cmp.Diff(s.before.Object, xr.Object); diff != "" {
 					t.Errorf("prepare(...) changed the XR on error: -before, +after:\n%s", diff)
 				}

@@ -7,6 +7,7 @@ import (
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,24 +67,42 @@ func (r *ownCRDs) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if !ok {
 		return reconcile.Result{}, nil
 	}
-	crd := &metav1.PartialObjectMetadata{}
-	crd.SetGroupVersionKind(extv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
-	if err := r.client.Get(ctx, req.NamespacedName, crd); err != nil {
-		return reconcile.Result{}, errors.Wrap(client.IgnoreNotFound(err), errGetCRD)
-	}
-	if hasLabels(crd.GetLabels(), want) {
-		return reconcile.Result{}, nil
-	}
-	patch := &unstructured.Unstructured{}
-	patch.SetGroupVersionKind(crd.GroupVersionKind())
-	patch.SetName(req.Name)
-	patch.SetLabels(maps.Clone(want))
-	//nolint:staticcheck // client.Apply of an unstructured patch: the typed ApplyConfiguration of a CRD would send its whole spec.
-	if err := r.client.Patch(ctx, patch, client.Apply, client.FieldOwner(ownCRDsFieldOwner)); err != nil {
-		return reconcile.Result{}, errors.Wrapf(err, "cannot label CustomResourceDefinition %s", req.Name)
+	labelled, err := labelCRD(ctx, r.client, nil, req.Name, want, ownCRDsFieldOwner)
+	if err != nil || !labelled {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Labelled CAPXP's CRD for CAPI and clusterctl", "CustomResourceDefinition", req.Name)
 	return reconcile.Result{}, nil
+}
+
+// labelCRD applies the labels a CRD lacks, server-side under owner's
+// field manager, which the apply of whoever installed the CRD leaves alone.
+// It reads the CRD with c (the cache, metadata only) and writes nothing
+// when the CRD has them, or (with w) when it applied them over the version
+// cached; it says whether it wrote. A missing CRD is an error
+// apierrors.IsNotFound recognises.
+func labelCRD(ctx context.Context, c client.Client, w *written, name string, want map[string]string, owner string) (bool, error) {
+	crd := &metav1.PartialObjectMetadata{}
+	crd.SetGroupVersionKind(extv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+		return false, errors.Wrap(err, errGetCRD)
+	}
+	value := labels.Set(want).String()
+	if hasLabels(crd.GetLabels(), want) || (w != nil && w.already(crd, partLabels, value)) {
+		return false, nil
+	}
+	patch := &unstructured.Unstructured{}
+	patch.SetGroupVersionKind(crd.GroupVersionKind())
+	patch.SetName(name)
+	patch.SetLabels(maps.Clone(want))
+	//nolint:staticcheck // client.Apply of an unstructured patch: the typed ApplyConfiguration of a CRD would send its whole spec.
+	if err := c.Patch(ctx, patch, client.Apply, client.FieldOwner(owner)); err != nil {
+		return false, errors.Wrapf(err, "cannot label CustomResourceDefinition %s", name)
+	}
+	if w != nil {
+		w.record(crd, patch.GetResourceVersion(), partLabels, value)
+	}
+	return true, nil
 }
 
 // hasLabels reports whether have holds every label of want, with its value.

@@ -1,11 +1,18 @@
 package controllers
 
 import (
+	"context"
 	"io/fs"
 	"path"
+	"strconv"
+	"sync"
 	"testing"
 
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/yaml"
 
 	capxp "github.com/capxp/cluster-api-provider-crossplane"
@@ -61,6 +68,68 @@ func TestHasLabels(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := hasLabels(tc.have, tc.want); got != tc.ok {
 				t.Errorf("hasLabels(%v, %v) = %v, want %v", tc.have, tc.want, got, tc.ok)
+			}
+		})
+	}
+}
+
+// TestCRDLabelledOnce labels one CRD from XRs reconciled at once, over a
+// cache that does not show the label yet: one write.
+func TestCRDLabelledOnce(t *testing.T) {
+	cached := &extv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "objects.example.org", UID: "c1", ResourceVersion: "10"}}
+	cases := map[string]struct {
+		reason string
+		// cached is what the cache shows the nth read.
+		cached  func(m *metav1.PartialObjectMetadata, n int)
+		applies int
+	}{
+		"CacheBehind": {
+			reason:  "the cache keeps showing the CRD without the label",
+			cached:  func(*metav1.PartialObjectMetadata, int) {},
+			applies: 1,
+		},
+		"RemovedSince": {
+			reason: "someone removed the label after it was applied: it is applied again",
+			cached: func(m *metav1.PartialObjectMetadata, n int) {
+				if n > 0 {
+					m.SetResourceVersion("1000")
+				}
+			},
+			applies: 2,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var mu sync.Mutex
+			applies, reads := 0, 0
+			c := fake.NewClientBuilder().WithScheme(NewScheme()).WithObjects(cached.DeepCopy()).WithInterceptorFuncs(interceptor.Funcs{
+				Get: func(_ context.Context, _ client.WithWatch, _ client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+					m := obj.(*metav1.PartialObjectMetadata)
+					m.ObjectMeta = *cached.ObjectMeta.DeepCopy()
+					tc.cached(m, reads)
+					reads++
+					return nil
+				},
+				Patch: func(_ context.Context, _ client.WithWatch, obj client.Object, _ client.Patch, _ ...client.PatchOption) error {
+					mu.Lock()
+					defer mu.Unlock()
+					applies++
+					obj.SetResourceVersion(strconv.Itoa(10 + applies))
+					return nil
+				},
+			}).Build()
+			l := &crdLabels{}
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() {
+					if _, err := l.label(t.Context(), c, cached.Name, map[string]string{"clusterctl.cluster.x-k8s.io": ""}, moveFieldOwner); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			if applies != tc.applies {
+				t.Errorf("%s: %d applies, want %d", tc.reason, applies, tc.applies)
 			}
 		})
 	}

@@ -12,6 +12,17 @@ package controllers
 // +kubebuilder:rbac:groups=apiextensions.crossplane.io,resources=compositeresourcedefinitions/status,verbs=patch
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
 
+// Whether the bridge may work with a platform team's XR kind, before it
+// watches it (every authenticated user holds this through system:basic-user;
+// listed so that the role says what the bridge does).
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=selfsubjectaccessreviews,verbs=create
+
+// clusterctl move: the CRDs of the kinds XRs compose get clusterctl's label
+// (a server-side apply of that label alone; which kinds a composition
+// composes is not known when CAPXP is built, so the verb cannot be limited
+// by name). CAPI's core manager holds the same verb on every CRD.
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=patch
+
 // CAPXP's own XR kinds, and grants.
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=crossplaneclusters;crossplanemachines,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=crossplaneclusters/status;crossplanemachines/status,verbs=patch
@@ -27,8 +38,9 @@ package controllers
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
-// Admission: the machine gate policy and the credentials webhook.
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingadmissionpolicies;mutatingadmissionpolicybindings;validatingwebhookconfigurations,verbs=get;create;patch;delete
+// Admission: the machine gate, move and template immutability policies and
+// the credentials webhook.
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingadmissionpolicies;mutatingadmissionpolicybindings;validatingadmissionpolicies;validatingadmissionpolicybindings;validatingwebhookconfigurations,verbs=get;create;patch;delete
 
 // Events and leader election.
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch

@@ -11,7 +11,8 @@ import (
 )
 
 // written remembers, per object, what the bridge last wrote of each part it
-// owns (the verdict on a CAPI owner, the provisioned status of an XR), the
+// owns (the verdict on a CAPI owner, the provisioned status of an XR, the
+// merge patch of an XR's metadata and spec), the
 // resourceVersion of the cached object it wrote over and the one its write
 // made. A reconcile that reads the object from a cache not yet showing that
 // write (the version it was written over, or one someone else wrote in
@@ -70,6 +71,8 @@ func (w *written) forget(uid types.UID) {
 const (
 	partVerdict     = "verdict"
 	partProvisioned = "provisioned"
+	partPatch       = "patch"
+	partLabels      = "labels"
 )
 
 // verdictValue is what a verdict condition says; the owner's generation it

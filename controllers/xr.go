@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"sort"
+	"sync"
 	"time"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
@@ -12,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
@@ -91,10 +91,16 @@ type xrReconciler struct {
 	recorder    events.EventRecorder
 	tracker     *external.ObjectTracker
 	credentials credentials.Resolver
-	// written keeps a stale cache from sending a verdict twice.
+	// written keeps a stale cache from sending a write twice.
 	written written
 	// mirrors are the bridge's own copies of outputs into XRs' specs.
 	mirrors mirrors
+	// crdLabels labels the CRDs of composed kinds once.
+	crdLabels *crdLabels
+	// released remembers, per XR, the selector it released a Composition
+	// for, so that a read from a cache behind that write releases it (and
+	// says so) only once.
+	released sync.Map
 }
 
 // scope is one reconcile's working state. Phases change xr (metadata and
@@ -198,9 +204,10 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 	}
 	if paused {
 		// CAPI pauses: carry it to Crossplane. The owner's verdict and the
-		// provisioned milestone stay as they are.
+		// provisioned milestone stay as they are. clusterctl move pauses
+		// first: ready the XR for it.
 		s.pause(true)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.guardForMove(ctx, s)
 	}
 	return r.reconcileNormal(ctx, s)
 }
@@ -236,6 +243,10 @@ func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 	if hold != nil {
 		s.pause(true)
 		s.verdict = hold
+		// A grant changes no object the bridge watches: look again.
+		if hold.Reason == infrav1.ForbiddenReason {
+			return ctrl.Result{RequeueAfter: recheckAccessAfter}, nil
+		}
 		return ctrl.Result{}, nil
 	}
 	// The credentials the XR composes with, after the seam injected any
@@ -248,6 +259,14 @@ func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 		s.pause(true)
 		s.verdict = denied
 		return result, nil
+	}
+	// Guards a pause or a move left go before the XR is Crossplane's
+	// again; while they cannot, it stays as it was.
+	if err := r.unguard(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.reselect(ctx, s); err != nil {
+		return ctrl.Result{}, err
 	}
 	s.pause(false)
 	controllerutil.AddFinalizer(s.xr, infrav1.Finalizer)
@@ -268,6 +287,7 @@ func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 	stale := !isProvisioned(u) && r.written.already(s.xr, partProvisioned, "true")
 	was := isProvisioned(u) || stale
 	now := contract.Provisioned(was, v)
+	r.blockMove(ctx, s, now)
 	if now && !stale {
 		// Both fields, always: a server-side apply that leaves one out
 		// releases it. Nothing is written before provisioning: absent is
@@ -328,44 +348,26 @@ func (r *xrReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Resu
 // deleteComposed deletes the composed resources this XR controls and returns
 // those that still exist, and the referenced ones it does not control. It
 // watches their kinds (metadata only) so that their disappearance wakes the
-// bridge; nothing polls.
+// bridge; nothing polls. A move guard left on one goes first: this is a
+// deletion, not a move, and the provider must delete what it manages.
 func (r *xrReconciler) deleteComposed(ctx context.Context, xr *composite.Unstructured) (remaining, foreign []string, err error) {
-	log := ctrl.LoggerFrom(ctx)
-	owner := &unstructured.Unstructured{}
-	owner.SetGroupVersionKind(r.gvk)
-	for _, ref := range xr.GetResourceReferences() {
-		obj := &metav1.PartialObjectMetadata{}
-		obj.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
-		if err := r.tracker.Watch(log, obj, handler.EnqueueRequestForOwner(r.client.Scheme(), r.client.RESTMapper(), owner, handler.OnlyControllerOwner())); err != nil {
-			return nil, nil, errors.Wrap(err, errWatchComposed)
+	controlled, foreign, err := r.composedControlled(ctx, xr)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, obj := range controlled {
+		remaining = append(remaining, obj.Kind+"/"+obj.GetName())
+		if err := r.setGuard(ctx, obj, false); err != nil {
+			return nil, nil, err
 		}
-		ns := ref.Namespace
-		if ns == "" {
-			ns = xr.GetNamespace()
-		}
-		if err := r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return nil, nil, errors.Wrapf(err, "%s %s %s", errGetComposed, ref.Kind, ref.Name)
-		}
-		name := ref.Kind + "/" + ref.Name
-		// Anyone who may write the XR may write its resource references:
-		// only what this XR controls is its to delete.
-		if c := metav1.GetControllerOf(obj); c == nil || c.UID != xr.GetUID() {
-			foreign = append(foreign, name)
-			continue
-		}
-		remaining = append(remaining, name)
 		if obj.GetDeletionTimestamp().IsZero() {
-			log.Info("Deleting composed resource", "kind", ref.Kind, "name", ref.Name)
+			ctrl.LoggerFrom(ctx).Info("Deleting composed resource", "kind", obj.Kind, "name", obj.GetName())
 			if err := client.IgnoreNotFound(r.client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground))); err != nil {
-				return nil, nil, errors.Wrapf(err, "%s %s %s", errDeleteComposed, ref.Kind, ref.Name)
+				return nil, nil, errors.Wrapf(err, "%s %s %s", errDeleteComposed, obj.Kind, obj.GetName())
 			}
 		}
 	}
 	sort.Strings(remaining)
-	sort.Strings(foreign)
 	return remaining, foreign, nil
 }
 
@@ -377,7 +379,7 @@ func (r *xrReconciler) write(ctx context.Context, s *scope) error {
 	var errs []error
 	gen := s.before.GetGeneration()
 	mirrorOnly := s.mirror != nil && equality.Semantic.DeepEqual(s.mirror.Object["spec"], s.xr.Object["spec"])
-	if err := patchIfChanged(ctx, r.client, s.before, func(u *unstructured.Unstructured) { u.Object = s.xr.Object }); err != nil {
+	if err := patchIfChanged(ctx, r.client, &r.written, s.before, func(u *unstructured.Unstructured) { u.Object = s.xr.Object }); err != nil {
 		// Nothing else is written on a stale read.
 		return err
 	}

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kmeta "k8s.io/apimachinery/pkg/api/meta"
@@ -119,11 +121,13 @@ func (r *xrdReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, r.setCondition(ctx, x, metav1.ConditionFalse, p.Reason, msg)
 	}
 
-	// CAPI reads the contract version off the CRD, and Crossplane copies an
-	// XRD's labels onto its CRD: declaring the contract is enough.
-	if err := patchIfChanged(ctx, r.client, unstructuredXRD(x), func(o *unstructured.Unstructured) {
+	// CAPI reads the contract version off the CRD, clusterctl moves the
+	// kinds whose CRDs carry its label, and Crossplane copies an XRD's
+	// labels onto its CRD: declaring the contract is enough.
+	if err := patchIfChanged(ctx, r.client, nil, unstructuredXRD(x), func(o *unstructured.Unstructured) {
 		labels := o.GetLabels()
 		labels[infrav1.CAPIContractLabel] = withVersion(labels[infrav1.CAPIContractLabel], a.GVK.Version)
+		labels[infrav1.ClusterctlLabel] = ""
 		o.SetLabels(labels)
 	}); err != nil {
 		return ctrl.Result{}, err
@@ -144,11 +148,56 @@ func (r *xrdReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, r.setCondition(ctx, x, metav1.ConditionFalse, infrav1.WaitingForCRDReason,
 			fmt.Sprintf("Waiting for Crossplane to establish CRD %s with label %s including %s", x.Name, infrav1.CAPIContractLabel, a.GVK.Version))
 	}
+	// A platform team's kind needs the bridge granted it (the aggregated
+	// ClusterRole): until then, say so rather than watch and fail. RBAC
+	// changes wake nothing here, so look again in a while.
+	if missing, err := r.denied(ctx, x); err != nil {
+		return ctrl.Result{}, err
+	} else if len(missing) > 0 {
+		r.kinds.Stop(x.Name)
+		msg := fmt.Sprintf("The bridge may not %s: grant it with a ClusterRole labelled %s: \"true\" (`capxp xrd adopt` prints one from the XRD)",
+			strings.Join(missing, ", "), xrd.AggregateToBridgeLabel)
+		if !hasCondition(x.Status.Conditions, infrav1.ContractAdaptedCondition, infrav1.ForbiddenReason, msg) {
+			r.recorder.Eventf(x, nil, "Warning", infrav1.ForbiddenReason, "Adapt", "%s", msg)
+		}
+		return ctrl.Result{RequeueAfter: recheckAccessAfter}, r.setCondition(ctx, x, metav1.ConditionFalse, infrav1.ForbiddenReason, msg)
+	}
 	if err := r.kinds.Ensure(ctx, x.Name, *a); err != nil {
 		return ctrl.Result{}, errors.Wrapf(err, "cannot adapt %s", a.GVK)
 	}
 	return ctrl.Result{}, r.setCondition(ctx, x, metav1.ConditionTrue, infrav1.ContractAdaptedReason,
 		fmt.Sprintf("%s %s is a CAPI %s", a.GVK.Kind, a.GVK.GroupVersion(), a.Contract))
+}
+
+// recheckAccessAfter is how often the bridge looks again at a kind it may
+// not work with.
+const recheckAccessAfter = 15 * time.Second
+
+// xrVerbs are what the bridge does with an adapted kind's XRs.
+var xrVerbs = []struct{ verb, subresource string }{
+	{"get", ""}, {"list", ""}, {"watch", ""}, {"patch", ""}, {"patch", "status"},
+}
+
+// denied asks the API server which of xrVerbs the bridge may not use on the
+// XRD's kind, each as "<verb> <plural>[/status].<group>".
+func (r *xrdReconciler) denied(ctx context.Context, x *xpextv2.CompositeResourceDefinition) ([]string, error) {
+	var missing []string
+	for _, v := range xrVerbs {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: v.verb, Group: x.Spec.Group, Resource: x.Spec.Names.Plural, Subresource: v.subresource},
+		}}
+		if err := r.client.Create(ctx, review); err != nil {
+			return nil, errors.Wrapf(err, "cannot ask whether the bridge may %s %s", v.verb, x.Name)
+		}
+		if !review.Status.Allowed {
+			resource := x.Spec.Names.Plural
+			if v.subresource != "" {
+				resource += "/" + v.subresource
+			}
+			missing = append(missing, fmt.Sprintf("%s %s.%s", v.verb, resource, x.Spec.Group))
+		}
+	}
+	return missing, nil
 }
 
 // release stops adapting an XRD that no longer declares the contract, or
@@ -178,23 +227,24 @@ func (r *xrdReconciler) release(ctx context.Context, x *xpextv2.CompositeResourc
 	}
 	for i := range list.Items {
 		xr := &list.Items[i]
-		if err := client.IgnoreNotFound(patchIfChanged(ctx, r.client, xr, func(o *unstructured.Unstructured) { controllerutil.RemoveFinalizer(o, infrav1.Finalizer) })); err != nil {
+		if err := client.IgnoreNotFound(patchIfChanged(ctx, r.client, nil, xr, func(o *unstructured.Unstructured) { controllerutil.RemoveFinalizer(o, infrav1.Finalizer) })); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// syncAdmission applies the machine gate policy for every InfraMachine XRD
-// and the credentials webhook for every XRD that declares the contract
-// correctly. It reads them from the API every time, so that a restarted
-// manager never narrows either before it has seen every XRD.
+// syncAdmission applies the machine gate policy for every InfraMachine XRD,
+// and the move policy, the template immutability policy and the credentials
+// webhook for every XRD that declares the contract correctly. It reads them
+// from the API every time, so that a restarted manager never narrows any
+// before it has seen every XRD.
 func (r *xrdReconciler) syncAdmission(ctx context.Context) error {
 	list := &xpextv2.CompositeResourceDefinitionList{}
 	if err := r.client.List(ctx, list, client.HasLabels{infrav1.ContractLabel}); err != nil {
 		return errors.Wrap(err, "cannot list CompositeResourceDefinitions")
 	}
-	var machines, all []schema.GroupResource
+	var machines, all, templates []schema.GroupResource
 	for i := range list.Items {
 		a, p := xrd.Check(&list.Items[i])
 		if p != nil {
@@ -202,14 +252,19 @@ func (r *xrdReconciler) syncAdmission(ctx context.Context) error {
 		}
 		gr := groupResource(list.Items[i].Name)
 		all = append(all, gr)
+		templates = append(templates, xrd.TemplateResource(&list.Items[i]))
 		if a.Contract == infrav1.ContractInfraMachine {
 			machines = append(machines, gr)
 		}
 	}
-	if err := ensureGatePolicy(ctx, r.client, machines); err != nil {
+	owners, err := managerOwners(ctx, r.client, r.webhook)
+	if err != nil {
 		return err
 	}
-	return ensureCredentialsWebhook(ctx, r.client, r.webhook, all)
+	if err := ensurePolicies(ctx, r.client, r.apiReader, owners, machines, all, templates); err != nil {
+		return err
+	}
+	return ensureCredentialsWebhook(ctx, r.client, r.apiReader, r.webhook, owners, all)
 }
 
 // groupResource splits an XRD's name, <plural>.<group>.

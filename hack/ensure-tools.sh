@@ -10,6 +10,7 @@
 # It also stages what the local management plane (capxp-dev) reads from other
 # projects' modules, so that it needs neither a checkout nor the Go toolchain:
 #   crds/cluster-api-<v>/      CAPI's core CRDs (the version go.mod requires)
+#   crds/cluster-api-kubeadm-<v>/  the kubeadm bootstrap and control plane CRDs
 #   crds/crossplane-<v>/       Crossplane's CRDs (tool "crds", and with "crossplane")
 #   <function>-<v>/package/    a function's crossplane.yaml (with its binary)
 #   provider-kubernetes-<v>/package/  its crossplane.yaml and crds/
@@ -110,6 +111,20 @@ stage_capi_crds() {
   stage_crds cluster-api "$version" . sigs.k8s.io/cluster-api core/config/crd/bases
 }
 
+# The kubeadm bootstrap and control plane providers' CRDs, from the same CAPI
+# module: the plane runs their controllers for ClusterClass clusters.
+stage_kubeadm_crds() {
+  local version out dir
+  version=$(cd "$root" && go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)
+  out=$cache/crds/cluster-api-kubeadm-$version
+  if [[ ! -d $out ]] || [[ -z $(ls -A "$out") ]]; then
+    dir=$(module_dir . sigs.k8s.io/cluster-api)
+    stage "$out" "$dir"/bootstrap/kubeadm/config/crd/bases/*.yaml "$dir"/controlplane/kubeadm/config/crd/bases/*.yaml
+    echo "staged cluster-api $version's kubeadm CRDs in $out" >&2
+  fi
+  echo "crds/cluster-api-kubeadm=$out"
+}
+
 # cert-manager's CRDs, from its module (deploy/crds holds plain manifests).
 stage_cert_manager_crds() {
   local out=$cache/crds/cert-manager-$cert_manager_version
@@ -192,6 +207,7 @@ for t in "${tools[@]}"; do
     provider-aws) stage_provider_aws ;;
     crds)
       stage_capi_crds
+      stage_kubeadm_crds
       stage_clusterctl_crds
       stage_cert_manager_crds
       stage_crossplane_crds ;;

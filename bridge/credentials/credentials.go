@@ -67,7 +67,7 @@ func covers(a infrav1.AllowedNamespaces, ns *corev1.Namespace) (bool, error) {
 	}
 	sel, err := metav1.LabelSelectorAsSelector(a.Selector)
 	if err != nil {
-		return false, errors.Wrap(err, "invalid selector")
+		return false, errors.Wrap(err, "spec.allowedNamespaces.selector")
 	}
 	return sel.Matches(labels.Set(ns.Labels)), nil
 }

@@ -46,6 +46,11 @@ type Decision struct {
 	// Spec holds the spec fields to inject, keyed by their name under spec;
 	// empty when there is nothing to inject (the gate opened before).
 	Spec map[string]any
+	// Sources say, when the gate injects, where each field the composition
+	// gets came from: "spec.network.subnetID: CrossplaneCluster demo's
+	// status.outputs.network", "spec.network.region: the machine's own
+	// spec". Sorted.
+	Sources []string
 }
 
 // Decide opens the gate once the cluster's infrastructure is provisioned and
@@ -99,14 +104,24 @@ func Decide(in Inputs) Decision {
 		return Decision{Reason: infrav1.InvalidFailureDomainReason,
 			Message: fmt.Sprintf("spec.failureDomain %q differs from Machine.spec.failureDomain %q, where CAPI placed the machine", preset, fd)}
 	}
+	// A host that already exists (spec.parameters.host) stays where it is:
+	// CAPI may place its Machine only there, or nowhere in particular.
+	placed, field := fd, "Machine.spec.failureDomain"
+	if host, _ := xr.GetString("spec.parameters.host.failureDomain"); host != "" {
+		if fd != "" && fd != host {
+			return Decision{Reason: infrav1.InvalidFailureDomainReason,
+				Message: fmt.Sprintf("Machine.spec.failureDomain %q is not where the existing host is (spec.parameters.host.failureDomain %q): place the Machine in %q or in no failure domain", fd, host, host)}
+		}
+		placed, field = host, "spec.parameters.host.failureDomain"
+	}
 	// Once the machine is composed its failure domain is settled: the
 	// cluster's list changing later does not close the gate again.
-	if fd != "" && !injected {
+	if placed != "" && !injected {
 		known := failureDomains(cluster)
-		if !slices.Contains(known, fd) {
-			msg := fmt.Sprintf("Machine.spec.failureDomain %q is not one of the cluster's failure domains", fd)
+		if !slices.Contains(known, placed) {
+			msg := fmt.Sprintf("%s %q is not one of the cluster's failure domains", field, placed)
 			if len(known) == 0 {
-				msg = fmt.Sprintf("Machine.spec.failureDomain %q is set but the cluster reports no failure domains", fd)
+				msg = fmt.Sprintf("%s %q is set but the cluster reports no failure domains", field, placed)
 			} else {
 				msg += ": " + strings.Join(known, ", ")
 			}
@@ -117,25 +132,76 @@ func Decide(in Inputs) Decision {
 		spec["failureDomain"] = fd
 	}
 
-	if n := network(cluster, fd, util.IsControlPlaneMachine(in.Machine)); len(n) > 0 {
+	from := map[string]string{
+		"bootstrap":     fmt.Sprintf("Machine %s's bootstrap data secret %s", in.Machine.Name, secret),
+		"failureDomain": "Machine.spec.failureDomain",
+	}
+	clusterName := "the cluster's infrastructure"
+	if in.ClusterXR != nil {
+		clusterName = fmt.Sprintf("%s %s", in.ClusterXR.GetKind(), in.ClusterXR.GetName())
+	}
+	n, nfrom := network(cluster, placed, util.IsControlPlaneMachine(in.Machine))
+	if len(n) > 0 {
 		spec["network"] = n
 	}
 	if cluster != nil {
 		if ref, err := cluster.GetValue("spec.providerConfigRef"); err == nil && ref != nil {
 			spec["providerConfigRef"] = ref
+			from["providerConfigRef"] = clusterName + "'s spec.providerConfigRef"
 		}
 	}
+	var sources []string
 	// Inject only what the XR lacks: what it holds was injected before (or
-	// is the machine's own choice, as its credentials), and is kept.
+	// is the machine's own choice, as its credentials), and is kept. Before
+	// the first injection, the network is completed field by field: a
+	// machine template may name its region, subnet or security groups
+	// where the cluster's infrastructure reports none.
 	for k := range spec {
-		if _, err := xr.GetValue("spec." + k); err == nil {
+		own, err := xr.GetValue("spec." + k)
+		if err != nil {
+			continue
+		}
+		mine, isMap := own.(map[string]any)
+		if k != "network" || injected || !isMap {
+			delete(spec, k)
+			continue
+		}
+		for f := range n {
+			if _, ok := mine[f]; ok {
+				delete(n, f)
+			}
+		}
+		if len(n) == 0 {
 			delete(spec, k)
 		}
 	}
 	if len(spec) == 0 {
 		return Decision{Open: true}
 	}
-	return Decision{Open: true, Spec: spec}
+	// Where each field the composition gets comes from.
+	for _, k := range []string{"bootstrap", "failureDomain", "providerConfigRef"} {
+		switch _, injecting := spec[k]; {
+		case injecting:
+			sources = append(sources, fmt.Sprintf("spec.%s: %s", k, from[k]))
+		case has(xr, "spec."+k):
+			sources = append(sources, fmt.Sprintf("spec.%s: the machine's own spec", k))
+		}
+	}
+	for _, f := range []string{"region", "networkID", "subnetID", "securityGroupIDs"} {
+		switch _, injecting := n[f]; {
+		case injecting && spec["network"] != nil:
+			sources = append(sources, fmt.Sprintf("spec.network.%s: %s's %s", f, clusterName, nfrom[f]))
+		case has(xr, "spec.network."+f):
+			sources = append(sources, fmt.Sprintf("spec.network.%s: the machine's own spec", f))
+		}
+	}
+	sort.Strings(sources)
+	return Decision{Open: true, Spec: spec, Sources: sources}
+}
+
+func has(p *fieldpath.Paved, path string) bool {
+	_, err := p.GetValue(path)
+	return err == nil
 }
 
 func failureDomains(cluster *fieldpath.Paved) []string {
@@ -158,18 +224,23 @@ func failureDomains(cluster *fieldpath.Paved) []string {
 
 // network picks, from the cluster XR's status.outputs.network, the network,
 // the subnet of the machine's failure domain (private subnets first) and the
-// security groups of its role, and the cluster's region from its parameters.
-func network(cluster *fieldpath.Paved, fd string, controlPlane bool) map[string]any {
+// security groups of its role, and the cluster's region from its parameters;
+// and says where in the cluster XR each came from.
+func network(cluster *fieldpath.Paved, fd string, controlPlane bool) (map[string]any, map[string]string) {
 	if cluster == nil {
-		return nil
+		return nil, nil
 	}
-	var n infrav1.NetworkOutputs
-	if err := cluster.GetValueInto("status.outputs.network", &n); err != nil {
-		return nil
-	}
+	from := map[string]string{"region": "spec.parameters.region"}
 	out := map[string]any{}
 	if r, err := cluster.GetString("spec.parameters.region"); err == nil && r != "" {
 		out["region"] = r
+	}
+	var n infrav1.NetworkOutputs
+	if err := cluster.GetValueInto("status.outputs.network", &n); err != nil {
+		return out, from
+	}
+	for _, f := range []string{"networkID", "subnetID", "securityGroupIDs"} {
+		from[f] = "status.outputs.network"
 	}
 	if n.ID != "" {
 		out["networkID"] = n.ID
@@ -198,5 +269,5 @@ func network(cluster *fieldpath.Paved, fd string, controlPlane bool) map[string]
 	if len(groups) > 0 {
 		out["securityGroupIDs"] = groups
 	}
-	return out
+	return out, from
 }

@@ -33,6 +33,8 @@ func machine(secret, fd string, controlPlane bool) *clusterv1.Machine {
 func u(o map[string]any) *unstructured.Unstructured { return &unstructured.Unstructured{Object: o} }
 
 var awsClusterXR = u(map[string]any{
+	"kind":     "CrossplaneCluster",
+	"metadata": map[string]any{"name": "alpha"},
 	"spec": map[string]any{
 		"parameters":        map[string]any{"region": "eu-west-1"},
 		"providerConfigRef": map[string]any{"apiGroup": "aws.m.upbound.io", "kind": "ProviderConfig", "name": "team-a"},
@@ -60,6 +62,9 @@ func TestDecide(t *testing.T) {
 		reason string
 		in     Inputs
 		want   Decision
+		// sources, when set, are the Sources wanted; other cases leave
+		// them out of the comparison.
+		sources []string
 	}{
 		"WaitForClusterInfrastructure": {
 			reason: "nothing is composed before the cluster's infrastructure is provisioned",
@@ -82,6 +87,15 @@ func TestDecide(t *testing.T) {
 					"apiGroup": "aws.m.upbound.io", "kind": "ProviderConfig", "name": "team-a",
 				},
 			}},
+			sources: []string{
+				"spec.bootstrap: Machine alpha-md-0-abc's bootstrap data secret alpha-md-0-abc",
+				"spec.failureDomain: Machine.spec.failureDomain",
+				"spec.network.networkID: CrossplaneCluster alpha's status.outputs.network",
+				"spec.network.region: CrossplaneCluster alpha's spec.parameters.region",
+				"spec.network.securityGroupIDs: CrossplaneCluster alpha's status.outputs.network",
+				"spec.network.subnetID: CrossplaneCluster alpha's status.outputs.network",
+				"spec.providerConfigRef: CrossplaneCluster alpha's spec.providerConfigRef",
+			},
 		},
 		"OpenControlPlaneKeepsOwnCredentials": {
 			reason: "a control-plane machine also joins the control-plane group; a machine naming its own credentials keeps them",
@@ -148,6 +162,69 @@ func TestDecide(t *testing.T) {
 			want: Decision{Reason: infrav1.InvalidFailureDomainReason,
 				Message: `spec.failureDomain "eu-west-1b" differs from Machine.spec.failureDomain "eu-west-1a", where CAPI placed the machine`},
 		},
+		"ExistingHostPlacesTheMachine": {
+			reason: "a Machine in no failure domain, for a host that exists in one, gets that zone's subnet; its spec.failureDomain stays CAPI's to give",
+			in: Inputs{Machine: machine("boot", "", false), Cluster: cluster(true), ClusterXR: awsClusterXR,
+				XR: u(map[string]any{"spec": map[string]any{"parameters": map[string]any{"host": map[string]any{"providerID": "byo://h", "failureDomain": "eu-west-1b"}}}})},
+			want: Decision{Open: true, Spec: map[string]any{
+				"bootstrap":         map[string]any{"dataSecretRef": map[string]any{"name": "boot", "key": "value"}},
+				"network":           map[string]any{"region": "eu-west-1", "networkID": "vpc-1", "subnetID": "subnet-priv-b", "securityGroupIDs": []any{"sg-node"}},
+				"providerConfigRef": map[string]any{"apiGroup": "aws.m.upbound.io", "kind": "ProviderConfig", "name": "team-a"},
+			}},
+		},
+		"ExistingHostElsewhere": {
+			reason: "CAPI cannot place a Machine in another failure domain than its existing host's",
+			in: Inputs{Machine: machine("boot", "eu-west-1a", false), Cluster: cluster(true), ClusterXR: awsClusterXR,
+				XR: u(map[string]any{"spec": map[string]any{"parameters": map[string]any{"host": map[string]any{"providerID": "byo://h", "failureDomain": "eu-west-1b"}}}})},
+			want: Decision{Reason: infrav1.InvalidFailureDomainReason,
+				Message: `Machine.spec.failureDomain "eu-west-1a" is not where the existing host is (spec.parameters.host.failureDomain "eu-west-1b"): place the Machine in "eu-west-1b" or in no failure domain`},
+		},
+		"ExistingHostInAnUnknownFailureDomain": {
+			reason: "an existing host's failure domain must be one of the cluster's, and the message names the host's field",
+			in: Inputs{Machine: machine("boot", "", false), Cluster: cluster(true), ClusterXR: awsClusterXR,
+				XR: u(map[string]any{"spec": map[string]any{"parameters": map[string]any{"host": map[string]any{"providerID": "byo://h", "failureDomain": "rack-9"}}}})},
+			want: Decision{Reason: infrav1.InvalidFailureDomainReason,
+				Message: `spec.parameters.host.failureDomain "rack-9" is not one of the cluster's failure domains: eu-west-1a, eu-west-1b`},
+		},
+		"TemplateNetworkCompletedByTheCluster": {
+			reason: "a machine template's own region and subnet are kept; what it lacks comes from the cluster's outputs, each field saying where from",
+			in: Inputs{Machine: machine("boot", "eu-west-1a", false), Cluster: cluster(true), ClusterXR: awsClusterXR,
+				XR: u(map[string]any{"spec": map[string]any{"network": map[string]any{"region": "eu-west-3", "subnetID": "subnet-own"}}})},
+			want: Decision{Open: true, Spec: map[string]any{
+				"bootstrap":         map[string]any{"dataSecretRef": map[string]any{"name": "boot", "key": "value"}},
+				"failureDomain":     "eu-west-1a",
+				"network":           map[string]any{"networkID": "vpc-1", "securityGroupIDs": []any{"sg-node"}},
+				"providerConfigRef": map[string]any{"apiGroup": "aws.m.upbound.io", "kind": "ProviderConfig", "name": "team-a"},
+			}},
+			sources: []string{
+				"spec.bootstrap: Machine alpha-md-0-abc's bootstrap data secret boot",
+				"spec.failureDomain: Machine.spec.failureDomain",
+				"spec.network.networkID: CrossplaneCluster alpha's status.outputs.network",
+				"spec.network.region: the machine's own spec",
+				"spec.network.securityGroupIDs: CrossplaneCluster alpha's status.outputs.network",
+				"spec.network.subnetID: the machine's own spec",
+				"spec.providerConfigRef: CrossplaneCluster alpha's spec.providerConfigRef",
+			},
+		},
+		"ExternallyManagedClusterWithoutOutputs": {
+			reason: "under an InfraCluster that reports no network and names no credentials, the machine's own network and credentials are all it gets",
+			in: Inputs{Machine: machine("boot", "", false), Cluster: cluster(true),
+				ClusterXR: u(map[string]any{"kind": "ExternalCluster", "metadata": map[string]any{"name": "legacy"}}),
+				XR: u(map[string]any{"spec": map[string]any{
+					"network":           map[string]any{"region": "eu-west-3", "subnetID": "subnet-own", "securityGroupIDs": []any{"sg-own"}},
+					"providerConfigRef": map[string]any{"name": "own"},
+				}})},
+			want: Decision{Open: true, Spec: map[string]any{
+				"bootstrap": map[string]any{"dataSecretRef": map[string]any{"name": "boot", "key": "value"}},
+			}},
+			sources: []string{
+				"spec.bootstrap: Machine alpha-md-0-abc's bootstrap data secret boot",
+				"spec.network.region: the machine's own spec",
+				"spec.network.securityGroupIDs: the machine's own spec",
+				"spec.network.subnetID: the machine's own spec",
+				"spec.providerConfigRef: the machine's own spec",
+			},
+		},
 		"MachineOwnCredentialsKept": {
 			reason: "a machine naming its own credentials keeps them (the credentials check judges them)",
 			in: Inputs{Machine: machine("boot", "", false), Cluster: cluster(true), ClusterXR: u(map[string]any{"spec": map[string]any{"providerConfigRef": map[string]any{"name": "cluster-creds"}}}),
@@ -159,7 +236,12 @@ func TestDecide(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, Decide(tc.in)); diff != "" {
+			got := Decide(tc.in)
+			tc.want.Sources = tc.sources
+			if tc.sources == nil {
+				got.Sources = nil
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("%s\nDecide(...): -want, +got:\n%s", tc.reason, diff)
 			}
 		})

@@ -56,6 +56,8 @@ func MapMachine(xr *unstructured.Unstructured) (Machine, field.ErrorList) {
 	case len(errs) > 0:
 	case out == "" && spec == "":
 		errs = append(errs, field.Required(outputProviderID, "the composition has not reported the machine's provider ID"))
+	case spec != "" && !providerIDFormat.MatchString(spec):
+		errs = append(errs, field.Invalid(specProviderID, spec, "must have the form <scheme>://<id>, for example aws:///eu-west-1a/i-0123"))
 	case out == "":
 		m.ProviderID = spec
 	case !providerIDFormat.MatchString(out):

@@ -48,6 +48,11 @@ func TestMapMachine(t *testing.T) {
 			xr:     machineXR(map[string]any{"providerID": "aws:///a/i-1"}, pid("aws:///a/i-2")),
 			errs:   []string{`status.outputs.providerID: Invalid value: "aws:///a/i-2": differs from spec.providerID "aws:///a/i-1"`},
 		},
+		"SpecProviderIDMalformed": {
+			reason: "a provider ID someone wrote into the spec is checked like one the composition reported",
+			xr:     machineXR(map[string]any{"providerID": "0"}, map[string]any{}),
+			errs:   []string{`spec.providerID: Invalid value: "0": must have the form <scheme>://<id>`},
+		},
 		"AddressesValid": {
 			reason: "CAPI's address types with valid values are fine",
 			xr: machineXR(nil, with(pid("aws:///a/i-1"), "addresses", []any{

@@ -45,13 +45,13 @@ type schemaField struct {
 // Required schema fields per contract: what CAPI reads and the bridge writes.
 var required = map[string][]schemaField{
 	infrav1.ContractInfraCluster: {
-		{"spec.controlPlaneEndpoint.host", "string"},
+		{"spec.controlPlaneEndpoint.host", typeString},
 		{"spec.controlPlaneEndpoint.port", "integer"},
 		{"status.initialization.provisioned", "boolean"},
 		{"status.ready", "boolean"},
 	},
 	infrav1.ContractInfraMachine: {
-		{"spec.providerID", "string"},
+		{"spec.providerID", typeString},
 		{"status.initialization.provisioned", "boolean"},
 		{"status.ready", "boolean"},
 	},
@@ -70,6 +70,22 @@ func Check(x *xpextv2.CompositeResourceDefinition) (*Adaptation, *Problem) {
 	if x.Spec.Scope != xpextv2.CompositeResourceScopeNamespaced {
 		return nil, &Problem{Reason: infrav1.InvalidScopeReason, Errors: field.ErrorList{field.Invalid(root.Child("scope"), x.Spec.Scope,
 			"must be Namespaced: CAPI's infrastructureRef is namespaced")}}
+	}
+	// The API server requires these; the check does not rely on it.
+	var missing field.ErrorList
+	if x.Spec.Group == "" {
+		missing = append(missing, field.Required(root.Child("group"), "the XR kind's API group"))
+	}
+	if x.Spec.Names.Kind == "" {
+		missing = append(missing, field.Required(root.Child("names", "kind"), "the XR kind"))
+	}
+	for i, v := range x.Spec.Versions {
+		if v.Name == "" {
+			missing = append(missing, field.Required(root.Child("versions").Index(i).Child("name"), "each version needs a name"))
+		}
+	}
+	if len(missing) > 0 {
+		return nil, &Problem{Reason: infrav1.InvalidNamesReason, Errors: missing}
 	}
 	// CAPI finds an infrastructure kind's CRD by a name it computes from the
 	// kind; the XR's CRD has the XRD's name.

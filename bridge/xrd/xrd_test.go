@@ -89,6 +89,13 @@ func TestCheck(t *testing.T) {
 			}),
 			want: want{reason: infrav1.InvalidNamesReason, err: `spec.names.plural: Invalid value: "ekss": must be "eksclusters": CAPI looks up the CRD eksclusters.platform.example.org`},
 		},
+		"NoGroupKindOrVersionName": {
+			reason: "an XRD without a group, a kind or a version name names no kind CAPI can reference",
+			xrd: xrd("InfraCluster", clusterSchema, func(x *xpextv2.CompositeResourceDefinition) {
+				x.Spec.Group, x.Spec.Names.Kind, x.Spec.Versions[0].Name = "", "", ""
+			}),
+			want: want{reason: infrav1.InvalidNamesReason, err: `[spec.group: Required value: the XR kind's API group, spec.names.kind: Required value: the XR kind, spec.versions[0].name: Required value: each version needs a name]`},
+		},
 		"MissingContractFields": {
 			reason: "the XR must be able to hold what CAPI reads and the bridge writes",
 			xrd: xrd("InfraCluster", props(map[string]extv1.JSONSchemaProps{

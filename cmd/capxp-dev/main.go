@@ -20,7 +20,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -59,13 +61,14 @@ func run(args []string) error {
 		"A `make release` folder to install CAPXP from, as a platform does: its Crossplane packages served from a registry on loopback, "+
 			"installed by Crossplane's package manager, the bridge run as the installed Provider package (its image's binary, --manager-binary, "+
 			"with the runtime configuration of crossplane-setup.yaml). Empty: the plane applies CAPXP's manifests and runs the manager itself.")
+	exampleName := fs.String("example", plane.Examples[0].Name, "The example cluster to apply: "+exampleList()+".")
 	check := fs.Bool("check", false, "Only check that every binary and CRD the plane needs is there, and say what is missing.")
 	fs.Usage = func() {
 		fmt.Fprint(os.Stdout, `Usage: capxp-dev [flags]
 
-Runs CAPXP's local management plane on loopback with the example cluster of
-examples/local, shows its progress until it is provisioned, and runs until
-interrupted (Ctrl-C). Needs ports 8080 and 9443 free (provider-kubernetes).
+Runs CAPXP's local management plane on loopback with an example cluster
+(examples/local unless --example), shows its progress until it is
+provisioned, and runs until interrupted (Ctrl-C). Needs ports 8080 and 9443 free (provider-kubernetes).
 
 Flags:
 `)
@@ -76,6 +79,10 @@ Flags:
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	example, err := plane.ExampleNamed(*exampleName)
+	if err != nil {
+		return err
 	}
 	opts := plane.Options{Dir: *dir, ManagerBinary: *manager, Tools: tools.Dir(*toolsDir), Release: *release}
 	if err := plane.Check(opts); err != nil {
@@ -107,6 +114,10 @@ Flags:
 	opts.Progress = say
 	p, err := plane.Start(ctx, opts)
 	if err != nil {
+		if ctx.Err() != nil {
+			say("stopped before the plane was up")
+			return nil // interrupted; Start stopped what it had started
+		}
 		return err
 	}
 	defer func() {
@@ -115,11 +126,14 @@ Flags:
 		say("stopped; logs are in %s", p.Dir())
 	}()
 
-	say("applying examples/local: Cluster %s/%s with 1 control-plane machine and a MachineDeployment of 2", plane.ExampleNamespace, plane.ExampleCluster)
-	if err := p.ApplyExample(ctx); err != nil {
+	say("applying %s: Cluster %s/%s with %s", path.Dir(example.File), example.Namespace(), example.Cluster, example.Description)
+	if err := p.ApplyNamedExample(ctx, example); err != nil {
+		if ctx.Err() != nil {
+			return nil // interrupted
+		}
 		return err
 	}
-	if err := p.WaitForExample(ctx, plane.ExampleMachines, *timeout, func(st plane.Status) {
+	if err := p.WaitForExampleOf(ctx, example.Cluster, example.Machines, *timeout, func(st plane.Status) {
 		say("progress:")
 		for _, l := range st.Lines {
 			_, _ = fmt.Println("          " + l)
@@ -139,7 +153,7 @@ Workload cluster:
   kubectl --kubeconfig %s get nodes
 
 Running until interrupted (Ctrl-C).
-`, p.Kubeconfig(), plane.ExampleNamespace, filepath.Join(p.Dir(), "workload.kubeconfig"))
+`, p.Kubeconfig(), example.Namespace(), filepath.Join(p.Dir(), "workload.kubeconfig"))
 	<-ctx.Done()
 	return nil
 }
@@ -152,4 +166,16 @@ func defaultManager() string {
 		return "capxp"
 	}
 	return filepath.Join(filepath.Dir(self), "capxp")
+}
+
+// exampleList names the examples and what each shows.
+func exampleList() string {
+	var b strings.Builder
+	for i, e := range plane.Examples {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s: %s", e.Name, e.Description)
+	}
+	return b.String()
 }

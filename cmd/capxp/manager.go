@@ -112,8 +112,13 @@ func runManager(args []string) error {
 		RenewDeadline:           &f.renewDeadln,
 		RetryPeriod:             &f.retryPeriod,
 		LeaderElectionNamespace: f.leaderElectionNamespaceOrDefault(),
-		Cache:                   controllers.CacheOptions(f.namespace, f.syncPeriod),
-		Client:                  controllers.ClientOptions(),
+		// A replica stopped on purpose (a rolling update, a drain) hands
+		// the lease over as it exits, which it does as soon as the
+		// manager stops: the next leader need not wait for the lease to
+		// expire.
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         controllers.CacheOptions(f.namespace, f.syncPeriod),
+		Client:                        controllers.ClientOptions(),
 	})
 	if err != nil {
 		return errors.Wrap(err, "cannot create manager")

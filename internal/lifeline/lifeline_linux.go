@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"syscall"
 )
@@ -32,6 +33,11 @@ func killGroup(cmd *exec.Cmd, sig os.Signal) error {
 // execWithLifeline arms the parent-death signal and becomes target; it
 // returns an exit code only when that fails.
 func execWithLifeline(target, parent string) int {
+	// The parent-death signal belongs to the thread that sets it, and only
+	// the thread that calls execve lives on as the new program: a goroutine
+	// moved to another thread between the two would leave the binary
+	// without its signal, and running after the plane died.
+	runtime.LockOSThread()
 	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0); e != 0 {
 		fmt.Fprintf(os.Stderr, "lifeline: cannot arm the parent-death signal: %v\n", e)
 		return 1

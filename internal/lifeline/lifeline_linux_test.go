@@ -12,9 +12,37 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
-const envHelper = "LIFELINE_TEST_HELPER"
+const (
+	envHelper = "LIFELINE_TEST_HELPER"
+	// envReport makes this test binary print its parent-death signal and
+	// exit.
+	envReport = "LIFELINE_TEST_REPORT"
+)
+
+// init reports the parent-death signal when asked to, but only in the binary
+// a link became. It must read it here: the signal belongs to the thread that
+// executed the binary, which is the main thread, and only package
+// initialization is sure to run there; threads the Go runtime starts later
+// begin without it (the kernel still signals the whole process when the
+// parent dies, through the main thread's setting).
+func init() {
+	if os.Getenv(envReport) == "" {
+		return
+	}
+	if _, err := os.Stat(os.Args[0] + targetSuffix); err == nil {
+		return // the link itself: Main executes the binary
+	}
+	var got int32
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_GET_PDEATHSIG, uintptr(unsafe.Pointer(&got)), 0); e != 0 {
+		fmt.Fprintln(os.Stderr, e)
+		os.Exit(1)
+	}
+	fmt.Println(got)
+	os.Exit(0)
+}
 
 func TestMain(m *testing.M) {
 	Main()
@@ -25,6 +53,27 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(m.Run())
+}
+
+// TestEveryLinkedStartKeepsTheSignal starts a binary through a link many
+// times and finds the parent-death signal armed in each: it must survive the
+// exec on whichever thread the Go runtime runs it.
+func TestEveryLinkedStartKeepsTheSignal(t *testing.T) {
+	link, err := Wrap(t.TempDir(), os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		cmd := exec.CommandContext(t.Context(), link)
+		cmd.Env = append(os.Environ(), envReport+"=1", "GOMAXPROCS=4")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("start %d: %v", i, err)
+		}
+		if got := strings.TrimSpace(string(out)); got != strconv.Itoa(int(syscall.SIGKILL)) {
+			t.Fatalf("start %d runs with parent-death signal %q, want %d (SIGKILL)", i, got, syscall.SIGKILL)
+		}
+	}
 }
 
 // helper plays a plane: it starts sleep through a link and sleep attached,

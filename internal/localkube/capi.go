@@ -7,15 +7,28 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/reconcilers/kubeadmconfig"
+	kubeadmbootstrapsetup "sigs.k8s.io/cluster-api/bootstrap/kubeadm/setup"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/controlplane/kubeadm/reconcilers/kubeadmcontrolplane"
+	kubeadmcontrolplanesetup "sigs.k8s.io/cluster-api/controlplane/kubeadm/setup"
 	"sigs.k8s.io/cluster-api/core/reconcilers/cluster"
+	"sigs.k8s.io/cluster-api/core/reconcilers/clusterclass"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machine"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machineset"
+	topologycluster "sigs.k8s.io/cluster-api/core/reconcilers/topology/cluster"
+	topologymachinedeployment "sigs.k8s.io/cluster-api/core/reconcilers/topology/machinedeployment"
+	topologymachineset "sigs.k8s.io/cluster-api/core/reconcilers/topology/machineset"
 	"sigs.k8s.io/cluster-api/core/setup"
+	"sigs.k8s.io/cluster-api/feature"
 	"sigs.k8s.io/cluster-api/util/index"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -25,59 +38,161 @@ import (
 
 var capiManagers atomic.Int64
 
-// CAPI is CAPI's core controller manager running in-process against an API
-// server.
+// CAPI is CAPI's core controller manager, and those of the providers the
+// options add, running in-process against an API server.
 type CAPI struct {
+	// Manager is CAPI's core manager.
 	Manager ctrl.Manager
 
-	cancel   context.CancelFunc
-	shutdown func()
-	done     sync.WaitGroup
-	err      error
+	cancel    context.CancelFunc
+	shutdowns []func()
+	done      sync.WaitGroup
+	mu        sync.Mutex
+	err       error
+}
+
+// CAPIOption adds controllers to the ones StartCAPI runs.
+type CAPIOption func(*capiOptions)
+
+type capiOptions struct{ topology, kubeadm bool }
+
+// WithClusterTopology enables CAPI's ClusterTopology feature gate (for the
+// whole process) and runs the ClusterClass and managed topology reconcilers.
+func WithClusterTopology() CAPIOption { return func(o *capiOptions) { o.topology = true } }
+
+// WithKubeadm runs the kubeadm bootstrap (KubeadmConfig) and control plane
+// (KubeadmControlPlane) providers, each in a manager of its own as each
+// runs in a Deployment of its own; their CRDs must be installed.
+func WithKubeadm() CAPIOption { return func(o *capiOptions) { o.kubeadm = true } }
+
+// cacheOptions are a provider's manager cache options (setup's
+// ManagerCacheOptions of each).
+type cacheOptions func(scheme *runtime.Scheme, name, namespace string, sync time.Duration) ctrlcache.Options
+
+// provider is one of the managers StartCAPI starts: its name, its setup
+// package's options, and what it runs.
+type provider struct {
+	name         string
+	cache        cacheOptions
+	client       client.Options
+	clusterCache clustercache.CacheOptions
+	setup        func(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache, secrets client.Client) error
 }
 
 // StartCAPI starts a manager running CAPI's real Cluster, Machine, MachineSet
 // and MachineDeployment reconcilers (with their ClusterCache and indexes),
-// configured as CAPI's own main configures them.
-func (e *Environment) StartCAPI(ctx context.Context) (*CAPI, error) {
+// and those the options add, configured as CAPI's own mains configure them.
+func (e *Environment) StartCAPI(ctx context.Context, opts ...CAPIOption) (*CAPI, error) {
+	var o capiOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.topology {
+		if err := feature.MutableGates.Set(string(feature.ClusterTopology) + "=true"); err != nil {
+			return nil, errors.Wrap(err, "cannot enable CAPI's ClusterTopology feature gate")
+		}
+	}
+	providers := []provider{{name: "capi-controller-manager", cache: setup.ManagerCacheOptions, client: setup.ManagerClientOptions(), clusterCache: setup.ClusterCacheCacheOptions(),
+		setup: func(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache, _ client.Client) error {
+			if err := setupCore(ctx, mgr, cc); err != nil {
+				return err
+			}
+			if o.topology {
+				return setupTopology(ctx, mgr, cc)
+			}
+			return nil
+		}}}
+	if o.kubeadm {
+		providers = append(providers,
+			provider{name: "capi-kubeadm-bootstrap-manager", cache: kubeadmbootstrapsetup.ManagerCacheOptions, client: kubeadmbootstrapsetup.ManagerClientOptions(),
+				clusterCache: kubeadmbootstrapsetup.ClusterCacheCacheOptions(), setup: setupKubeadmBootstrap},
+			provider{name: "capi-kubeadm-control-plane-manager", cache: kubeadmcontrolplanesetup.ManagerCacheOptions, client: kubeadmcontrolplanesetup.ManagerClientOptions(),
+				clusterCache: kubeadmcontrolplanesetup.ClusterCacheCacheOptions(), setup: setupKubeadmControlPlane})
+	}
+
+	c := &CAPI{}
+	// ctx bounds the start; the controllers run until Stop, however long
+	// the caller's start deadline was.
+	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.cancel = cancel
+	for i := range providers {
+		mgr, err := e.startProvider(ctx, mctx, c, &providers[i])
+		if err != nil {
+			_ = c.Stop()
+			return nil, err
+		}
+		if i == 0 {
+			c.Manager = mgr
+		}
+	}
+	return c, nil
+}
+
+// startProvider creates one provider's manager, sets it up and starts it.
+func (e *Environment) startProvider(ctx, mctx context.Context, c *CAPI, pr *provider) (ctrl.Manager, error) {
 	// CAPI names its informers after the manager, process-wide: each manager
 	// started in one process (a test binary) needs its own name.
-	name := fmt.Sprintf("capi-controller-manager-%d", capiManagers.Add(1))
+	name := fmt.Sprintf("%s-%d", pr.name, capiManagers.Add(1))
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
 		Scheme:                 e.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		// In-flight reconciles finish slowly on a loaded machine.
 		GracefulShutdownTimeout: ptr.To(2 * time.Minute),
-		Cache:                   setup.ManagerCacheOptions(e.Scheme, name, "", 10*time.Minute),
-		Client:                  setup.ManagerClientOptions(),
+		Cache:                   pr.cache(e.Scheme, name, "", 10*time.Minute),
+		Client:                  pr.client,
 		Controller:              ctrlConfig(),
 	})
 	if err != nil {
-		return nil, errors.Wrap(err, "cannot create CAPI's manager")
+		return nil, errors.Wrapf(err, "cannot create %s", pr.name)
 	}
 	if err := index.AddDefaultIndexes(ctx, mgr); err != nil {
-		return nil, errors.Wrap(err, "cannot add CAPI's indexes")
+		return nil, errors.Wrapf(err, "cannot add the indexes of %s", pr.name)
 	}
 	secrets, err := setup.CreateSecretCachingClient(mgr)
 	if err != nil {
-		return nil, errors.Wrap(err, "cannot create CAPI's secret caching client")
+		return nil, errors.Wrapf(err, "cannot create the secret caching client of %s", pr.name)
 	}
 	cc, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient: secrets,
-		Cache:        setup.ClusterCacheCacheOptions(),
+		Cache:        pr.clusterCache,
 		Client:       setup.ClusterCacheClientOptions(name, 20, 30),
 	}, controller.Options{MaxConcurrentReconciles: 2})
 	if err != nil {
-		return nil, errors.Wrap(err, "cannot set up CAPI's ClusterCache")
+		return nil, errors.Wrapf(err, "cannot set up the ClusterCache of %s", pr.name)
 	}
+	// The ClusterCache's connections to workload clusters outlive the
+	// manager until shut down, and would keep those API servers from
+	// stopping.
+	c.shutdowns = append(c.shutdowns, cc.(interface{ Shutdown() }).Shutdown)
+	if err := pr.setup(ctx, mgr, cc, secrets); err != nil {
+		return nil, err
+	}
+	c.done.Add(1)
+	go func() {
+		defer c.done.Done()
+		if err := mgr.Start(mctx); err != nil {
+			c.mu.Lock()
+			c.err = errors.Join(c.err, errors.Wrapf(err, "%s", pr.name))
+			c.mu.Unlock()
+		}
+	}()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		return nil, errors.Errorf("the cache of %s did not sync", pr.name)
+	}
+	return mgr, nil
+}
+
+// setupCore sets up CAPI's Cluster, Machine, MachineSet and
+// MachineDeployment reconcilers.
+func setupCore(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache) error {
 	if err := (&cluster.Reconciler{
 		Client:                      mgr.GetClient(),
 		APIReader:                   mgr.GetAPIReader(),
 		ClusterCache:                cc,
 		RemoteConnectionGracePeriod: 50 * time.Second,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
-		return nil, errors.Wrap(err, "cannot set up CAPI's Cluster reconciler")
+		return errors.Wrap(err, "cannot set up CAPI's Cluster reconciler")
 	}
 	if err := (&machine.Reconciler{
 		Client:                      mgr.GetClient(),
@@ -85,35 +200,79 @@ func (e *Environment) StartCAPI(ctx context.Context) (*CAPI, error) {
 		ClusterCache:                cc,
 		RemoteConditionsGracePeriod: 5 * time.Minute,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
-		return nil, errors.Wrap(err, "cannot set up CAPI's Machine reconciler")
+		return errors.Wrap(err, "cannot set up CAPI's Machine reconciler")
 	}
 	if err := (&machineset.Reconciler{
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),
 		ClusterCache: cc,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
-		return nil, errors.Wrap(err, "cannot set up CAPI's MachineSet reconciler")
+		return errors.Wrap(err, "cannot set up CAPI's MachineSet reconciler")
 	}
 	if err := (&machinedeployment.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
-		return nil, errors.Wrap(err, "cannot set up CAPI's MachineDeployment reconciler")
+		return errors.Wrap(err, "cannot set up CAPI's MachineDeployment reconciler")
 	}
+	return nil
+}
 
-	c := &CAPI{Manager: mgr, shutdown: cc.(interface{ Shutdown() }).Shutdown}
-	mctx, cancel := context.WithCancel(ctx)
-	c.cancel = cancel
-	c.done.Add(1)
-	go func() {
-		defer c.done.Done()
-		c.err = mgr.Start(mctx)
-	}()
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		_ = c.Stop()
-		return nil, errors.New("CAPI's manager cache did not sync")
+// setupTopology sets up the ClusterClass reconciler and the managed
+// topology reconcilers of Clusters, MachineDeployments and MachineSets.
+func setupTopology(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache) error {
+	if err := (&clusterclass.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+		return errors.Wrap(err, "cannot set up CAPI's ClusterClass reconciler")
 	}
-	return c, nil
+	if err := (&topologycluster.Reconciler{
+		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
+		ClusterCache: cc,
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+		return errors.Wrap(err, "cannot set up CAPI's ClusterTopology reconciler")
+	}
+	if err := (&topologymachinedeployment.Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+		return errors.Wrap(err, "cannot set up CAPI's MachineDeploymentTopology reconciler")
+	}
+	if err := (&topologymachineset.Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+		return errors.Wrap(err, "cannot set up CAPI's MachineSetTopology reconciler")
+	}
+	return nil
+}
+
+// setupKubeadmBootstrap sets up the kubeadm bootstrap provider's
+// KubeadmConfig reconciler, as its main does.
+func setupKubeadmBootstrap(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache, secrets client.Client) error {
+	err := (&kubeadmconfig.Reconciler{
+		Client:              mgr.GetClient(),
+		SecretCachingClient: secrets,
+		APIReader:           mgr.GetAPIReader(),
+		ClusterCache:        cc,
+		TokenTTL:            15 * time.Minute,
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2})
+	return errors.Wrap(err, "cannot set up the KubeadmConfig reconciler")
+}
+
+// setupKubeadmControlPlane sets up the kubeadm control plane provider's
+// KubeadmControlPlane reconciler, as its main does.
+func setupKubeadmControlPlane(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache, secrets client.Client) error {
+	err := (&kubeadmcontrolplane.Reconciler{
+		Client:                      mgr.GetClient(),
+		APIReader:                   mgr.GetAPIReader(),
+		SecretCachingClient:         secrets,
+		ClusterCache:                cc,
+		EtcdDialTimeout:             10 * time.Second,
+		EtcdCallTimeout:             15 * time.Second,
+		EtcdLogger:                  zap.NewNop(),
+		RemoteConditionsGracePeriod: 5 * time.Minute,
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2, ReconciliationTimeout: 3 * time.Minute})
+	return errors.Wrap(err, "cannot set up the KubeadmControlPlane reconciler")
 }
 
 // ctrlConfig lets each test start its own managers in one test binary.
@@ -121,13 +280,14 @@ func ctrlConfig() config.Controller {
 	return config.Controller{SkipNameValidation: ptr.To(true)}
 }
 
-// Stop stops the manager and waits for it; it returns the manager's error.
+// Stop stops the managers and waits for them; it returns their errors.
 func (c *CAPI) Stop() error {
 	c.cancel()
 	c.done.Wait()
-	// The ClusterCache's connections to workload clusters outlive the
-	// manager until shut down, and would keep those API servers from
-	// stopping.
-	c.shutdown()
+	for _, shutdown := range c.shutdowns {
+		shutdown()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	return c.err
 }

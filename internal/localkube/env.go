@@ -6,6 +6,7 @@
 package localkube
 
 import (
+	"os"
 	"time"
 
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -40,7 +41,21 @@ type Options struct {
 	// default when zero. An API server that controllers watched stops
 	// slowly on a loaded machine: its watches drain first.
 	StopTimeout time.Duration
+	// AuditLog, when set, is where the API server logs every write it
+	// serves, with its request (Kubernetes' audit log, JSON lines): what a
+	// user reads to see who wrote what.
+	AuditLog string
 }
+
+// auditPolicy logs writes with their requests, and nothing else.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Request
+  verbs: [create, update, patch, delete, deletecollection]
+- level: None
+`
 
 // Environment is a running kube-apiserver and etcd.
 type Environment struct {
@@ -53,6 +68,11 @@ type Environment struct {
 	Scheme *runtime.Scheme
 	// Client is an uncached client on Config.
 	Client client.Client
+
+	// certDir holds kube-apiserver's certificates. It is the
+	// Environment's, not envtest's, so that a restarted API server serves
+	// the same certificates to the same users.
+	certDir string
 }
 
 // Start starts etcd and kube-apiserver, installs the CRDs and waits until
@@ -79,20 +99,50 @@ func Start(o Options) (*Environment, error) {
 	if o.Etcd != "" {
 		env.ControlPlane.Etcd = &ctrlenvtest.Etcd{Path: o.Etcd}
 	}
-	cfg, err := env.Start()
+	certDir, err := os.MkdirTemp("", "kube-apiserver-")
 	if err != nil {
+		return nil, errors.Wrap(err, "cannot create kube-apiserver's certificate directory")
+	}
+	env.ControlPlane.GetAPIServer().CertDir = certDir
+	if o.AuditLog != "" {
+		policy := o.AuditLog + ".policy.yaml"
+		if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+			return nil, errors.Wrap(err, "cannot write the audit policy")
+		}
+		env.ControlPlane.GetAPIServer().Configure().
+			Set("audit-log-path", o.AuditLog).
+			Set("audit-policy-file", policy)
+	}
+	e := &Environment{Envtest: env, Scheme: scheme, certDir: certDir}
+	if e.Config, err = env.Start(); err != nil {
+		_ = os.RemoveAll(certDir)
 		return nil, errors.Wrap(err, "cannot start kube-apiserver and etcd")
 	}
-	e := &Environment{Envtest: env, Config: cfg, Scheme: scheme}
-	if e.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		_ = env.Stop()
+	if e.Client, err = client.New(e.Config, client.Options{Scheme: scheme}); err != nil {
+		_ = e.Stop()
 		return nil, errors.Wrap(err, "cannot create client")
 	}
 	return e, nil
 }
 
 // Stop stops the API server and etcd.
-func (e *Environment) Stop() error { return e.Envtest.Stop() }
+func (e *Environment) Stop() error {
+	err := e.Envtest.Stop()
+	return errors.Join(err, os.RemoveAll(e.certDir))
+}
+
+// StopAPIServer stops kube-apiserver and leaves etcd running, as a crash or
+// an upgrade of the API server would: clients see connections refused.
+func (e *Environment) StopAPIServer() error {
+	return errors.Wrap(e.Envtest.ControlPlane.GetAPIServer().Stop(), "cannot stop kube-apiserver")
+}
+
+// StartAPIServer starts a stopped kube-apiserver again on the same address
+// and etcd, with the same certificates and flags, so every client's
+// configuration still holds, and waits until it is healthy.
+func (e *Environment) StartAPIServer() error {
+	return errors.Wrap(e.Envtest.ControlPlane.GetAPIServer().Start(), "cannot start kube-apiserver again")
+}
 
 // AdminKubeconfig is a kubeconfig for a new member of system:masters, for
 // components run as processes.

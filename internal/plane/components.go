@@ -3,9 +3,12 @@ package plane
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	xpextv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
@@ -15,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -23,6 +28,7 @@ import (
 
 	capxp "github.com/capxp/cluster-api-provider-crossplane"
 	"github.com/capxp/cluster-api-provider-crossplane/compositions"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/localkube"
 )
 
 // dialable reports whether something accepts TCP connections at addr.
@@ -46,8 +52,8 @@ func (p *Plane) startProviderKubernetes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	certs := filepath.Join(p.dir, "tls", "provider-kubernetes")
-	if err := ca.serve(certs, "provider-kubernetes"); err != nil {
+	certs := filepath.Join(p.dir, "tls", providerKubernetesProcess)
+	if err := ca.serve(certs, providerKubernetesProcess); err != nil {
 		return err
 	}
 	proc, err := p.runProviderKubernetes(ctx, certs)
@@ -72,7 +78,7 @@ func (p *Plane) runProviderKubernetes(ctx context.Context, certs string) (*proce
 			return nil, errors.Errorf("provider-kubernetes needs port %s, which another process uses", addr[len("127.0.0.1:"):])
 		}
 	}
-	proc, err := startProcess(p.dir, "provider-kubernetes", p.inputs.providerKubernetes,
+	proc, err := startProcess(p.dir, providerKubernetesProcess, p.inputs.providerKubernetes,
 		[]string{"KUBECONFIG=" + p.kubeconfig, "WEBHOOK_TLS_CERT_DIR=" + certs},
 		"--health-probe-bind-addr="+hostPort(health), "--poll=30s", "--sync=10m")
 	if err != nil {
@@ -85,8 +91,46 @@ func (p *Plane) runProviderKubernetes(ctx context.Context, certs string) (*proce
 	return proc, nil
 }
 
+// StopProviderKubernetes stops the plane's provider-kubernetes as an
+// upgrade or an eviction would; StartProviderKubernetes starts it again. Two
+// planes on one machine cannot run it at once: v1.2.1 listens on fixed
+// ports (8080, 9443).
+func (p *Plane) StopProviderKubernetes() {
+	for _, proc := range p.procs {
+		if proc.name == providerKubernetesProcess {
+			proc.stop(30 * time.Second)
+		}
+	}
+}
+
+// StartProviderKubernetes starts provider-kubernetes again after
+// StopProviderKubernetes, and waits until it is ready.
+func (p *Plane) StartProviderKubernetes(ctx context.Context) error {
+	for i, proc := range p.procs {
+		if proc.name != providerKubernetesProcess {
+			continue
+		}
+		if done, _ := proc.exited(); !done {
+			return errors.New("provider-kubernetes is running")
+		}
+		again, err := p.runProviderKubernetes(ctx, filepath.Join(p.dir, "tls", providerKubernetesProcess))
+		if err != nil {
+			return err
+		}
+		p.procs[i] = again
+		return nil
+	}
+	return errors.New("the plane runs no provider-kubernetes of its own")
+}
+
+// providerKubernetesProcess names the provider-kubernetes process.
+const providerKubernetesProcess = "provider-kubernetes"
+
 // startCAPI runs CAPI's Cluster, Machine, MachineSet and MachineDeployment
-// reconcilers in this process, as CAPI's manager configures them.
+// reconcilers in this process, as CAPI's manager configures them, with its
+// ClusterTopology feature (ClusterClasses) and the kubeadm bootstrap and
+// control plane providers, and the plane's stand-in for kubeadm on
+// control-plane hosts.
 func (p *Plane) startCAPI(ctx context.Context) error {
 	// In-process controllers log through controller-runtime's logger, to a
 	// file beside the other components' logs.
@@ -95,8 +139,10 @@ func (p *Plane) startCAPI(ctx context.Context) error {
 		return errors.Wrap(err, "cannot create CAPI's log")
 	}
 	ctrllog.SetLogger(zap.New(zap.WriteTo(f)))
-	p.capi, err = p.mgmt.StartCAPI(ctx)
-	return err
+	if p.capi, err = p.mgmt.StartCAPI(ctx, localkube.WithClusterTopology(), localkube.WithKubeadm()); err != nil {
+		return err
+	}
+	return p.standInForKubeadm(p.capi.Manager)
 }
 
 // startManager runs the capxp binary's manager against the management
@@ -106,44 +152,103 @@ func (p *Plane) startManager(ctx context.Context) error {
 		p.progress("left to clusterctl")
 		return nil
 	}
+	m, err := p.StartManager(ctx, "capxp-manager")
+	if err != nil {
+		return err
+	}
+	p.manager = m.proc
+	p.managerMetrics, p.managerProfiler = m.MetricsURL, m.ProfilerURL
+	return nil
+}
+
+// Manager is a `capxp manager` process the plane runs.
+type Manager struct {
+	proc *process
+	// MetricsURL and ProfilerURL are its Prometheus and pprof endpoints
+	// (plain HTTP, on the loopback interface).
+	MetricsURL, ProfilerURL string
+}
+
+// StartManager runs one more `capxp manager` against the management
+// cluster, its log in name.log of the plane's directory, with extra
+// arguments (say, --leader-elect), and waits until it is ready. The plane
+// stops it with the others. It is how tests run replicas, and restart a
+// manager they killed.
+func (p *Plane) StartManager(ctx context.Context, name string, extra ...string) (*Manager, error) {
 	if p.opts.ManagerBinary == "" {
-		return errors.New("no capxp binary to run the manager from")
+		return nil, errors.New("no capxp binary to run the manager from")
 	}
-	health, err := freePort()
-	if err != nil {
-		return err
+	var ports [3]int
+	for i := range ports {
+		var err error
+		if ports[i], err = freePort(); err != nil {
+			return nil, err
+		}
 	}
-	metrics, err := freePort()
-	if err != nil {
-		return err
-	}
-	profiler, err := freePort()
-	if err != nil {
-		return err
-	}
+	health, metrics, profiler := ports[0], ports[1], ports[2]
 	// Metrics and pprof over plain HTTP, on the loopback interface only.
-	proc, err := startProcess(p.dir, "capxp-manager", p.opts.ManagerBinary, nil,
-		"manager", "--kubeconfig="+p.kubeconfig, "--diagnostics-address="+hostPort(metrics), "--insecure-diagnostics", "--health-addr="+hostPort(health),
-		"--profiler-address="+hostPort(profiler))
+	args := append([]string{"manager", "--kubeconfig=" + p.kubeconfig, "--diagnostics-address=" + hostPort(metrics), "--insecure-diagnostics",
+		"--health-addr=" + hostPort(health), "--profiler-address=" + hostPort(profiler)}, extra...)
+	proc, err := startProcess(p.dir, name, p.opts.ManagerBinary, nil, args...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	p.manager = proc
-	p.managerMetrics = fmt.Sprintf("http://%s/metrics", hostPort(metrics))
-	p.managerProfiler = fmt.Sprintf("http://%s/debug/pprof/", hostPort(profiler))
-	return proc.waitHealthy(ctx, fmt.Sprintf("http://%s/readyz", hostPort(health)), time.Minute)
+	p.extraManagers = append(p.extraManagers, proc)
+	m := &Manager{proc: proc,
+		MetricsURL:  fmt.Sprintf("http://%s/metrics", hostPort(metrics)),
+		ProfilerURL: fmt.Sprintf("http://%s/debug/pprof/", hostPort(profiler))}
+	// Ready once its health endpoint answers: a replica waiting for the
+	// lease is live and ready too.
+	return m, proc.waitHealthy(ctx, fmt.Sprintf("http://%s/readyz", hostPort(health)), time.Minute)
+}
+
+// Kill kills the manager outright (SIGKILL), as the kernel's OOM killer
+// would, and waits until it is gone.
+func (m *Manager) Kill() { m.proc.kill() }
+
+// Stop stops the manager as Kubernetes stops a pod (SIGTERM, then SIGKILL
+// after 30 s) and waits until it is gone.
+func (m *Manager) Stop() { m.proc.stop(30 * time.Second) }
+
+// Exited reports whether the manager has ended, and how.
+func (m *Manager) Exited() (bool, error) { return m.proc.exited() }
+
+// Log is the path of the manager's log.
+func (m *Manager) Log() string { return m.proc.log }
+
+// KillManager kills the plane's own manager outright (SIGKILL) and waits
+// until it is gone; RestartManager starts it again.
+func (p *Plane) KillManager() {
+	if p.manager != nil {
+		p.manager.kill()
+	}
+}
+
+// RestartManager starts the plane's own manager again after KillManager,
+// with the same arguments, and waits until it is ready.
+func (p *Plane) RestartManager(ctx context.Context) error {
+	if p.manager != nil {
+		if done, _ := p.manager.exited(); !done {
+			return errors.New("the manager is running")
+		}
+	}
+	return p.startManager(ctx)
 }
 
 // install applies CAPXP's XRDs and the Compositions the local plane can run
-// (local and byo), and waits until Crossplane serves the XR kinds and has
-// accepted the Compositions.
+// (local and byo, and aws with Options.AWSCRDs), and waits until Crossplane
+// serves the XR kinds and has accepted the Compositions.
 func (p *Plane) install(ctx context.Context) error {
 	objs, err := compositions.ReadDir("xrds")
 	if err != nil {
 		return err
 	}
 	xrds := len(objs)
-	for _, b := range []string{"local", "byo"} {
+	backends := []string{"local", "byo"}
+	if p.opts.AWSCRDs {
+		backends = append(backends, "aws")
+	}
+	for _, b := range backends {
 		c, err := compositions.ReadDir(b)
 		if err != nil {
 			return err
@@ -170,36 +275,90 @@ func (p *Plane) install(ctx context.Context) error {
 	return nil
 }
 
-// recordCAPI records the CAPI core provider the plane runs in clusterctl's
-// inventory, as `clusterctl init` would have: clusterctl then installs
-// infrastructure providers beside it, and checks their contract against it,
-// rather than installing CAPI (whose Deployment nothing would run here).
+// recordCAPI records the CAPI providers the plane runs (core, and kubeadm's
+// bootstrap and control plane providers) in clusterctl's inventory, as
+// `clusterctl init --bootstrap kubeadm --control-plane kubeadm` would have:
+// clusterctl then installs infrastructure providers beside them, checks
+// their contract against CAPI's, and moves the kinds of each, rather than
+// installing them (their Deployments nothing would run here).
 func (p *Plane) recordCAPI(ctx context.Context) error {
 	version, err := capxp.RequiredVersion(capiModule)
 	if err != nil {
 		return err
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: CAPINamespace}}
-	if err := p.client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return errors.Wrap(err, "cannot create CAPI's namespace")
+	providers := []kubeadmProvider{{name: "cluster-api", kind: "CoreProvider", namespace: CAPINamespace}}
+	for _, group := range slices.Sorted(maps.Keys(kubeadmProviders)) {
+		providers = append(providers, kubeadmProviders[group])
 	}
-	inv := &unstructured.Unstructured{}
-	inv.SetGroupVersionKind(schema.GroupVersionKind{Group: "clusterctl.cluster.x-k8s.io", Version: "v1alpha3", Kind: "Provider"})
-	inv.SetNamespace(CAPINamespace)
-	inv.SetName("cluster-api")
-	inv.SetLabels(map[string]string{
-		"cluster.x-k8s.io/provider":        "cluster-api",
-		"clusterctl.cluster.x-k8s.io":      "",
-		"clusterctl.cluster.x-k8s.io/core": "inventory",
-	})
-	inv.Object["providerName"] = "cluster-api"
-	inv.Object["type"] = "CoreProvider"
-	inv.Object["version"] = version
-	if err := p.client.Create(ctx, inv); err != nil && !apierrors.IsAlreadyExists(err) {
-		return errors.Wrap(err, "cannot record CAPI in clusterctl's inventory")
+	for _, pr := range providers {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pr.namespace}}
+		if err := p.client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return errors.Wrapf(err, "cannot create %s's namespace", pr.name)
+		}
+		inv := &unstructured.Unstructured{}
+		inv.SetGroupVersionKind(schema.GroupVersionKind{Group: "clusterctl.cluster.x-k8s.io", Version: "v1alpha3", Kind: "Provider"})
+		inv.SetNamespace(pr.namespace)
+		inv.SetName(pr.name)
+		inv.SetLabels(map[string]string{
+			"cluster.x-k8s.io/provider":        pr.name,
+			"clusterctl.cluster.x-k8s.io":      "",
+			"clusterctl.cluster.x-k8s.io/core": "inventory",
+		})
+		inv.Object["providerName"] = strings.TrimPrefix(strings.TrimPrefix(pr.name, "bootstrap-"), "control-plane-")
+		inv.Object["type"] = pr.kind
+		inv.Object["version"] = version
+		if err := p.client.Create(ctx, inv); err != nil && !apierrors.IsAlreadyExists(err) {
+			return errors.Wrapf(err, "cannot record %s in clusterctl's inventory", pr.name)
+		}
 	}
 	return nil
 }
 
 // CAPINamespace is where clusterctl would have installed CAPI.
 const CAPINamespace = "capi-system"
+
+// kubeadmProvider is a CAPI provider as clusterctl's inventory names it.
+type kubeadmProvider struct{ name, kind, namespace string }
+
+// kubeadmProviders are the kubeadm providers the plane runs, by the API
+// group of their kinds.
+var kubeadmProviders = map[string]kubeadmProvider{
+	bootstrapv1.GroupVersion.Group:    {name: "bootstrap-kubeadm", kind: "BootstrapProvider", namespace: "capi-kubeadm-bootstrap-system"},
+	controlplanev1.GroupVersion.Group: {name: "control-plane-kubeadm", kind: "ControlPlaneProvider", namespace: "capi-kubeadm-control-plane-system"},
+}
+
+// StopCrossplaneCore stops Crossplane core (not its functions) as an
+// upgrade or an eviction would: nothing composes until StartCrossplaneCore.
+func (p *Plane) StopCrossplaneCore() { p.xp.core.stop(30 * time.Second) }
+
+// StartCrossplaneCore starts Crossplane core again, with the same
+// arguments, and waits until it is healthy.
+func (p *Plane) StartCrossplaneCore(ctx context.Context) error {
+	core, err := p.xp.core.restart()
+	if err != nil {
+		return err
+	}
+	for i, proc := range p.xp.procs {
+		if proc == p.xp.core {
+			p.xp.procs[i] = core
+		}
+	}
+	p.xp.core = core
+	return core.waitHealthy(ctx, p.xp.coreHealth, 2*time.Minute)
+}
+
+// Crashed names each process of the plane that ended although nothing
+// stopped or killed it, and how: none while the plane runs as it should.
+func (p *Plane) Crashed() []string {
+	all := append(append([]*process{}, p.procs...), p.extraManagers...)
+	if p.xp != nil {
+		all = append(all, p.xp.procs...)
+	}
+	var ended []string
+	for _, proc := range all {
+		if done, err := proc.crashed(); done {
+			ended = append(ended, fmt.Sprintf("%s (%v, log %s)", proc.name, err, proc.log))
+		}
+	}
+	return ended
+}

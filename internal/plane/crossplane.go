@@ -65,6 +65,8 @@ type Crossplane struct {
 	// procs are the functions, then core.
 	procs []*process
 	core  *process
+	// coreHealth is core's health endpoint.
+	coreHealth string
 	// ca is Crossplane's root CA, which signs the packages' certificates.
 	ca *authority
 	// functions are the running functions, by package name.
@@ -282,7 +284,8 @@ func (c *Crossplane) start(ctx context.Context, r crossplaneRun) error {
 	}
 	c.procs = append(c.procs, core)
 	c.core = core
-	if err := core.waitHealthy(ctx, fmt.Sprintf("http://%s/healthz", hostPort(health)), 2*time.Minute); err != nil {
+	c.coreHealth = fmt.Sprintf("http://%s/healthz", hostPort(health))
+	if err := core.waitHealthy(ctx, c.coreHealth, 2*time.Minute); err != nil {
 		return err
 	}
 

@@ -2,9 +2,11 @@ package plane
 
 import (
 	"io/fs"
+	"os"
 	"path"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
@@ -12,6 +14,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
 	capxp "github.com/capxp/cluster-api-provider-crossplane"
+	"github.com/capxp/cluster-api-provider-crossplane/compositions"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 	"github.com/capxp/cluster-api-provider-crossplane/packages"
 )
@@ -38,15 +41,19 @@ const providerKubernetes = "xpkg.crossplane.io/crossplane-contrib/provider-kuber
 type inputs struct {
 	// assets holds etcd, kube-apiserver and kube-controller-manager.
 	assets string
-	// capiCRDs is CAPI's core CRD directory, clusterctlCRDs clusterctl's
-	// inventory CRD, certManagerCRDs cert-manager's CRDs (clusterctl
-	// installs providers' Certificates; nothing issues them but the plane).
-	capiCRDs, clusterctlCRDs, certManagerCRDs string
+	// capiCRDs is CAPI's core CRD directory, kubeadmCRDs those of its
+	// kubeadm bootstrap and control plane providers, clusterctlCRDs
+	// clusterctl's inventory CRD, certManagerCRDs cert-manager's CRDs
+	// (clusterctl installs providers' Certificates; nothing issues them but
+	// the plane).
+	capiCRDs, kubeadmCRDs, clusterctlCRDs, certManagerCRDs string
 	// providerKubernetes is the provider's binary and
 	// providerKubernetesCRDs its namespaced kinds' CRDs.
 	providerKubernetes     string
 	providerKubernetesCRDs []string
-	crossplane             crossplaneInputs
+	// awsCRDs are the AWS kinds' CRDs (Options.AWSCRDs).
+	awsCRDs    []string
+	crossplane crossplaneInputs
 	// crossplaneCLI builds the dependencies' packages (package mode).
 	crossplaneCLI string
 }
@@ -84,6 +91,9 @@ func resolveInputs(d tools.Dir) (inputs, error) {
 		errs = append(errs, err)
 	} else {
 		if in.capiCRDs, err = d.CRDs("cluster-api", capi); err != nil {
+			errs = append(errs, err)
+		}
+		if in.kubeadmCRDs, err = d.CRDs("cluster-api-kubeadm", capi); err != nil {
 			errs = append(errs, err)
 		}
 		if in.clusterctlCRDs, err = d.CRDs("clusterctl", capi); err != nil {
@@ -158,14 +168,24 @@ func resolveCrossplane(d tools.Dir) (crossplaneInputs, []error) {
 
 // ownCRDs are CAPXP's template CRDs and ClusterProviderConfigGrant, embedded.
 func ownCRDs() ([]*extv1.CustomResourceDefinition, error) {
-	files, err := fs.Glob(capxp.Manifests, path.Join(capxp.CRDsDir, "*.yaml"))
+	return decodeCRDs(capxp.Manifests, capxp.CRDsDir)
+}
+
+// readCRDs reads the CRDs of a directory, one per YAML file.
+func readCRDs(dir string) ([]*extv1.CustomResourceDefinition, error) {
+	return decodeCRDs(os.DirFS(dir), ".")
+}
+
+// decodeCRDs decodes the CRD of every YAML file in a directory of fsys.
+func decodeCRDs(fsys fs.FS, dir string) ([]*extv1.CustomResourceDefinition, error) {
+	files, err := fs.Glob(fsys, path.Join(dir, "*.yaml"))
 	if err != nil {
-		return nil, errors.Wrap(err, "cannot list CAPXP's CRDs")
+		return nil, errors.Wrapf(err, "cannot list the CRDs of %s", dir)
 	}
 	sort.Strings(files)
 	out := make([]*extv1.CustomResourceDefinition, 0, len(files))
 	for _, f := range files {
-		raw, err := fs.ReadFile(capxp.Manifests, f)
+		raw, err := fs.ReadFile(fsys, f)
 		if err != nil {
 			return nil, errors.Wrapf(err, "cannot read %s", f)
 		}
@@ -176,4 +196,35 @@ func ownCRDs() ([]*extv1.CustomResourceDefinition, error) {
 		out = append(out, crd)
 	}
 	return out, nil
+}
+
+// awsCRDs finds, in the AWS family's staged package, the CRD of every kind
+// CAPXP's aws Compositions compose and those of the family's namespaced
+// ProviderConfigs, at the version the Configuration pins.
+func awsCRDs(d tools.Dir) ([]string, error) {
+	dep, err := packages.Find(awsFamilyRegistry + "/provider-aws-ec2")
+	if err != nil {
+		return nil, err
+	}
+	staged, err := d.PackageFile("provider-aws", dep.Version, "crossplane.yaml.tmpl")
+	if err != nil {
+		return nil, err
+	}
+	kinds, err := compositions.ComposedKinds("aws")
+	if err != nil {
+		return nil, err
+	}
+	names := []string{"aws.m.upbound.io_providerconfigs", "aws.m.upbound.io_clusterproviderconfigs", "aws.m.upbound.io_providerconfigusages"}
+	for _, k := range kinds {
+		names = append(names, k.Group+"_"+strings.ToLower(k.Kind)+"s")
+	}
+	files := make([]string, 0, len(names))
+	for _, n := range names {
+		f := filepath.Join(staged, "crds", n+".yaml")
+		if _, err := os.Stat(f); err != nil {
+			return nil, errors.Errorf("%s holds no CRD %s: stage it again with hack/ensure-tools.sh provider-aws", staged, n)
+		}
+		files = append(files, f)
+	}
+	return files, nil
 }

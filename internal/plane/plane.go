@@ -24,10 +24,15 @@ import (
 
 	pkgv1 "github.com/crossplane/crossplane/apis/v2/pkg/v1"
 	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/lifeline"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/localkube"
@@ -64,6 +69,22 @@ type Options struct {
 	// reference, with the administrator's kubeconfig (in package mode);
 	// the plane creates the Configuration itself when nil.
 	InstallConfiguration func(ctx context.Context, kubeconfig, ref string) error
+	// Workload, when set, is the workload cluster's API server to use: one
+	// that another plane started, so that two planes (a bootstrap and a
+	// permanent management cluster) provision into the same "cloud". The
+	// plane does not stop it.
+	Workload *localkube.Workload
+	// AuditWorkload makes the workload API server (when the plane starts
+	// it) log every write with its request (see WorkloadAuditLog).
+	AuditWorkload bool
+	// AWSCRDs installs, in clusterctl or plain mode, the CRDs of the kinds
+	// CAPXP's aws Compositions compose and of AWS ProviderConfigs, from
+	// the AWS family's staged package (hack/ensure-tools.sh provider-aws).
+	// No AWS provider runs here: a test that composes them plays its part.
+	AWSCRDs bool
+	// AuditManagement makes the management API server log every write with
+	// its request (see ManagementAuditLog).
+	AuditManagement bool
 	// Progress receives a line per step; nil discards them.
 	Progress func(format string, args ...any)
 }
@@ -87,6 +108,9 @@ type Plane struct {
 	xp       *Crossplane
 	procs    []*process
 	manager  *process
+	// extraManagers are every manager StartManager started (the plane's
+	// own among them).
+	extraManagers []*process
 	// registry serves the packages, runtime runs them (package mode).
 	registry *Registry
 	runtime  *packageRuntime
@@ -111,8 +135,16 @@ func (p *Plane) Management() *localkube.Environment { return p.mgmt }
 // kubeconfig.
 func (p *Plane) Kubeconfig() string { return p.kubeconfig }
 
+// ManagementAuditLog is the management API server's audit log of writes
+// (JSON lines), when Options.AuditManagement is set.
+func (p *Plane) ManagementAuditLog() string { return filepath.Join(p.dir, "management-audit.log") }
+
 // Dir is where the plane keeps logs and state.
 func (p *Plane) Dir() string { return p.dir }
+
+// WorkloadAuditLog is where the workload API server logs every write, with
+// Options.AuditWorkload (Kubernetes' audit log, JSON lines).
+func (p *Plane) WorkloadAuditLog() string { return filepath.Join(p.dir, "workload-audit.log") }
 
 func (p *Plane) progress(format string, args ...any) {
 	if p.opts.Progress != nil {
@@ -141,6 +173,12 @@ func resolve(o Options) (inputs, error) {
 		}
 		if _, serr := os.Stat(o.Release); serr != nil {
 			err = tools.Missing(err, errors.Errorf("the release %s is missing: build it with `make release`", o.Release))
+		}
+	}
+	if o.AWSCRDs {
+		var aerr error
+		if in.awsCRDs, aerr = awsCRDs(o.Tools); aerr != nil {
+			err = tools.Missing(err, aerr)
 		}
 	}
 	if o.ManagerBinary != "" {
@@ -236,6 +274,9 @@ func (p *Plane) Stop() {
 	if p.manager != nil {
 		p.manager.stop(30 * time.Second)
 	}
+	for _, m := range p.extraManagers {
+		m.stop(30 * time.Second)
+	}
 	if p.capi != nil {
 		_ = p.capi.Stop()
 	}
@@ -248,7 +289,7 @@ func (p *Plane) Stop() {
 	if p.registry != nil {
 		p.registry.Stop()
 	}
-	if p.Workload != nil {
+	if p.Workload != nil && p.opts.Workload == nil {
 		_ = p.Workload.Stop()
 	}
 	if p.mgmt != nil {
@@ -288,12 +329,47 @@ func (p *Plane) startManagement(_ context.Context) error {
 	if err := pkgv1beta1.AddToScheme(o.Scheme); err != nil {
 		return errors.Wrap(err, "cannot add Crossplane's package configuration types to the scheme")
 	}
-	o.CRDPaths = []string{p.inputs.capiCRDs, p.inputs.clusterctlCRDs, p.inputs.certManagerCRDs}
+	// CAPI's CRDs as `clusterctl init` installs them: labelled for
+	// clusterctl, which finds the kinds it moves by that label.
+	if err := bootstrapv1.AddToScheme(o.Scheme); err != nil {
+		return errors.Wrap(err, "cannot add the kubeadm bootstrap types to the scheme")
+	}
+	if err := controlplanev1.AddToScheme(o.Scheme); err != nil {
+		return errors.Wrap(err, "cannot add the kubeadm control plane types to the scheme")
+	}
+	// The ClusterClass reconciler watches runtime extensions.
+	if err := runtimev1.AddToScheme(o.Scheme); err != nil {
+		return errors.Wrap(err, "cannot add CAPI's runtime extension types to the scheme")
+	}
+	capiCRDs, err := clusterctlLabelled(p.inputs.capiCRDs, nil)
+	if err != nil {
+		return err
+	}
+	// The kubeadm providers' CRDs as clusterctl installs those providers
+	// beside CAPI.
+	kubeadmCRDs, err := clusterctlLabelled(p.inputs.kubeadmCRDs, func(crd *extv1.CustomResourceDefinition) string {
+		return kubeadmProviders[crd.Spec.Group].name
+	})
+	if err != nil {
+		return err
+	}
+	for _, crd := range kubeadmCRDs {
+		// The contract labels their kustomization adds (CAPI's own CRDs
+		// need none): ClusterClasses resolve template references by them.
+		crd.Labels["cluster.x-k8s.io/v1beta1"] = "v1beta1"
+		crd.Labels["cluster.x-k8s.io/v1beta2"] = "v1beta2"
+	}
+	o.CRDs = append(append(o.CRDs, capiCRDs...), kubeadmCRDs...)
+	o.CRDPaths = []string{p.inputs.clusterctlCRDs, p.inputs.certManagerCRDs}
 	if p.opts.Release == "" {
 		o.CRDPaths = append(o.CRDPaths, p.inputs.providerKubernetesCRDs...)
+		o.CRDPaths = append(o.CRDPaths, p.inputs.awsCRDs...)
 	}
 	if !p.opts.Clusterctl && p.opts.Release == "" {
-		o.CRDs = own
+		o.CRDs = append(o.CRDs, own...)
+	}
+	if p.opts.AuditManagement {
+		o.AuditLog = p.ManagementAuditLog()
 	}
 	if p.mgmt, err = localkube.Start(o); err != nil {
 		return err
@@ -308,14 +384,46 @@ func (p *Plane) startManagement(_ context.Context) error {
 }
 
 func (p *Plane) startWorkload(_ context.Context) error {
-	o, err := p.apiServer("workload")
-	if err != nil {
-		return err
-	}
-	if p.Workload, err = localkube.StartWorkload(o); err != nil {
-		return err
+	if p.opts.Workload != nil {
+		p.Workload = p.opts.Workload
+	} else {
+		o, err := p.apiServer("workload")
+		if err != nil {
+			return err
+		}
+		if p.opts.AuditWorkload {
+			o.AuditLog = p.WorkloadAuditLog()
+		}
+		if p.Workload, err = localkube.StartWorkload(o); err != nil {
+			return err
+		}
 	}
 	return errors.Wrap(os.WriteFile(filepath.Join(p.dir, "workload.kubeconfig"), p.Workload.Kubeconfig, 0o600), "cannot write the workload kubeconfig")
+}
+
+// clusterctlLabelled reads the CRDs of a directory and labels them as
+// clusterctl labels the components it installs for a provider: CAPI's core
+// provider, or the one provider names.
+func clusterctlLabelled(dir string, provider func(*extv1.CustomResourceDefinition) string) ([]*extv1.CustomResourceDefinition, error) {
+	crds, err := readCRDs(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, crd := range crds {
+		if crd.Labels == nil {
+			crd.Labels = map[string]string{}
+		}
+		name := "cluster-api"
+		if provider != nil {
+			name = provider(crd)
+		}
+		if name == "" {
+			return nil, errors.Errorf("%s: the CRD of %s belongs to no provider the plane knows", dir, crd.Name)
+		}
+		crd.Labels[infrav1.ClusterctlLabel] = ""
+		crd.Labels[infrav1.ProviderLabel] = name
+	}
+	return crds, nil
 }
 
 // startControllerManager runs kube-controller-manager's garbage collector

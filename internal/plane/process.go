@@ -3,12 +3,16 @@ package plane
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,6 +29,11 @@ type process struct {
 	log  string
 	done chan struct{}
 	err  error
+	// dir, bin, env and args start it again (restart).
+	dir, bin  string
+	env, args []string
+	// ended is set when the plane stops or kills it on purpose.
+	ended atomic.Bool
 }
 
 // startProcess starts a binary with arguments and extra environment.
@@ -50,7 +59,7 @@ func startProcess(dir, name, bin string, env []string, args ...string) (*process
 		_ = f.Close()
 		return nil, errors.Wrapf(err, "cannot start %s", name)
 	}
-	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{}), dir: dir, bin: bin, env: env, args: args}
 	go func() {
 		p.err = cmd.Wait()
 		_ = f.Close()
@@ -77,6 +86,7 @@ func (p *process) stop(grace time.Duration) {
 	if done, _ := p.exited(); done {
 		return
 	}
+	p.ended.Store(true)
 	_ = lifeline.KillGroup(p.cmd, syscall.SIGTERM)
 	select {
 	case <-p.done:
@@ -84,6 +94,32 @@ func (p *process) stop(grace time.Duration) {
 	}
 	_ = lifeline.KillGroup(p.cmd, syscall.SIGKILL)
 	<-p.done
+}
+
+// kill kills the process's group outright and waits for the process.
+func (p *process) kill() {
+	if done, _ := p.exited(); done {
+		return
+	}
+	p.ended.Store(true)
+	_ = lifeline.KillGroup(p.cmd, syscall.SIGKILL)
+	<-p.done
+}
+
+// crashed reports whether the process ended without being stopped or
+// killed, and how.
+func (p *process) crashed() (bool, error) {
+	done, err := p.exited()
+	return done && !p.ended.Load(), err
+}
+
+// restart starts the same command again once the process has ended, its
+// output appended to the same log.
+func (p *process) restart() (*process, error) {
+	if done, _ := p.exited(); !done {
+		return nil, errors.Errorf("%s is running", p.name)
+	}
+	return startProcess(p.dir, p.name, p.bin, p.env, p.args...)
 }
 
 // tail is the end of the process's log, for error messages.
@@ -134,14 +170,51 @@ func (p *process) waitFor(ctx context.Context, timeout time.Duration, ok func() 
 	}
 }
 
-// freePort finds a free loopback TCP port.
+// freePort finds a free loopback TCP port for a component to listen on.
+//
+// It picks below the kernel's ephemeral range: a port the kernel hands out
+// for bind(0) is handed out again, between our check and the component's
+// bind, as the local end of any outgoing connection (the plane makes
+// thousands), and the component then fails with "address already in use"
+// (it failed CI once). A port is never handed out twice by one process.
 func freePort() (int, error) {
-	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, errors.Wrap(err, "cannot find a free port")
+	ports.Lock()
+	defer ports.Unlock()
+	low, high := portRange()
+	for range 1000 {
+		port := low + ports.rand.IntN(high-low)
+		if ports.given[port] {
+			continue
+		}
+		l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", hostPort(port))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		ports.given[port] = true
+		return port, nil
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.Errorf("cannot find a free port between %d and %d", low, high)
+}
+
+var ports = struct {
+	sync.Mutex
+	given map[int]bool
+	rand  *rand.Rand
+}{given: map[int]bool{}, rand: rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))} //nolint:gosec // not for security
+
+// portRange is where freePort picks: from 10000 to the start of the kernel's
+// ephemeral range (32768 unless configured otherwise).
+func portRange() (low, high int) {
+	low, high = 10000, 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > low+1000 {
+				high = n
+			}
+		}
+	}
+	return low, high
 }
 
 func hostPort(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }

@@ -72,8 +72,15 @@ func WriteConfigurationRoot(dir string, o Options) error {
 	}
 	files := map[string][]byte{"crossplane.yaml": meta, "activation-policy.yaml": packages.ActivationPolicy}
 	if err := fs.WalkDir(compositions.FS, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		switch {
+		case err != nil:
 			return err
+		case d.IsDir() && p == compositions.ExamplesDir:
+			// Example XRs are not package objects, and examples are
+			// never packed.
+			return fs.SkipDir
+		case d.IsDir():
+			return nil
 		}
 		files[p], err = compositions.FS.ReadFile(p)
 		return err

@@ -179,10 +179,17 @@ func WriteClusterctl(dir string, o Options) (string, error) {
 	if files[MetadataFile], err = Metadata(o); err != nil {
 		return "", err
 	}
+	// Cluster templates (flavors), and the ClusterClasses `clusterctl
+	// generate cluster` includes for those that name one.
 	templates, err := fs.Glob(packages.Clusterctl, path.Join(packages.ClusterctlDir, "cluster-template*.yaml"))
 	if err != nil {
 		return "", errors.Wrap(err, "cannot list the cluster templates")
 	}
+	classes, err := fs.Glob(packages.Clusterctl, path.Join(packages.ClusterctlDir, "clusterclass-*.yaml"))
+	if err != nil {
+		return "", errors.Wrap(err, "cannot list the cluster classes")
+	}
+	templates = append(templates, classes...)
 	for _, t := range templates {
 		if files[path.Base(t)], err = packages.Clusterctl.ReadFile(t); err != nil {
 			return "", errors.Wrapf(err, "cannot read %s", t)

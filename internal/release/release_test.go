@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -199,5 +200,42 @@ func TestImage(t *testing.T) {
 	layers, err := img.Layers()
 	if err != nil || len(layers) != 1 {
 		t.Fatalf("layers = %d, %v; want one", len(layers), err)
+	}
+}
+
+// TestConfigurationRoot: the Configuration's package root holds its
+// metadata, the activation policy, and every XRD and Composition, each a
+// package object; nothing else (the example XRs are not package objects).
+func TestConfigurationRoot(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteConfigurationRoot(dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	root := os.DirFS(dir)
+	if err := fs.WalkDir(root, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		raw, err := fs.ReadFile(root, p)
+		if err != nil {
+			return err
+		}
+		for _, o := range decode(t, raw) {
+			kinds[o.GetKind()]++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for k := range kinds {
+		switch k {
+		case "Configuration", "CompositeResourceDefinition", "Composition", "ManagedResourceActivationPolicy":
+		default:
+			t.Errorf("the package root holds a %s, which is not a package object", k)
+		}
+	}
+	if kinds["Configuration"] != 1 || kinds["CompositeResourceDefinition"] == 0 || kinds["Composition"] == 0 {
+		t.Errorf("package objects by kind: %v", kinds)
 	}
 }

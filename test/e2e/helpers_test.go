@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -153,4 +154,52 @@ func responsive(t *testing.T) {
 			t.Errorf("Crossplane's watch circuit opened on %s %s: %v", xr.GetKind(), xr.GetName(), c)
 		}
 	}
+}
+
+// applyExample applies one of plane.Examples as it is.
+func applyExample(t *testing.T, name string) plane.Example {
+	t.Helper()
+	e, err := plane.ExampleNamed(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ApplyNamedExample(t.Context(), e); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// waitForMachines waits up to within for an example to have machines
+// provisioned Machines with Nodes, logging its state as it changes.
+func waitForMachines(t *testing.T, e plane.Example, machines int, within time.Duration) {
+	t.Helper()
+	start := time.Now()
+	if err := p.WaitForExampleOf(t.Context(), e.Cluster, machines, within, func(st plane.Status) {
+		for _, l := range st.Lines {
+			t.Log(l)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("examples/%s: %d machines provisioned after %s", e.Name, machines, time.Since(start).Round(100*time.Millisecond))
+}
+
+// deleteExampleCluster deletes an example's Cluster and waits up to within
+// until it is gone and left() finds nothing else left.
+func deleteExampleCluster(t *testing.T, e plane.Example, within time.Duration, left func() error) {
+	t.Helper()
+	ctx := t.Context()
+	cluster := &clusterv1.Cluster{}
+	if err := mgmt().Get(ctx, client.ObjectKey{Namespace: e.Namespace(), Name: e.Cluster}, cluster); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgmt().Delete(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "nothing of the cluster is left", within, func() error {
+		if err := mgmt().Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the Cluster still exists (%v)", err)
+		}
+		return left()
+	})
 }

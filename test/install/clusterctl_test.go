@@ -47,6 +47,167 @@ func TestClusterctl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	clusterctl, bin := installFromRelease(ctx, t, dir)
+	p := startPlane(ctx, t, dir, plane.Options{Clusterctl: true})
+	c := p.Management().Client
+
+	run := func(args ...string) string { t.Helper(); return clusterctl(p, args...) }
+	initProvider(ctx, t, p, clusterctl, bin)
+
+	const ns, name = "team-a", "alpha"
+	provisionLocal(ctx, t, p, clusterctl, ns, name)
+	generateTopology(t, run, ns)
+
+	out := run("describe", "cluster", name, "-n", ns, "--show-conditions", "all")
+	for _, want := range []string{"CrossplaneCluster " + ns + "/" + name, "Synced", "Responsive", "WatchCircuitClosed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("clusterctl describe does not show %q", want)
+		}
+	}
+
+	// Delete the cluster, then the provider; nothing of CAPXP stays.
+	if err := c.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the cluster is gone", 3*time.Minute, func() error {
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &clusterv1.Cluster{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %v", err)
+	})
+	run("delete", "--infrastructure", "crossplane", "--include-crd", "--include-namespace")
+	p.StopDeployment()
+	eventually(t, "nothing labelled for infrastructure-crossplane stays", 2*time.Minute, func() error {
+		return leftovers(ctx, c)
+	})
+}
+
+// generateTopology generates a cluster of each topology flavor as a platform
+// team would, and finds in each the Cluster of the class and the class
+// itself, which clusterctl includes from the release's
+// clusterclass-<class>.yaml when the management cluster lacks it.
+func generateTopology(t *testing.T, run func(...string) string, ns string) {
+	t.Helper()
+	t.Setenv("CONTROL_PLANE_ENDPOINT_HOST", "api.example.org")
+	for _, flavor := range []string{"local", "byo"} {
+		class := "crossplane-" + flavor
+		out := run("generate", "cluster", "classy-"+flavor, "--flavor", "topology-"+flavor, "--infrastructure", "crossplane", "-n", ns)
+		kinds := map[string]int{}
+		var classRef string
+		d := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := d.Decode(&u.Object); err != nil {
+				break
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			kinds[u.GetKind()]++
+			if u.GetNamespace() != ns {
+				t.Errorf("flavor topology-%s: %s %s in namespace %q, want %s", flavor, u.GetKind(), u.GetName(), u.GetNamespace(), ns)
+			}
+			switch u.GetKind() {
+			case "ClusterClass":
+				if u.GetName() != class {
+					t.Errorf("flavor topology-%s: ClusterClass %s, want %s", flavor, u.GetName(), class)
+				}
+			case "Cluster":
+				classRef, _, _ = unstructured.NestedString(u.Object, "spec", "topology", "classRef", "name")
+			}
+		}
+		want := map[string]int{"ClusterClass": 1, "Cluster": 1, "CrossplaneClusterTemplate": 1, "CrossplaneMachineTemplate": 2, "KubeadmControlPlaneTemplate": 1, "KubeadmConfigTemplate": 1}
+		for k, n := range want {
+			if kinds[k] < n {
+				t.Errorf("flavor topology-%s: %d %s, want %d (all: %v)", flavor, kinds[k], k, n, kinds)
+			}
+		}
+		if classRef != class {
+			t.Errorf("flavor topology-%s: the Cluster's class is %q, want %s", flavor, classRef, class)
+		}
+	}
+}
+
+// provisionLocal creates a cluster of the release's local flavor with two
+// workers on the plane, in namespace ns, as a platform team would with
+// `clusterctl generate cluster`, and waits until the cluster and its 3
+// machines are provisioned. It returns the objects it created.
+func provisionLocal(ctx context.Context, t *testing.T, p *plane.Plane, clusterctl func(*plane.Plane, ...string) string, ns, name string) []*unstructured.Unstructured {
+	t.Helper()
+	c := p.Management().Client
+	var objs []*unstructured.Unstructured
+	// The workload cluster's kubeconfig, which the local flavor's
+	// ProviderConfig and CAPI both read.
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-kubeconfig", Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
+			Type:       clusterv1.ClusterSecretType,
+			Data:       map[string][]byte{"value": p.Workload.Kubeconfig},
+		},
+	} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	manifest := clusterctl(p, "generate", "cluster", name, "--flavor", "local", "--infrastructure", "crossplane", "-n", ns, "--worker-machine-count", "2")
+	d := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := d.Decode(&u.Object); err != nil {
+			break
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		objs = append(objs, u.DeepCopy())
+		// The client discovers kinds lazily: a kind Crossplane has just
+		// started serving can take a moment to be known, as with kubectl;
+		// and the machine gate's MutatingAdmissionPolicy answers 503 until
+		// the API server's type converters know the kind.
+		eventually(t, "create "+u.GetKind()+" "+u.GetName(), 30*time.Second, func() error {
+			err := c.Create(ctx, u)
+			if err != nil && !apimeta.IsNoMatchError(err) && !apierrors.IsServiceUnavailable(err) {
+				t.Fatalf("cannot create %s %s: %v", u.GetKind(), u.GetName(), err)
+			}
+			return err
+		})
+	}
+
+	eventually(t, "the cluster and its 3 machines are provisioned", 3*time.Minute, func() error {
+		cl := &clusterv1.Cluster{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cl); err != nil {
+			return err
+		}
+		if !ptrTrue(cl.Status.Initialization.InfrastructureProvisioned) {
+			return fmt.Errorf("cluster infrastructure not provisioned")
+		}
+		ms := &clusterv1.MachineList{}
+		if err := c.List(ctx, ms, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		n := 0
+		for i := range ms.Items {
+			if ptrTrue(ms.Items[i].Status.Initialization.InfrastructureProvisioned) {
+				n++
+			}
+		}
+		if n != 3 {
+			return fmt.Errorf("%d of %d machines provisioned", n, len(ms.Items))
+		}
+		return nil
+	})
+
+	return objs
+}
+
+// installFromRelease builds capxp and writes the release's clusterctl
+// repository and configuration into dir; it returns a clusterctl runner for
+// a plane (with that configuration, the plane's kubeconfig and dir as its
+// home) and the capxp binary.
+func installFromRelease(ctx context.Context, t *testing.T, dir string) (func(p *plane.Plane, args ...string) string, string) {
+	t.Helper()
 	clusterctl, err := tools.Dir(envtest.ToolsDir()).Binary("clusterctl", clusterctlVersion)
 	if err != nil {
 		t.Fatal(err)
@@ -91,10 +252,7 @@ func TestClusterctl(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p := startPlane(ctx, t, dir, plane.Options{Clusterctl: true})
-	c := p.Management().Client
-
-	run := func(args ...string) string {
+	run := func(p *plane.Plane, args ...string) string {
 		t.Helper()
 		cmd := exec.CommandContext(ctx, clusterctl, append(args, "--config", config, "--kubeconfig", p.Kubeconfig())...) //nolint:gosec // the test's own arguments
 		cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+dir, "CLUSTERCTL_DISABLE_VERSIONCHECK=true")
@@ -106,95 +264,17 @@ func TestClusterctl(t *testing.T) {
 		t.Logf("clusterctl %s:\n%s%s", strings.Join(args, " "), stdout.String(), stderr.String())
 		return stdout.String()
 	}
+	return run, bin
+}
 
-	run("init", "--infrastructure", "crossplane")
+// initProvider installs CAPXP on the plane with `clusterctl init` and runs
+// its manager as the installed Deployment.
+func initProvider(ctx context.Context, t *testing.T, p *plane.Plane, clusterctl func(*plane.Plane, ...string) string, bin string) {
+	t.Helper()
+	clusterctl(p, "init", "--infrastructure", "crossplane")
 	if err := p.RunDeployment(ctx, "capxp-system", "capxp-controller-manager", bin); err != nil {
 		t.Fatal(err)
 	}
-
-	// The workload cluster's kubeconfig, which the local flavor's
-	// ProviderConfig and CAPI both read.
-	const ns, name = "team-a", "alpha"
-	for _, o := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-kubeconfig", Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
-			Type:       clusterv1.ClusterSecretType,
-			Data:       map[string][]byte{"value": p.Workload.Kubeconfig},
-		},
-	} {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	manifest := run("generate", "cluster", name, "--flavor", "local", "--infrastructure", "crossplane", "-n", ns, "--worker-machine-count", "2")
-	d := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := d.Decode(&u.Object); err != nil {
-			break
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		// The client discovers kinds lazily: a kind Crossplane has just
-		// started serving can take a moment to be known, as with kubectl.
-		eventually(t, "create "+u.GetKind()+" "+u.GetName(), 30*time.Second, func() error {
-			err := c.Create(ctx, u)
-			if err != nil && !apimeta.IsNoMatchError(err) {
-				t.Fatalf("cannot create %s %s: %v", u.GetKind(), u.GetName(), err)
-			}
-			return err
-		})
-	}
-
-	eventually(t, "the cluster and its 3 machines are provisioned", 3*time.Minute, func() error {
-		cl := &clusterv1.Cluster{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cl); err != nil {
-			return err
-		}
-		if !ptrTrue(cl.Status.Initialization.InfrastructureProvisioned) {
-			return fmt.Errorf("cluster infrastructure not provisioned")
-		}
-		ms := &clusterv1.MachineList{}
-		if err := c.List(ctx, ms, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		n := 0
-		for _, m := range ms.Items {
-			if ptrTrue(m.Status.Initialization.InfrastructureProvisioned) {
-				n++
-			}
-		}
-		if n != 3 {
-			return fmt.Errorf("%d of %d machines provisioned", n, len(ms.Items))
-		}
-		return nil
-	})
-
-	out := run("describe", "cluster", name, "-n", ns, "--show-conditions", "all")
-	for _, want := range []string{"CrossplaneCluster " + ns + "/" + name, "Synced", "Responsive", "WatchCircuitClosed"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("clusterctl describe does not show %q", want)
-		}
-	}
-
-	// Delete the cluster, then the provider; nothing of CAPXP stays.
-	if err := c.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the cluster is gone", 3*time.Minute, func() error {
-		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &clusterv1.Cluster{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("still there: %v", err)
-	})
-	run("delete", "--infrastructure", "crossplane", "--include-crd", "--include-namespace")
-	p.StopDeployment()
-	eventually(t, "nothing labelled for infrastructure-crossplane stays", 2*time.Minute, func() error {
-		return leftovers(ctx, c)
-	})
 }
 
 func ptrTrue(b *bool) bool { return b != nil && *b }
@@ -205,7 +285,10 @@ func leftovers(ctx context.Context, c client.Client) error {
 	sel := client.MatchingLabels{clusterv1.ProviderNameLabel: release.Provider}
 	for _, gvk := range []string{"v1/Namespace", "apps/v1/Deployment", "v1/ServiceAccount", "v1/Service",
 		"rbac.authorization.k8s.io/v1/ClusterRole", "rbac.authorization.k8s.io/v1/ClusterRoleBinding",
-		"admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration", "cert-manager.io/v1/Certificate", "cert-manager.io/v1/Issuer"} {
+		"admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration",
+		"admissionregistration.k8s.io/v1/MutatingAdmissionPolicy", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicyBinding",
+		"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding",
+		"cert-manager.io/v1/Certificate", "cert-manager.io/v1/Issuer"} {
 		i := strings.LastIndex(gvk, "/")
 		l := &unstructured.UnstructuredList{}
 		l.SetAPIVersion(gvk[:i])

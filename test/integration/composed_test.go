@@ -2,7 +2,9 @@ package integration
 
 import (
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -25,6 +27,17 @@ func composedOf(g Gomega, xr *unstructured.Unstructured) *unstructured.Unstructu
 	s := stubs(g, xr.GetNamespace(), client.MatchingLabels{compositeLabel: xr.GetName()})
 	g.Expect(s).To(HaveLen(1), "Crossplane composes one Stub for %s", xr.GetName())
 	return &s[0]
+}
+
+// composedCRD reads the CRD of a composed resource's kind (metadata only).
+func composedCRD(g Gomega, composed *unstructured.Unstructured) *metav1.PartialObjectMetadata {
+	gvk := composed.GroupVersionKind()
+	m, err := env.Client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	g.Expect(err).NotTo(HaveOccurred())
+	crd := &metav1.PartialObjectMetadata{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: m.Resource.Resource + "." + gvk.Group}, crd)).To(Succeed())
+	return crd
 }
 
 // release lets a composed resource go, as its provider does once the

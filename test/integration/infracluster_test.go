@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -273,14 +274,23 @@ func TestBadOutputsGiveAClearCondition(t *testing.T) {
 }
 
 // Pausing the CAPI Cluster pauses Crossplane on the XR; unpausing resumes it.
+// What clusterctl move needs comes with it: while the XR composes, the
+// composed kind's CRD carries clusterctl's label and the XR its block-move
+// annotation; paused, every composed resource carries the move guard and
+// then the XR loses block-move; unpaused, the guard goes and block-move
+// comes back.
 func TestPausedClusterPausesComposition(t *testing.T) {
 	stack(t)
 	g := NewWithT(t)
 	ns := namespace(t)
 	cluster, xr := newCluster(t, ns, "pausing", clusterGVK, map[string]string{envtest.ObserveAnnotation: script(goodStatus)})
 	g.Eventually(func(g Gomega) {
-		g.Expect(provisioned(getXR(g, xr))).To(BeTrue())
+		got := getXR(g, xr)
+		g.Expect(provisioned(got)).To(BeTrue())
 		g.Expect(ptr.Deref(getCluster(g, cluster).Status.Initialization.InfrastructureProvisioned, false)).To(BeTrue())
+		g.Expect(got.GetAnnotations()).To(HaveKey(infrav1.BlockMoveAnnotation))
+		g.Expect(composedCRD(g, composedOf(g, xr)).GetLabels()).To(HaveKey(infrav1.ClusterctlLabel), "clusterctl moves the composed kind")
+		g.Expect(composedOf(g, xr).GetFinalizers()).NotTo(ContainElement(infrav1.MoveGuardFinalizer))
 	}, timeout, interval).Should(Succeed())
 
 	change(g, cluster, func() { cluster.Spec.Paused = ptr.To(true) })
@@ -289,6 +299,9 @@ func TestPausedClusterPausesComposition(t *testing.T) {
 		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
 		// Crossplane stops composing.
 		g.Expect(xrCondition(got, "Synced")).To(HaveKeyWithValue("reason", "ReconcilePaused"))
+		// Ready for clusterctl move: guarded, then unblocked.
+		g.Expect(got.GetAnnotations()).NotTo(HaveKey(infrav1.BlockMoveAnnotation))
+		g.Expect(composedOf(g, xr).GetFinalizers()).To(ContainElement(infrav1.MoveGuardFinalizer))
 	}, timeout, interval).Should(Succeed())
 	// Provisioned is a one-time milestone: a pause does not take it back.
 	g.Consistently(func(g Gomega) {
@@ -302,6 +315,8 @@ func TestPausedClusterPausesComposition(t *testing.T) {
 		g.Expect(got.GetAnnotations()).NotTo(HaveKey(infrav1.CrossplanePausedAnnotation))
 		g.Expect(xrCondition(got, "Synced")).To(HaveKeyWithValue("reason", "ReconcileSuccess"))
 		g.Expect(provisioned(got)).To(BeTrue())
+		g.Expect(got.GetAnnotations()).To(HaveKey(infrav1.BlockMoveAnnotation))
+		g.Expect(composedOf(g, xr).GetFinalizers()).NotTo(ContainElement(infrav1.MoveGuardFinalizer), "the provider's own again")
 	}, timeout, interval).Should(Succeed())
 
 	// CAPI's pause annotation on the XR itself pauses it too.
@@ -454,6 +469,22 @@ func TestAPausedClusterIsNotTornDown(t *testing.T) {
 		g.Expect(xrCondition(got, "Synced")).To(HaveKeyWithValue("reason", "ReconcilePaused"))
 	}, timeout, interval).Should(Succeed())
 
+	// clusterctl marks what it deletes by replacing every annotation with
+	// its own: the move policy gives the XR and what it composed theirs
+	// back (the pause, the composition resource name, the external name).
+	markForMove := client.RawPatch(types.JSONPatchType,
+		[]byte(`[{"op": "add", "path": "/metadata/annotations", "value": {"clusterctl.cluster.x-k8s.io/delete-for-move": ""}}]`))
+	composed := composedOf(g, xr)
+	resourceName := composed.GetAnnotations()["crossplane.io/composition-resource-name"]
+	g.Expect(resourceName).NotTo(BeEmpty())
+	g.Expect(env.Client.Patch(ctx, composed, markForMove)).To(Succeed())
+	g.Expect(composedOf(g, xr).GetAnnotations()).To(And(
+		HaveKeyWithValue("crossplane.io/composition-resource-name", resourceName),
+		HaveKey("clusterctl.cluster.x-k8s.io/delete-for-move")), "the policy keeps the annotations clusterctl's patch drops")
+	g.Expect(env.Client.Patch(ctx, getXR(g, xr), markForMove)).To(Succeed())
+	g.Expect(getXR(g, xr).GetAnnotations()).To(And(
+		HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"),
+		HaveKey("clusterctl.cluster.x-k8s.io/delete-for-move")), "the policy keeps the pause clusterctl's patch drops")
 	g.Expect(env.Client.Delete(ctx, getXR(g, xr))).To(Succeed())
 	g.Consistently(func(g Gomega) {
 		g.Expect(composedOf(g, xr).GetDeletionTimestamp().IsZero()).To(BeTrue(), "a paused XR's composed resources are left alone")
@@ -463,7 +494,6 @@ func TestAPausedClusterIsNotTornDown(t *testing.T) {
 	}, "1s", interval).Should(Succeed())
 
 	change(g, cluster, func() { cluster.Spec.Paused = ptr.To(false) })
-	var composed *unstructured.Unstructured
 	g.Eventually(func(g Gomega) {
 		composed = composedOf(g, xr)
 		g.Expect(composed.GetDeletionTimestamp().IsZero()).To(BeFalse(), "unpaused, deletion proceeds")

@@ -294,6 +294,16 @@ func TestAMachineDeploymentIsProvisionedWithGatedMachines(t *testing.T) {
 			g.Expect(spec["bootstrap"]).To(HaveKeyWithValue("dataSecretRef", HaveKeyWithValue("key", "value")))
 			g.Expect(spec["network"]).To(Equal(map[string]any{"networkID": "vpc-1", "subnetID": "subnet-priv-a", "securityGroupIDs": []any{"sg-node"}}))
 			g.Expect(spec["providerConfigRef"]).To(HaveKeyWithValue("name", "team-a"))
+			// Where each of them came from.
+			from := xr.GetAnnotations()[infrav1.InjectedFromAnnotation]
+			g.Expect(strings.Split(from, "\n")).To(ConsistOf(
+				MatchRegexp(`^spec\.bootstrap: Machine \S+'s bootstrap data secret \S+$`),
+				"spec.failureDomain: Machine.spec.failureDomain",
+				"spec.network.networkID: "+clusterGVK.Kind+" beta's status.outputs.network",
+				"spec.network.securityGroupIDs: "+clusterGVK.Kind+" beta's status.outputs.network",
+				"spec.network.subnetID: "+clusterGVK.Kind+" beta's status.outputs.network",
+				"spec.providerConfigRef: "+clusterGVK.Kind+" beta's spec.providerConfigRef",
+			), from)
 		}
 		machines := &clusterv1.MachineList{}
 		g.Expect(env.Client.List(ctx, machines, client.InNamespace(ns), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: "workers"})).To(Succeed())

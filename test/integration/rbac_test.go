@@ -13,7 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	capxp "github.com/capxp/cluster-api-provider-crossplane"
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/xrd"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
@@ -60,7 +62,7 @@ func TestTheManagerNeedsOnlyItsGeneratedRole(t *testing.T) {
 	extras := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "capxp-test-extras-", Labels: map[string]string{"capxp.dev/aggregate-to-manager": "true"}},
 		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{envtest.StubGVK.Group}, Resources: []string{"stubs"}, Verbs: []string{"get", "list", "watch", "delete"}},
+			{APIGroups: []string{envtest.StubGVK.Group}, Resources: []string{"stubs"}, Verbs: []string{"get", "list", "watch", "patch", "delete"}},
 			{APIGroups: []string{credsGroup}, Resources: []string{"providerconfigs", "clusterproviderconfigs"}, Verbs: []string{"get", "list", "watch"}},
 		},
 	}
@@ -107,4 +109,80 @@ func TestTheManagerNeedsOnlyItsGeneratedRole(t *testing.T) {
 
 	// Nothing failed for want of a permission along the way.
 	g.Consistently(func() int { return bridge.Forbidden() }, 500*time.Millisecond, interval).Should(BeZero())
+}
+
+// A platform team's kind needs the bridge granted it. Until then the XRD
+// says which verbs the bridge lacks, and how to grant them; the ClusterRole
+// `capxp xrd adopt` prints grants them, and the bridge adapts the kind
+// without a restart. The template CRD it prints is one the API server
+// takes, immutable as CAPXP's own templates.
+func TestAPlatformKindNeedsItsAdoption(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	group := uniqueGroup(ns, "adopt")
+	x := platformXRD(t, group, "MetalCluster", "metalclusters")
+	crossplane, err := capxp.CrossplaneSchema()
+	g.Expect(err).NotTo(HaveOccurred())
+	adoption, err := xrd.Adopt(x, crossplane)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	role := readClusterRole(t, "config/rbac/role.yaml")
+	if err := env.Client.Create(ctx, role); !apierrors.IsAlreadyExists(err) {
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	user := "capxp-manager-" + uniqueGroup(ns, "")
+	bind(t, user, role.Name)
+	cfg, err := env.User(user)
+	g.Expect(err).NotTo(HaveOccurred())
+	bridge, err := env.StartBridgeAs(ctx, cfg, controllers.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(bridge.Stop()).To(Succeed()) })
+
+	_, err = env.InstallXRD(ctx, x)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		c := xrdCondition(g, x.Name)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(infrav1.ForbiddenReason))
+		g.Expect(c.Message).To(And(
+			ContainSubstring("may not get metalclusters."+group+", list metalclusters."+group),
+			ContainSubstring("patch metalclusters/status."+group),
+			ContainSubstring(xrd.AggregateToBridgeLabel),
+			ContainSubstring("capxp xrd adopt")))
+	}, timeout, interval).Should(Succeed())
+
+	// envtest runs no aggregation controller: bind the adoption's role
+	// directly, as aggregation would add its rules to the manager's.
+	g.Expect(env.Client.Create(ctx, adoption.Bridge)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, adoption.Bridge) })
+	bind(t, user, adoption.Bridge.Name)
+	g.Eventually(func(g Gomega) {
+		c := xrdCondition(g, x.Name)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(infrav1.ContractAdaptedReason), c.Message)
+	}, timeout, interval).Should(Succeed())
+
+	// The template CRD: established, and its objects immutable.
+	g.Expect(env.Client.Create(ctx, adoption.TemplateCRD)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, adoption.TemplateCRD) })
+	tmpl := &unstructured.Unstructured{}
+	tmpl.SetAPIVersion(group + "/v1alpha1")
+	tmpl.SetKind("MetalClusterTemplate")
+	tmpl.SetNamespace(ns)
+	tmpl.SetName("metal")
+	tmpl.Object["spec"] = map[string]any{"template": map[string]any{
+		"metadata": map[string]any{"labels": map[string]any{"tier": "gold"}},
+		"spec": map[string]any{
+			"parameters": map[string]any{"region": "eu-west-1"},
+			"crossplane": map[string]any{"compositionSelector": map[string]any{"matchLabels": map[string]any{"capxp.dev/backend": "byo"}}},
+		},
+	}}
+	g.Eventually(func() error { return env.Client.Create(ctx, tmpl) }, timeout, interval).Should(Succeed())
+	g.Expect(unstructured.SetNestedField(tmpl.Object, "eu-central-1", "spec", "template", "spec", "parameters", "region")).To(Succeed())
+	// The bridge's template immutability policy covers the kind's template
+	// from when it adapts the kind; the API server enforces it soon after.
+	g.Eventually(func() error { return env.Client.Update(ctx, tmpl.DeepCopy(), client.DryRunAll) }, timeout, interval).Should(HaveOccurred())
+	err = env.Client.Update(ctx, tmpl)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("MetalClusterTemplate spec is immutable"))
 }

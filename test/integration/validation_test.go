@@ -1,15 +1,19 @@
 package integration
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 )
@@ -36,6 +40,23 @@ func validCluster() *infrav1.CrossplaneCluster {
 			},
 		},
 	}
+}
+
+// validGrant is a grant by name and by selector, changed by mutate.
+func validGrant(mutate func(*infrav1.ClusterProviderConfigGrant)) *infrav1.ClusterProviderConfigGrant {
+	g := &infrav1.ClusterProviderConfigGrant{Spec: infrav1.ClusterProviderConfigGrantSpec{
+		ProviderConfigRef: infrav1.ClusterProviderConfigReference{APIGroup: "aws.m.upbound.io", Name: "shared"},
+		AllowedNamespaces: infrav1.AllowedNamespaces{
+			Names: []string{"team-a"},
+			Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "tenant", Operator: metav1.LabelSelectorOpIn, Values: []string{"gold"}},
+			}},
+		},
+	}}
+	if mutate != nil {
+		mutate(g)
+	}
+	return g
 }
 
 func validMachine() *infrav1.CrossplaneMachine {
@@ -242,15 +263,100 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 			},
 			want: []string{"spec.bootstrap.dataSecretRef", "immutable once set"},
 		},
-		"MachineTemplateChanged": {
-			reason: "templates are immutable; a new one rolls the machines",
+		"MachineTemplateSizeMissing": {
+			reason: "templates validate the machines they stamp out",
 			create: &infrav1.CrossplaneMachineTemplate{Spec: infrav1.CrossplaneMachineTemplateSpec{
-				Template: infrav1.CrossplaneMachineTemplateResource{Spec: validMachine().Spec},
+				Template: infrav1.CrossplaneMachineTemplateResource{Spec: infrav1.CrossplaneMachineSpec{}},
 			}},
-			update: func(o client.Object) {
-				o.(*infrav1.CrossplaneMachineTemplate).Spec.Template.Spec.Parameters.Image = "ami-1"
-			},
-			want: []string{"spec", "CrossplaneMachineTemplate spec is immutable"},
+			want: []string{"spec.template.spec.parameters.size"},
+		},
+		"MachineTemplatePresetProviderID": {
+			reason: "a template stamps out many machines; one provider ID cannot be theirs",
+			create: func() client.Object {
+				m := validMachine()
+				m.Spec.ProviderID = "aws:///eu-west-1a/i-0123"
+				return &infrav1.CrossplaneMachineTemplate{Spec: infrav1.CrossplaneMachineTemplateSpec{
+					Template: infrav1.CrossplaneMachineTemplateResource{Spec: m.Spec},
+				}}
+			}(),
+			want: []string{"spec.template.spec", "providerID is written per machine by the bridge"},
+		},
+		"MachineTemplatePresetBootstrapRef": {
+			reason: "every machine boots from its own Machine's bootstrap data",
+			create: func() client.Object {
+				m := validMachine()
+				m.Spec.Bootstrap.DataSecretRef = &infrav1.SecretKeyReference{Name: "someone-elses"}
+				return &infrav1.CrossplaneMachineTemplate{Spec: infrav1.CrossplaneMachineTemplateSpec{
+					Template: infrav1.CrossplaneMachineTemplateResource{Spec: m.Spec},
+				}}
+			}(),
+			want: []string{"spec.template.spec", "bootstrap.dataSecretRef is injected per machine"},
+		},
+		"MachineSizeNorHost": {
+			reason: "a machine is either made (its size) or already exists (its host)",
+			create: &infrav1.CrossplaneMachine{Spec: infrav1.CrossplaneMachineSpec{Parameters: infrav1.CrossplaneMachineParameters{Image: "ami-1"}}},
+			want:   []string{"spec.parameters.size", "required, unless host names a host that already exists"},
+		},
+		"HostProviderIDWithoutScheme": {
+			reason: "an existing host's providerID has the <scheme>:// form its Node reports",
+			create: &infrav1.CrossplaneMachine{Spec: infrav1.CrossplaneMachineSpec{Parameters: infrav1.CrossplaneMachineParameters{
+				Host: &infrav1.ExistingHost{ProviderID: "server-17"}}}},
+			want: []string{"spec.parameters.host.providerID"},
+		},
+		"HostAddressType": {
+			reason: "an existing host's addresses have CAPI's address types",
+			create: &infrav1.CrossplaneMachine{Spec: infrav1.CrossplaneMachineSpec{Parameters: infrav1.CrossplaneMachineParameters{
+				Host: &infrav1.ExistingHost{ProviderID: "metal://server-17", Addresses: []infrav1.HostAddress{{Type: "Public", Address: "192.0.2.1"}}}}}},
+			want: []string{"spec.parameters.host.addresses[0].type", `supported values: "Hostname"`},
+		},
+		"MachineTemplateNamesAHost": {
+			reason: "one host is one machine; a template stamps out many",
+			create: &infrav1.CrossplaneMachineTemplate{Spec: infrav1.CrossplaneMachineTemplateSpec{
+				Template: infrav1.CrossplaneMachineTemplateResource{Spec: infrav1.CrossplaneMachineSpec{Parameters: infrav1.CrossplaneMachineParameters{
+					Host: &infrav1.ExistingHost{ProviderID: "metal://server-17"}}}},
+			}},
+			want: []string{"spec.template.spec", "parameters.host names one existing host"},
+		},
+		"GrantWithoutNamespaces": {
+			reason: "a grant says whom it grants",
+			create: validGrant(func(g *infrav1.ClusterProviderConfigGrant) { g.Spec.AllowedNamespaces = infrav1.AllowedNamespaces{} }),
+			want:   []string{"spec.allowedNamespaces", "needs names or a selector"},
+		},
+		"GrantConfigNameMissing": {
+			reason: "a grant names the ClusterProviderConfig it grants",
+			create: validGrant(func(g *infrav1.ClusterProviderConfigGrant) { g.Spec.ProviderConfigRef.Name = "" }),
+			want:   []string{"spec.providerConfigRef.name"},
+		},
+		"GrantConfigGroupMalformed": {
+			reason: "API groups are DNS names",
+			create: validGrant(func(g *infrav1.ClusterProviderConfigGrant) { g.Spec.ProviderConfigRef.APIGroup = "AWS Upbound" }),
+			want:   []string{"spec.providerConfigRef.apiGroup"},
+		},
+		"GrantNamespaceNameEmpty": {
+			reason: "a granted namespace has a name",
+			create: validGrant(func(g *infrav1.ClusterProviderConfigGrant) { g.Spec.AllowedNamespaces.Names = []string{"team-a", ""} }),
+			want:   []string{"spec.allowedNamespaces.names[1]"},
+		},
+		"GrantSelectorOperatorUnknown": {
+			reason: "the bridge could not read the selector",
+			create: validGrant(func(g *infrav1.ClusterProviderConfigGrant) {
+				g.Spec.AllowedNamespaces.Selector.MatchExpressions[0].Operator = "Near"
+			}),
+			want: []string{"spec.allowedNamespaces.selector", "operator In or NotIn with values"},
+		},
+		"GrantSelectorInWithoutValues": {
+			reason: "In needs values",
+			create: validGrant(func(g *infrav1.ClusterProviderConfigGrant) {
+				g.Spec.AllowedNamespaces.Selector.MatchExpressions[0].Values = nil
+			}),
+			want: []string{"spec.allowedNamespaces.selector", "operator In or NotIn with values"},
+		},
+		"GrantSelectorExistsWithValues": {
+			reason: "Exists takes no values",
+			create: validGrant(func(g *infrav1.ClusterProviderConfigGrant) {
+				g.Spec.AllowedNamespaces.Selector.MatchExpressions[0].Operator = metav1.LabelSelectorOpExists
+			}),
+			want: []string{"spec.allowedNamespaces.selector", "Exists or DoesNotExist without values"},
 		},
 		"ClusterTemplateInvalidPort": {
 			reason: "templates validate what they stamp out",
@@ -270,6 +376,10 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 			obj := tc.create.DeepCopyObject().(client.Object)
 			obj.SetNamespace(ns)
 			obj.SetName(nameOf(name))
+			if _, ok := obj.(*infrav1.ClusterProviderConfigGrant); ok {
+				obj.SetNamespace("")
+				obj.SetName(nameOf(name) + "-" + ns)
+			}
 
 			err := env.Client.Create(ctx, obj)
 			if tc.update != nil {
@@ -292,6 +402,114 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 				g.Expect(err.Error()).To(ContainSubstring(w), tc.reason)
 			}
 		})
+	}
+}
+
+// Templates are immutable, as CAPI expects of them (a new one rolls the
+// machines), but to CAPI's topology controller, which learns whether a
+// ClusterClass's patches changed a template by a dry-run of the change marked
+// with its annotation. Their metadata stays CAPI's to change.
+func TestTemplatesAreImmutableButToTopologyDryRuns(t *testing.T) {
+	bridge, err := env.StartBridge(ctx)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { NewWithT(t).Expect(bridge.Stop()).To(Succeed()) })
+	ns := namespace(t)
+
+	endpoint := validCluster().Spec
+	endpoint.ControlPlaneEndpoint = infrav1.APIEndpoint{Host: "api.example.org", Port: 6443}
+	templates := map[string]struct {
+		create client.Object
+		// change changes the spec in a way the stamped-out kind's own
+		// rules refuse on update, too.
+		change func(client.Object)
+	}{
+		"CrossplaneMachineTemplate": {
+			create: &infrav1.CrossplaneMachineTemplate{Spec: infrav1.CrossplaneMachineTemplateSpec{
+				Template: infrav1.CrossplaneMachineTemplateResource{Spec: validMachine().Spec},
+			}},
+			change: func(o client.Object) {
+				o.(*infrav1.CrossplaneMachineTemplate).Spec.Template.Spec.Parameters.Size = "m6i.xlarge"
+			},
+		},
+		"CrossplaneClusterTemplate": {
+			create: &infrav1.CrossplaneClusterTemplate{Spec: infrav1.CrossplaneClusterTemplateSpec{
+				Template: infrav1.CrossplaneClusterTemplateResource{Spec: endpoint},
+			}},
+			change: func(o client.Object) {
+				o.(*infrav1.CrossplaneClusterTemplate).Spec.Template.Spec.ControlPlaneEndpoint.Host = "other.example.org"
+			},
+		},
+	}
+	cases := map[string]struct {
+		reason string
+		// spec says whether the update changes the spec; dryRun and
+		// annotated how it is sent.
+		spec, dryRun, annotated bool
+		wantErr                 bool
+	}{
+		"SpecChanged": {
+			reason: "a changed spec is refused: a new template rolls what it stamped out",
+			spec:   true, wantErr: true,
+		},
+		"SpecChangedInADryRun": {
+			reason: "a dry-run is refused like the change it tries, unless CAPI's topology controller marks it",
+			spec:   true, dryRun: true, wantErr: true,
+		},
+		"SpecChangedInATopologyDryRun": {
+			reason: "CAPI's topology controller dry-runs a ClusterClass's patches, then creates a new template",
+			spec:   true, dryRun: true, annotated: true,
+		},
+		"SpecChangedAnnotatedNotDryRun": {
+			reason: "the annotation alone lets nothing change",
+			spec:   true, annotated: true, wantErr: true,
+		},
+		"MetadataChanged": {
+			reason:    "labels and annotations are not the template",
+			annotated: true,
+		},
+	}
+	for kind, tmpl := range templates {
+		for name, tc := range cases {
+			t.Run(kind+"/"+name, func(t *testing.T) {
+				g := NewWithT(t)
+				obj := tmpl.create.DeepCopyObject().(client.Object)
+				obj.SetNamespace(ns)
+				obj.SetName(nameOf(kind + name))
+				g.Expect(env.Client.Create(ctx, obj)).To(Succeed())
+				stored := obj.DeepCopyObject().(client.Object)
+				update := func(spec, dryRun, annotated bool) error {
+					o := stored.DeepCopyObject().(client.Object)
+					if err := env.Client.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+						return err
+					}
+					if spec {
+						tmpl.change(o)
+					}
+					if annotated {
+						o.SetAnnotations(map[string]string{clusterv1.TopologyDryRunAnnotation: ""})
+					}
+					if dryRun {
+						return env.Client.Update(ctx, o, client.DryRunAll)
+					}
+					return env.Client.Update(ctx, o)
+				}
+				// The bridge maintains the policy once it adapts the
+				// kinds, and the API server enforces it soon after: a
+				// plain dry-run of the change says when.
+				g.Eventually(func() error { return update(true, true, false) }, timeout, interval).Should(HaveOccurred())
+				err := update(tc.spec, tc.dryRun, tc.annotated)
+				if tc.wantErr {
+					g.Expect(err).To(HaveOccurred(), tc.reason)
+					g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+					g.Expect(err.Error()).To(ContainSubstring(kind+" spec is immutable: create a new template"), tc.reason)
+					return
+				}
+				g.Expect(err).NotTo(HaveOccurred(), tc.reason)
+				got := stored.DeepCopyObject().(client.Object)
+				g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(got), got)).To(Succeed())
+				g.Expect(got.GetGeneration()).To(Equal(stored.GetGeneration()), "%s: the stored spec changed", tc.reason)
+			})
+		}
 	}
 }
 
@@ -321,6 +539,38 @@ func TestValidSpecsAreAcceptedWithDefaults(t *testing.T) {
 		m.Spec.FailureDomain = "eu-west-1a"
 		m.Spec.Network = infrav1.MachineNetwork{SubnetID: "subnet-1", SecurityGroupIDs: []string{"sg-1"}}
 	})
+
+	// Grants and templates built from the same valid objects, every selector
+	// operator among them.
+	for i, op := range []metav1.LabelSelectorOperator{metav1.LabelSelectorOpIn, metav1.LabelSelectorOpNotIn, metav1.LabelSelectorOpExists, metav1.LabelSelectorOpDoesNotExist} {
+		grant := validGrant(func(g *infrav1.ClusterProviderConfigGrant) {
+			e := &g.Spec.AllowedNamespaces.Selector.MatchExpressions[0]
+			e.Operator = op
+			if op == metav1.LabelSelectorOpExists || op == metav1.LabelSelectorOpDoesNotExist {
+				e.Values = nil
+			}
+		})
+		grant.Name = fmt.Sprintf("valid-%d-%s", i, ns)
+		g.Expect(env.Client.Create(ctx, grant)).To(Succeed(), "operator %s", op)
+		g.Expect(env.Client.Delete(ctx, grant)).To(Succeed())
+	}
+	mt := &infrav1.CrossplaneMachineTemplate{Spec: infrav1.CrossplaneMachineTemplateSpec{
+		Template: infrav1.CrossplaneMachineTemplateResource{Spec: validMachine().Spec},
+	}}
+	mt.Namespace, mt.Name = ns, "valid"
+	g.Expect(env.Client.Create(ctx, mt)).To(Succeed())
+	ct := &infrav1.CrossplaneClusterTemplate{Spec: infrav1.CrossplaneClusterTemplateSpec{
+		Template: infrav1.CrossplaneClusterTemplateResource{Spec: validCluster().Spec},
+	}}
+	ct.Namespace, ct.Name = ns, "valid"
+	g.Expect(env.Client.Create(ctx, ct)).To(Succeed())
+
+	// A host that already exists needs no size.
+	host := &infrav1.CrossplaneMachine{Spec: infrav1.CrossplaneMachineSpec{Parameters: infrav1.CrossplaneMachineParameters{
+		Host: &infrav1.ExistingHost{ProviderID: "metal://dc1/server-17", FailureDomain: "rack-a",
+			Addresses: []infrav1.HostAddress{{Type: "InternalIP", Address: "10.0.0.17"}, {Type: "Hostname", Address: "server-17"}}}}}}
+	host.Namespace, host.Name = ns, "valid-host"
+	g.Expect(env.Client.Create(ctx, host)).To(Succeed())
 
 	stored := &infrav1.CrossplaneMachine{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(m), stored)).To(Succeed())

@@ -103,6 +103,10 @@ const (
 	NoReferenceableVersionReason = "NoReferenceableVersion"
 	// MissingSchemaFieldReason: the schema lacks a field the contract needs.
 	MissingSchemaFieldReason = "MissingSchemaField"
+	// ForbiddenReason: the bridge may not read or write the XR kind (on an
+	// XRD), or read a machine's cluster infrastructure (on a Machine); a
+	// ClusterRole labelled capxp.dev/aggregate-to-manager grants it.
+	ForbiddenReason = "Forbidden"
 )
 
 // Finalizer is the bridge's finalizer on adapted XRs: it holds an XR until

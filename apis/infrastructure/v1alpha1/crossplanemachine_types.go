@@ -7,14 +7,17 @@ import (
 // CrossplaneMachineParameters is the backend-neutral description of a
 // machine. CAPI replaces machines rather than changing them, so parameters are
 // immutable once the machine exists. Written by the user through the
-// CrossplaneMachineTemplate.
+// CrossplaneMachineTemplate, or on the machine itself for a host that already
+// exists.
+// +kubebuilder:validation:XValidation:rule="has(self.size) || has(self.host)",message="size is required, unless host names a host that already exists",fieldPath=".size",reason=FieldValueRequired
 type CrossplaneMachineParameters struct {
 	// size of the machine, as the composition understands it: an instance
-	// type for AWS (m6i.large), a size class for other backends.
-	// +required
+	// type for AWS (m6i.large), a size class for other backends. Required
+	// unless host is set.
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	Size string `json:"size"`
+	Size string `json:"size,omitempty"`
 
 	// image the machine boots: an image ID (an AMI for AWS), or a name the
 	// composition resolves. Compositions pick a default when empty.
@@ -30,6 +33,50 @@ type CrossplaneMachineParameters struct {
 	// publicIP asks for a publicly reachable address.
 	// +optional
 	PublicIP *bool `json:"publicIP,omitempty"`
+
+	// host names a machine that already exists, for compositions that
+	// compose nothing and report it as it is (the byo backend). One host is
+	// one machine: a CrossplaneMachineTemplate cannot name one.
+	// +optional
+	Host *ExistingHost `json:"host,omitempty"`
+}
+
+// ExistingHost is a machine that exists outside Crossplane: a bare-metal
+// server, a VM made by other tools. CAPXP never creates or deletes it.
+type ExistingHost struct {
+	// providerID of the host, as its Node will report it (<scheme>://...).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9+.-]*://`
+	ProviderID string `json:"providerID"`
+
+	// addresses of the host.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Addresses []HostAddress `json:"addresses,omitempty"`
+
+	// failureDomain the host is in, one of the cluster's. A Machine placed
+	// in another failure domain is refused by the machine gate.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	FailureDomain string `json:"failureDomain,omitempty"`
+}
+
+// HostAddress is an address of an existing host.
+type HostAddress struct {
+	// type of the address.
+	// +required
+	// +kubebuilder:validation:Enum=Hostname;ExternalIP;InternalIP;ExternalDNS;InternalDNS
+	Type string `json:"type"`
+
+	// address itself.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Address string `json:"address"`
 }
 
 // RootVolumeParameters configures a root disk.

@@ -39,7 +39,9 @@ type CrossplaneClusterTemplateSpec struct {
 
 // CrossplaneClusterTemplate is a template CAPI (ClusterClass) clones into
 // CrossplaneClusters. It is a plain CRD, not a composite resource. Templates
-// are immutable: create a new one to change clusters.
+// are immutable (the bridge's template immutability policy refuses a changed
+// spec, but for CAPI's topology dry-runs): create a new one to change
+// clusters.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=crossplaneclustertemplates,scope=Namespaced,categories=cluster-api,shortName=xpct
@@ -50,7 +52,6 @@ type CrossplaneClusterTemplate struct {
 
 	// spec holds the template.
 	// +required
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="CrossplaneClusterTemplate spec is immutable: create a new template"
 	Spec CrossplaneClusterTemplateSpec `json:"spec"`
 }
 
@@ -69,8 +70,13 @@ type CrossplaneMachineTemplateResource struct {
 	// +optional
 	ObjectMeta TemplateObjectMeta `json:"metadata,omitempty,omitzero"`
 
-	// spec of the created CrossplaneMachine.
+	// spec of the created CrossplaneMachine. What the bridge writes per
+	// machine (its provider ID, its bootstrap data reference) cannot be
+	// preset for all of them.
 	// +required
+	// +kubebuilder:validation:XValidation:rule="!has(self.providerID)",message="providerID is written per machine by the bridge; a template cannot preset it"
+	// +kubebuilder:validation:XValidation:rule="!has(self.parameters.host)",message="parameters.host names one existing host, and a template stamps out many machines: create each bring-your-own CrossplaneMachine and its Machine directly"
+	// +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || !has(self.bootstrap.dataSecretRef)",message="bootstrap.dataSecretRef is injected per machine by the bridge from its Machine's bootstrap data; a template cannot preset it"
 	Spec CrossplaneMachineSpec `json:"spec"`
 }
 
@@ -84,8 +90,9 @@ type CrossplaneMachineTemplateSpec struct {
 
 // CrossplaneMachineTemplate is a template CAPI (MachineDeployment,
 // MachineSet, control planes) clones into CrossplaneMachines. It is a plain
-// CRD, not a composite resource. Templates are immutable: roll machines by
-// pointing the owner at a new template.
+// CRD, not a composite resource. Templates are immutable (the bridge's
+// template immutability policy refuses a changed spec, but for CAPI's
+// topology dry-runs): roll machines by pointing the owner at a new template.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=crossplanemachinetemplates,scope=Namespaced,categories=cluster-api,shortName=xpmt
@@ -97,7 +104,6 @@ type CrossplaneMachineTemplate struct {
 
 	// spec holds the template.
 	// +required
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="CrossplaneMachineTemplate spec is immutable: create a new template and point the owner at it"
 	Spec CrossplaneMachineTemplateSpec `json:"spec"`
 }
 

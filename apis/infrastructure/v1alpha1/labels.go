@@ -28,6 +28,28 @@ const (
 	// ClusterctlLabel makes clusterctl find (and move) objects of a CRD.
 	ClusterctlLabel = "clusterctl.cluster.x-k8s.io"
 
+	// BlockMoveAnnotation is clusterctl's: `clusterctl move` waits, after it
+	// has paused the clusters it moves, until none of the objects it moves
+	// carries it. The bridge keeps it on every XR that has composed
+	// resources, and removes it once the XR is paused and its composed
+	// resources are guarded (MoveGuardFinalizer). See docs/move.md.
+	BlockMoveAnnotation = "clusterctl.cluster.x-k8s.io/block-move"
+
+	// MoveGuardFinalizer is the bridge's finalizer on the composed resources
+	// of a paused XR. Crossplane's managed resource reconciler does not
+	// delete the external resource of a managed resource that carries
+	// another finalizer than its own, so the guard keeps `clusterctl move`
+	// (which deletes each moved object, then removes its finalizers) from
+	// deleting infrastructure that the target now manages.
+	MoveGuardFinalizer = "capxp.dev/move-guard"
+
+	// InjectedFromAnnotation, on a machine XR, says where each field the
+	// bridge's machine gate gave the composition came from, one line per
+	// field ("spec.network.subnetID: CrossplaneCluster demo's
+	// status.outputs.network", "spec.network.region: the machine's own
+	// spec"). Written with the injection, once.
+	InjectedFromAnnotation = "capxp.dev/injected-from"
+
 	// CrossplanePausedAnnotation pauses Crossplane's reconciliation of an
 	// object. The bridge sets it on XRs to carry CAPI's pause and to gate
 	// machines until they may be composed.

@@ -39,8 +39,11 @@ type AllowedNamespaces struct {
 	// +kubebuilder:validation:items:MaxLength=63
 	Names []string `json:"names,omitempty"`
 
-	// selector of namespaces granted, by their labels.
+	// selector of namespaces granted, by their labels. Its expressions are
+	// checked as Kubernetes checks a selector, so that a grant the bridge
+	// could not read is refused when written.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn'] ? has(e.values) && size(e.values) > 0 : e.operator in ['Exists', 'DoesNotExist'] && (!has(e.values) || size(e.values) == 0))",message="each of matchExpressions needs operator In or NotIn with values, or Exists or DoesNotExist without values"
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 }
 

@@ -180,3 +180,22 @@ func TestLabelCRD(t *testing.T) {
 		t.Errorf("LabelCRD(...) changed its input: -want, +got:\n%s", diff)
 	}
 }
+
+func TestTemplateCRD(t *testing.T) {
+	spec := obj(map[string]extv1.JSONSchemaProps{"template": obj(map[string]extv1.JSONSchemaProps{
+		"spec": obj(map[string]extv1.JSONSchemaProps{"size": str}),
+	})})
+	spec.XValidations = extv1.ValidationRules{{Rule: "self == oldSelf"}, {Rule: "has(self.template)"}}
+	in := crd(extv1.NamespaceScoped, spec, obj(nil))
+	got := TemplateCRD(in)
+	s := got.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	if diff := cmp.Diff(extv1.ValidationRules{{Rule: "has(self.template)"}}, s.XValidations); diff != "" {
+		t.Errorf("TemplateCRD(...): spec rules: -want, +got:\n%s", diff)
+	}
+	if _, ok := got.Labels["clusterctl.cluster.x-k8s.io"]; !ok {
+		t.Errorf("TemplateCRD(...): labels %v, want the contract labels", got.Labels)
+	}
+	if n := len(in.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].XValidations); n != 2 {
+		t.Errorf("TemplateCRD(...) changed its input: %d spec rules, want 2", n)
+	}
+}

@@ -29,10 +29,12 @@ import (
 const exitPipelineFatal = 3
 
 // Function is a composition function binary and the name Compositions call it
-// by (the name Crossplane gives the installed package).
+// by (the name Crossplane gives the installed package). With Address, the
+// function already runs there (a gRPC target, insecure) and is not started.
 type Function struct {
-	Name   string
-	Binary string
+	Name    string
+	Binary  string
+	Address string
 }
 
 // Engine renders XRs with the crossplane binary and running functions.
@@ -56,6 +58,14 @@ func Start(ctx context.Context, crossplane string, fns ...Function) (*Engine, er
 	}
 	e := &Engine{crossplane: crossplane, dir: dir}
 	for i, fn := range fns {
+		if fn.Address != "" {
+			if err := waitFor(ctx, "tcp", fn.Address, 10*time.Second); err != nil {
+				_ = e.Stop()
+				return nil, errors.Wrapf(err, "function %s", fn.Name)
+			}
+			e.fns = append(e.fns, &renderv1alpha1.FunctionInput{Name: fn.Name, Address: fn.Address})
+			continue
+		}
 		if _, err := os.Stat(fn.Binary); err != nil {
 			_ = e.Stop()
 			return nil, errors.Wrapf(err, "function %s is missing: run `make tools`", fn.Name)
@@ -76,7 +86,7 @@ func Start(ctx context.Context, crossplane string, fns ...Function) (*Engine, er
 			return nil, errors.Wrapf(err, "cannot start function %s", fn.Name)
 		}
 		e.procs = append(e.procs, cmd)
-		if err := waitForSocket(ctx, sock, 30*time.Second); err != nil {
+		if err := waitFor(ctx, "unix", sock, 30*time.Second); err != nil {
 			_ = e.Stop()
 			return nil, errors.Wrapf(err, "function %s did not start", fn.Name)
 		}
@@ -85,16 +95,17 @@ func Start(ctx context.Context, crossplane string, fns ...Function) (*Engine, er
 	return e, nil
 }
 
-func waitForSocket(ctx context.Context, path string, timeout time.Duration) error {
+// waitFor waits until something accepts connections at an address.
+func waitFor(ctx context.Context, network, address string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var d net.Dialer
 	for {
-		c, err := d.DialContext(ctx, "unix", path)
+		c, err := d.DialContext(ctx, network, address)
 		if err == nil {
 			return c.Close()
 		}
 		if time.Now().After(deadline) {
-			return errors.Wrapf(err, "nothing listens on %s after %s", path, timeout)
+			return errors.Wrapf(err, "nothing listens on %s after %s", address, timeout)
 		}
 		select {
 		case <-ctx.Done():

@@ -1,0 +1,70 @@
+package outputs
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// decodeXR turns fuzzed bytes into an XR's content; false when they are not
+// a JSON object (the API server would not store them).
+func decodeXR(data []byte) (*unstructured.Unstructured, bool) {
+	obj := map[string]any{}
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return nil, false
+	}
+	return &unstructured.Unstructured{Object: obj}, true
+}
+
+// namesFields fails t unless every error names a spec or status field and
+// says what is wrong with it.
+func namesFields(t *testing.T, errs field.ErrorList) {
+	t.Helper()
+	for _, e := range errs {
+		if !strings.HasPrefix(e.Field, "spec.") && !strings.HasPrefix(e.Field, "status.") {
+			t.Errorf("an error names no spec or status field: %q (%v)", e.Field, e)
+		}
+		if !strings.Contains(e.Error(), e.Field) {
+			t.Errorf("the message does not name its field %s: %v", e.Field, e)
+		}
+	}
+}
+
+// Any content a composition can put in an InfraCluster XR maps without a
+// panic: to an endpoint CAPI can use, or to errors that name the field.
+func FuzzMapCluster(f *testing.F) {
+	f.Add([]byte(`{"status":{"outputs":{"controlPlaneEndpoint":{"host":"10.0.0.1","port":6443}},"failureDomains":[{"name":"a","controlPlane":true}]}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		xr, ok := decodeXR(data)
+		if !ok {
+			return
+		}
+		c, errs := MapCluster(xr)
+		namesFields(t, errs)
+		_ = Missing(errs)
+		if !c.Endpoint.IsZero() && (c.Endpoint.Host == "" || c.Endpoint.Port < 1 || c.Endpoint.Port > 65535) {
+			t.Errorf("mapped an endpoint CAPI cannot use: %+v", c.Endpoint)
+		}
+	})
+}
+
+// Any content of an InfraMachine XR maps without a panic: to a provider ID
+// in Kubernetes' format, or to errors that name the field.
+func FuzzMapMachine(f *testing.F) {
+	f.Add([]byte(`{"status":{"outputs":{"providerID":"aws:///eu-west-1a/i-0123"},"addresses":[{"type":"InternalIP","address":"10.0.0.1"}],"failureDomain":"eu-west-1a"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		xr, ok := decodeXR(data)
+		if !ok {
+			return
+		}
+		m, errs := MapMachine(xr)
+		namesFields(t, errs)
+		_ = Missing(errs)
+		if m.ProviderID != "" && !providerIDFormat.MatchString(m.ProviderID) {
+			t.Errorf("mapped a provider ID Kubernetes rejects: %q", m.ProviderID)
+		}
+	})
+}

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/compositions"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/compcheck"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
+)
+
+const compositionUsage = `Usage: capxp composition check COMPOSITION [--xr EXAMPLE_XR] [--xrd XRD] [--crds DIR,...] [--observed DIR] [--functions FUNCTIONS.yaml] [--tools-dir DIR] [-o text|json]
+
+Checks a Composition against CAPI's InfraCluster or InfraMachine contract,
+offline: it renders the example XR with Crossplane's render engine and the
+Configuration's functions, reports every composed resource ready as its
+provider would, round after round until the XR is ready, and gives a verdict
+per contract field, and checks every composed resource against its kind's
+CRD as the API server would (strict: unknown fields, schema, CEL rules).
+--observed names a directory of composed resources as their providers
+reported them (YAML, each with its crossplane.io/composition-resource-name
+annotation): their status stands for those resources in every round.
+--functions names Crossplane Function objects, as crossplane render takes
+them: one annotated render.crossplane.io/runtime: Development is called at
+its render.crossplane.io/runtime-development-target; another must be one of
+the Configuration's functions, staged in the tools directory.
+Exit status 0 only when every field holds.
+
+The example XR defaults to CAPXP's shipped example for its own Compositions,
+and is otherwise generated from the XRD's schema (a starting point: give a
+real one with --xr). The XRD defaults to CAPXP's own for the Composition's compositeTypeRef; a
+platform team's XRD must declare its contract with the label
+capxp.dev/contract. The CRDs default to those of the Configuration's
+providers. The crossplane binary, the functions and the providers' CRDs come
+from the
+tools directory hack/ensure-tools.sh fills (default .cache/tools, or
+$CAPXP_TOOLS_CACHE).
+`
+
+// runComposition runs `capxp composition SUBCOMMAND`; it returns the exit
+// status.
+func runComposition(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "check" {
+		fmt.Fprint(stderr, compositionUsage)
+		return 2
+	}
+	fs := flag.NewFlagSet("capxp composition check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, compositionUsage) }
+	xrPath := fs.String("xr", "", "an example XR of the Composition's kind (YAML); CAPXP's shipped one, or one generated from the XRD, by default")
+	xrdPath := fs.String("xrd", "", "the XRD the Composition is for (YAML); CAPXP's own by default")
+	toolsDir := fs.String("tools-dir", string(tools.Default()), "where hack/ensure-tools.sh staged the crossplane binary and the functions")
+	output := fs.String("o", "text", "output format: text or json")
+	timeout := fs.Duration("timeout", 2*time.Minute, "how long the check may take")
+	observedDir := fs.String("observed", "", "a directory of observed composed resources (YAML); the others are reported ready as their providers would")
+	functionsPath := fs.String("functions", "", "Crossplane Function objects (YAML) for functions the Configuration does not pin, or that you run yourself")
+	crdDirs := fs.String("crds", "", "comma-separated CRD files or directories of the composed kinds; the Configuration's providers' by default")
+	// The Composition may come before the flags, as in the usage line.
+	positional, err := parseInterspersed(fs, args[1:])
+	if err != nil {
+		return 2
+	}
+	if len(positional) != 1 || (*output != "text" && *output != "json") {
+		fmt.Fprint(stderr, compositionUsage)
+		return 2
+	}
+	started := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	r, in, err := checkComposition(ctx, positional[0], *xrPath, *xrdPath, *crdDirs, *observedDir, *functionsPath, tools.Dir(*toolsDir))
+	if err != nil {
+		fmt.Fprintln(stderr, "capxp composition check:", err)
+		return 2
+	}
+	took := time.Since(started).Round(10 * time.Millisecond)
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(struct {
+			Composition string              `json:"composition"`
+			Contract    string              `json:"contract"`
+			Example     string              `json:"example"`
+			OK          bool                `json:"ok"`
+			Rounds      int                 `json:"rounds"`
+			Seconds     float64             `json:"seconds"`
+			Verdicts    []compcheck.Verdict `json:"verdicts"`
+		}{in.Composition.GetName(), in.Contract, in.Example, r.OK(), r.Rounds, took.Seconds(), r.Verdicts}); err != nil {
+			fmt.Fprintln(stderr, "capxp composition check:", err)
+			return 2
+		}
+	} else {
+		fmt.Fprintf(stdout, "Composition %s (%s contract), example XR %s, %d round(s), %s:\n", in.Composition.GetName(), in.Contract, in.Example, r.Rounds, took)
+		for _, v := range r.Verdicts {
+			mark := "✓"
+			if !v.OK {
+				mark = "✗"
+			}
+			fmt.Fprintf(stdout, "  %s %s: %s\n", mark, v.Field, v.Reason)
+		}
+	}
+	if !r.OK() {
+		return 1
+	}
+	return 0
+}
+
+func checkComposition(ctx context.Context, compPath, xrPath, xrdPath, crdPaths, observedDir, functionsPath string, d tools.Dir) (*compcheck.Result, compcheck.Input, error) {
+	var in compcheck.Input
+	var err error
+	if in.Composition, err = readObject(compPath, "Composition"); err != nil {
+		return nil, in, err
+	}
+	if xrdPath != "" {
+		if in.XRD, err = readObject(xrdPath, "CompositeResourceDefinition"); err != nil {
+			return nil, in, err
+		}
+	} else if in.XRD, err = ownXRD(in.Composition); err != nil {
+		return nil, in, err
+	}
+	switch {
+	case xrPath != "":
+		in.XR, err = readObject(xrPath, "")
+		in.Example = xrPath
+	case xrdPath == "":
+		in.XR, err = compositions.Example(in.Composition)
+		in.Example = "CAPXP's shipped example"
+	default:
+		in.XR, err = compcheck.ExampleFromXRD(in.XRD, in.Composition)
+		in.Example = "generated from the XRD's schema"
+	}
+	if err != nil {
+		return nil, in, err
+	}
+	in.Contract = in.XRD.GetLabels()[infrav1.ContractLabel]
+	if in.Contract != infrav1.ContractInfraCluster && in.Contract != infrav1.ContractInfraMachine {
+		return nil, in, errors.Errorf("XRD %s: metadata.labels[%s] is %q: it must declare the contract, %s or %s",
+			in.XRD.GetName(), infrav1.ContractLabel, in.Contract, infrav1.ContractInfraCluster, infrav1.ContractInfraMachine)
+	}
+	if observedDir != "" {
+		if in.Observed, err = readObserved(observedDir); err != nil {
+			return nil, in, err
+		}
+	}
+	var dirs []string
+	if crdPaths != "" {
+		dirs = strings.Split(crdPaths, ",")
+	} else if dirs, err = compcheck.ProviderCRDDirs(d); err != nil {
+		return nil, in, err
+	}
+	if in.CRDs, err = compcheck.LoadCRDs(dirs...); err != nil {
+		return nil, in, err
+	}
+	var functions []*unstructured.Unstructured
+	if functionsPath != "" {
+		if functions, err = readFunctions(functionsPath); err != nil {
+			return nil, in, err
+		}
+	}
+	e, err := compcheck.StartEngine(ctx, d, functions...)
+	if err != nil {
+		return nil, in, err
+	}
+	defer e.Stop() //nolint:errcheck // best effort: the functions are this process's children.
+	r, err := compcheck.Check(ctx, e, in)
+	return r, in, err
+}
+
+// readObject reads one YAML object, of kind when kind is not empty.
+func readObject(path, kind string) (*unstructured.Unstructured, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot read")
+	}
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(raw, &u.Object); err != nil {
+		return nil, errors.Wrapf(err, "%s: cannot decode YAML", path)
+	}
+	if kind != "" && u.GetKind() != kind {
+		return nil, errors.Errorf("%s: kind is %q, want %s", path, u.GetKind(), kind)
+	}
+	return u, nil
+}
+
+// ownXRD is CAPXP's XRD for the Composition's compositeTypeRef.
+func ownXRD(comp *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	apiVersion, _, _ := unstructured.NestedString(comp.Object, "spec", "compositeTypeRef", "apiVersion")
+	kind, _, _ := unstructured.NestedString(comp.Object, "spec", "compositeTypeRef", "kind")
+	xrds, err := compositions.ReadDir("xrds")
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range xrds {
+		group, _, _ := unstructured.NestedString(x.Object, "spec", "group")
+		k, _, _ := unstructured.NestedString(x.Object, "spec", "names", "kind")
+		if k == kind && len(apiVersion) > len(group) && apiVersion[:len(group)+1] == group+"/" {
+			return x, nil
+		}
+	}
+	return nil, errors.Errorf("composition %s composes %s %s, which is not one of CAPXP's kinds: name its XRD with --xrd", comp.GetName(), apiVersion, kind)
+}
+
+// readObserved reads the observed composed resources of a directory, by
+// their resource template's name.
+func readObserved(dir string) (map[string]*unstructured.Unstructured, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, errors.Wrapf(err, "cannot list %s", dir)
+	}
+	if len(files) == 0 {
+		return nil, errors.Errorf("--observed %s holds no *.yaml file", dir)
+	}
+	out := map[string]*unstructured.Unstructured{}
+	for _, f := range files {
+		o, err := readObject(f, "")
+		if err != nil {
+			return nil, err
+		}
+		name := o.GetAnnotations()[compositions.AnnotationResourceName]
+		if name == "" {
+			return nil, errors.Errorf("%s: metadata.annotations[%s] is missing: it names the Composition's resource template the object was composed from", f, compositions.AnnotationResourceName)
+		}
+		out[name] = o
+	}
+	return out, nil
+}
+
+// readFunctions reads the Function objects of a YAML stream.
+func readFunctions(path string) ([]*unstructured.Unstructured, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot read")
+	}
+	defer f.Close()
+	d := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	var out []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		err := d.Decode(&u.Object)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, errors.Wrapf(err, "%s: cannot decode YAML", path)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if u.GetKind() != "Function" {
+			return nil, errors.Errorf("%s: %s %s is not a Function", path, u.GetKind(), u.GetName())
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}

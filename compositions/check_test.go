@@ -1,0 +1,173 @@
+package compositions_test
+
+import (
+	"slices"
+	"sort"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/compositions"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/compcheck"
+)
+
+// TestCompositionCheck runs `capxp composition check`'s code on broken
+// Compositions made from the shipped ones, which must fail on exactly the
+// fields they break. (The shipped ones hold on every field: TestCompositions
+// converges them with the same code.)
+func TestCompositionCheck(t *testing.T) {
+	files, err := providerCRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds, err := compcheck.LoadCRDs(files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		reason      string
+		composition string
+		xr          string
+		// breaks the Composition; nil for the shipped one.
+		breaks func(t *testing.T, comp *unstructured.Unstructured)
+		// observed stand for resource templates' observations.
+		observed map[string]*unstructured.Unstructured
+		failing  []string
+	}{
+		"MissingEndpointPatch": {
+			reason:      "a cluster Composition that does not report the endpoint's host",
+			composition: "local/cluster.yaml", xr: "local-cluster.yaml",
+			breaks:  dropPatchesTo("status.outputs.controlPlaneEndpoint.host"),
+			failing: []string{compcheck.FieldEndpoint},
+		},
+		"CredentialsNotPassedThrough": {
+			reason:      "a machine Composition whose managed resource keeps the template's ProviderConfig name",
+			composition: "local/machine.yaml", xr: "local-machine.yaml",
+			breaks:  dropPatchesTo("spec.providerConfigRef.name"),
+			failing: []string{compcheck.FieldCredentials},
+		},
+		"ProviderIDNotReported": {
+			reason:      "a machine Composition that does not report the provider ID",
+			composition: "local/machine.yaml", xr: "local-machine.yaml",
+			breaks:  dropPatchesTo("status.outputs.providerID"),
+			failing: []string{compcheck.FieldProviderID},
+		},
+		"InvalidForItsCRD": {
+			reason:      "a managed resource with a field its CRD does not define",
+			composition: "local/machine.yaml", xr: "local-machine.yaml",
+			breaks: func(t *testing.T, comp *unstructured.Unstructured) {
+				t.Helper()
+				steps, _, _ := unstructured.NestedSlice(comp.Object, "spec", "pipeline")
+				step := steps[0].(map[string]any)
+				res, _, _ := unstructured.NestedSlice(step, "input", "resources")
+				_ = unstructured.SetNestedField(res[0].(map[string]any), "Delete", "base", "spec", "deletionPolicyy")
+				_ = unstructured.SetNestedSlice(step, res, "input", "resources")
+				steps[0] = step
+				_ = unstructured.SetNestedSlice(comp.Object, steps, "spec", "pipeline")
+			},
+			failing: []string{compcheck.FieldValid},
+		},
+		"CreatedNeverDeleted": {
+			reason:      "a managed resource allowed to create its external resource but not to delete it",
+			composition: "local/machine.yaml", xr: "local-machine.yaml",
+			breaks: func(t *testing.T, comp *unstructured.Unstructured) {
+				t.Helper()
+				steps, _, _ := unstructured.NestedSlice(comp.Object, "spec", "pipeline")
+				step := steps[0].(map[string]any)
+				res, _, _ := unstructured.NestedSlice(step, "input", "resources")
+				_ = unstructured.SetNestedStringSlice(res[0].(map[string]any), []string{"Observe", "Create", "Update"}, "base", "spec", "managementPolicies")
+				_ = unstructured.SetNestedSlice(step, res, "input", "resources")
+				steps[0] = step
+				_ = unstructured.SetNestedSlice(comp.Object, steps, "spec", "pipeline")
+			},
+			failing: []string{compcheck.FieldDeletion},
+		},
+		"ObservedNeverReady": {
+			reason:      "a resource whose provider reports it never ready (given observed state): the XR is not ready and reports nothing",
+			composition: "local/machine.yaml", xr: "local-machine.yaml",
+			observed: map[string]*unstructured.Unstructured{"node": {Object: map[string]any{"status": map[string]any{
+				"conditions": []any{map[string]any{"type": "Ready", "status": "False", "reason": "Creating", "lastTransitionTime": "2026-11-21T00:00:00Z"}},
+			}}}},
+			failing: []string{compcheck.FieldReady, compcheck.FieldProviderID, compcheck.FieldFailureDomain},
+		},
+		"FailureDomainsMalformed": {
+			reason:      "a cluster Composition that reports a failure domain's name where the list goes",
+			composition: "local/cluster.yaml", xr: "local-cluster.yaml",
+			breaks: func(t *testing.T, comp *unstructured.Unstructured) {
+				t.Helper()
+				env, _, _ := unstructured.NestedSlice(comp.Object, "spec", "pipeline")
+				step := env[0].(map[string]any)
+				patches, _, _ := unstructured.NestedSlice(step, "input", "environment", "patches")
+				patches[0].(map[string]any)["fromFieldPath"] = "spec.parameters.failureDomains[0].name"
+				_ = unstructured.SetNestedSlice(step, patches, "input", "environment", "patches")
+				env[0] = step
+				_ = unstructured.SetNestedSlice(comp.Object, env, "spec", "pipeline")
+			},
+			failing: []string{compcheck.FieldFailureDomains},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			comp := must(compositions.Read(tc.composition))
+			if tc.breaks != nil {
+				tc.breaks(t, comp)
+			}
+			xr := testdata(t, tc.xr)
+			x := xrd(t, xr)
+			r, err := compcheck.Check(t.Context(), engine, compcheck.Input{
+				Contract: x.GetLabels()[infrav1.ContractLabel], Composition: comp, XRD: x, XR: xr, CRDs: crds, Observed: tc.observed,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var failing []string
+			for _, v := range r.Verdicts {
+				if !v.OK {
+					failing = append(failing, v.Field)
+					t.Logf("✗ %s: %s", v.Field, v.Reason)
+				}
+			}
+			sort.Strings(failing)
+			want := slices.Clone(tc.failing)
+			sort.Strings(want)
+			if !slices.Equal(failing, want) {
+				t.Errorf("%s: failing fields %v, want %v", tc.reason, failing, want)
+			}
+		})
+	}
+}
+
+// dropPatchesTo removes every patch of every resource template that writes
+// path.
+func dropPatchesTo(path string) func(*testing.T, *unstructured.Unstructured) {
+	return func(t *testing.T, comp *unstructured.Unstructured) {
+		t.Helper()
+		steps, _, _ := unstructured.NestedSlice(comp.Object, "spec", "pipeline")
+		dropped := 0
+		for i, s := range steps {
+			step := s.(map[string]any)
+			res, _, _ := unstructured.NestedSlice(step, "input", "resources")
+			for j, r := range res {
+				rm := r.(map[string]any)
+				patches, _, _ := unstructured.NestedSlice(rm, "patches")
+				kept := patches[:0]
+				for _, p := range patches {
+					if p.(map[string]any)["toFieldPath"] == path {
+						dropped++
+						continue
+					}
+					kept = append(kept, p)
+				}
+				_ = unstructured.SetNestedSlice(rm, kept, "patches")
+				res[j] = rm
+			}
+			_ = unstructured.SetNestedSlice(step, res, "input", "resources")
+			steps[i] = step
+		}
+		if dropped == 0 {
+			t.Fatalf("no patch writes %s", path)
+		}
+		_ = unstructured.SetNestedSlice(comp.Object, steps, "spec", "pipeline")
+	}
+}

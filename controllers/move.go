@@ -1,0 +1,234 @@
+package controllers
+
+import (
+	"context"
+	"sort"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
+)
+
+// What `clusterctl move` needs of an adapted XR and what it composed
+// (docs/move.md):
+//   - clusterctl moves only kinds whose CRDs carry its label: the bridge
+//     labels the CRDs of every kind an XR composes, as soon as it composes;
+//   - clusterctl deletes every moved object in the source, then removes its
+//     finalizers: a paused XR's composed resources carry the move guard, so
+//     that their provider, still running in the source, deletes nothing;
+//   - clusterctl waits for the block-move annotation to go after it has
+//     paused the clusters: the bridge removes it from a paused XR only once
+//     every composed resource is guarded; once the XR is unpaused (in the
+//     target, after the move) it removes the guards, and the annotation
+//     comes back.
+
+const (
+	errGuard       = "cannot guard composed resource for clusterctl move"
+	errUnguard     = "cannot remove the move guard from composed resource"
+	errLabelCRD    = "cannot label the CRD of a composed kind for clusterctl move"
+	errMapComposed = "cannot map composed kind to its CRD"
+	moveFieldOwner = "capxp-move"
+)
+
+// composedControlled reads the composed resources the XR names and controls
+// (metadata only), watching their kinds so that their changes wake the
+// bridge; it returns the names of those it names but does not control.
+func (r *xrReconciler) composedControlled(ctx context.Context, xr *composite.Unstructured) (controlled []*metav1.PartialObjectMetadata, foreign []string, err error) {
+	log := ctrl.LoggerFrom(ctx)
+	owner := &unstructured.Unstructured{}
+	owner.SetGroupVersionKind(r.gvk)
+	for _, ref := range xr.GetResourceReferences() {
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
+		if err := r.tracker.Watch(log, obj, handler.EnqueueRequestForOwner(r.client.Scheme(), r.client.RESTMapper(), owner, handler.OnlyControllerOwner())); err != nil {
+			return nil, nil, errors.Wrap(err, errWatchComposed)
+		}
+		ns := ref.Namespace
+		if ns == "" {
+			ns = xr.GetNamespace()
+		}
+		if err := r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, nil, errors.Wrapf(err, "%s %s %s", errGetComposed, ref.Kind, ref.Name)
+		}
+		// Anyone who may write the XR may write its resource references:
+		// only what this XR controls is its to delete, or to guard.
+		if c := metav1.GetControllerOf(obj); c == nil || c.UID != xr.GetUID() {
+			foreign = append(foreign, ref.Kind+"/"+ref.Name)
+			continue
+		}
+		controlled = append(controlled, obj)
+	}
+	sort.Strings(foreign)
+	return controlled, foreign, nil
+}
+
+// setGuard adds (on) or removes the move guard on one composed resource,
+// with an optimistic lock: finalizers are a list others write too.
+func (r *xrReconciler) setGuard(ctx context.Context, obj *metav1.PartialObjectMetadata, on bool) error {
+	if controllerutil.ContainsFinalizer(obj, infrav1.MoveGuardFinalizer) == on {
+		return nil
+	}
+	orig := obj.DeepCopy()
+	msg := errUnguard
+	if on {
+		controllerutil.AddFinalizer(obj, infrav1.MoveGuardFinalizer)
+		msg = errGuard
+	} else {
+		controllerutil.RemoveFinalizer(obj, infrav1.MoveGuardFinalizer)
+	}
+	err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(fieldManager))
+	return errors.Wrapf(client.IgnoreNotFound(err), "%s %s %s", msg, obj.Kind, obj.GetName())
+}
+
+// guardForMove readies a paused XR for clusterctl move: once Crossplane has
+// acknowledged the pause (so that it composes nothing more), every resource
+// the XR composed carries the move guard, then the XR loses its block-move
+// annotation. While a guard cannot be set (say, the manager may not patch
+// the kind) the annotation stays, an event names the resource, and
+// clusterctl move waits, then refuses: nothing is moved unguarded.
+func (r *xrReconciler) guardForMove(ctx context.Context, s *scope) error {
+	if _, ok := s.xr.GetAnnotations()[infrav1.BlockMoveAnnotation]; !ok {
+		return nil
+	}
+	r.labelComposedCRDs(ctx, s)
+	if !meta.IsPaused(s.before) || readiness.Condition(s.before.Object, xpv2.TypeSynced).Reason != xpv2.ReasonReconcilePaused {
+		// The pause is written with this reconcile; Crossplane's
+		// acknowledgement wakes the next.
+		return nil
+	}
+	if err := r.setGuards(ctx, s.xr, true); err != nil {
+		s.event(corev1.EventTypeWarning, "MoveBlocked", err.Error())
+		return err
+	}
+	meta.RemoveAnnotations(s.xr, infrav1.BlockMoveAnnotation)
+	return nil
+}
+
+// unguard makes the composed resources of an XR being unpaused Crossplane's
+// and their provider's again: it removes the guards a pause, or a move into
+// this cluster, left on them (reading them from the cache, a patch only for
+// a guarded one). It runs before the XR is unpaused; while a guard cannot
+// go, the XR stays paused.
+func (r *xrReconciler) unguard(ctx context.Context, s *scope) error {
+	if !meta.IsPaused(s.before) || len(s.xr.GetResourceReferences()) == 0 {
+		return nil
+	}
+	return r.setGuards(ctx, s.xr, false)
+}
+
+// setGuards adds (on) or removes the move guard on every composed resource
+// the XR controls.
+func (r *xrReconciler) setGuards(ctx context.Context, xr *composite.Unstructured, on bool) error {
+	controlled, _, err := r.composedControlled(ctx, xr)
+	if err != nil {
+		return err
+	}
+	for _, obj := range controlled {
+		if err := r.setGuard(ctx, obj, on); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// blockMove keeps an unpaused XR that composed something out of clusterctl
+// move's reach, with the block-move annotation, and labels the CRDs of the
+// kinds it composes. clusterctl notes which objects carry the annotation
+// when it discovers what to move, before it pauses anything, and waits only
+// for those. The annotation comes with a write the XR gets anyway, and at
+// the latest once the XR is provisioned (due): clusterctl moves only
+// clusters whose infrastructure is provisioned and whose Machines have
+// nodes, so an XR not yet provisioned cannot be moved, and a machine costs
+// no write of its own for the annotation.
+func (r *xrReconciler) blockMove(ctx context.Context, s *scope, due bool) {
+	if len(s.xr.GetResourceReferences()) == 0 {
+		return
+	}
+	r.labelComposedCRDs(ctx, s)
+	if _, ok := s.xr.GetAnnotations()[infrav1.BlockMoveAnnotation]; ok {
+		return
+	}
+	if due || !equality.Semantic.DeepEqual(s.before.Object, s.xr.Object) {
+		meta.AddAnnotations(s.xr, map[string]string{infrav1.BlockMoveAnnotation: ""})
+	}
+}
+
+// labelComposedCRDs gives the CRD of every kind the XR composes
+// clusterctl's label, so that `clusterctl move` finds (and moves) the
+// composed resources with their XR. It reads the CRDs from the cache and
+// writes only a missing label, server-side under its own field manager,
+// which the apply of whoever installed the CRD (Crossplane's package
+// manager, clusterctl) leaves alone. A composed kind that no CRD defines (a
+// core kind) has nothing to label. A CRD it cannot label is an event on the
+// XR, not a reason to stop reconciling it: the XR keeps its block-move
+// annotation, so a move waits and refuses rather than leave resources
+// behind.
+func (r *xrReconciler) labelComposedCRDs(ctx context.Context, s *scope) {
+	seen := map[schema.GroupVersionKind]bool{}
+	for _, ref := range s.xr.GetResourceReferences() {
+		gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
+		if seen[gvk] || gvk.Group == "" {
+			continue
+		}
+		seen[gvk] = true
+		if err := r.labelCRD(ctx, gvk); err != nil {
+			s.event(corev1.EventTypeWarning, "MoveBlocked", err.Error())
+			meta.AddAnnotations(s.xr, map[string]string{infrav1.BlockMoveAnnotation: ""})
+		}
+	}
+}
+
+// crdLabels labels CRDs for the XRs of every kind, one at a time: XRs
+// reconciled at once compose the same kinds, and would each find a CRD's
+// label missing in the cache and apply it.
+type crdLabels struct {
+	mu      sync.Mutex
+	written written
+}
+
+func (l *crdLabels) label(ctx context.Context, c client.Client, name string, want map[string]string, owner string) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return labelCRD(ctx, c, &l.written, name, want, owner)
+}
+
+// labelCRD gives the CRD of a kind clusterctl's label.
+func (r *xrReconciler) labelCRD(ctx context.Context, gvk schema.GroupVersionKind) error {
+	m, err := r.client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return errors.Wrapf(err, "%s %s", errMapComposed, gvk)
+	}
+	name := m.Resource.Resource + "." + gvk.Group
+	labelled, err := r.crdLabels.label(ctx, r.client, name, map[string]string{infrav1.ClusterctlLabel: ""}, moveFieldOwner)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return errors.Wrapf(err, "%s %s", errLabelCRD, gvk.Kind)
+	}
+	if labelled {
+		ctrl.LoggerFrom(ctx).Info("Labelled the CRD of a composed kind for clusterctl move", "CustomResourceDefinition", name)
+	}
+	return nil
+}
