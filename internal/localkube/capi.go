@@ -3,6 +3,7 @@ package localkube
 import (
 	"context"
 	"fmt"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -171,7 +172,10 @@ func (e *Environment) startProvider(ctx, mctx context.Context, c *CAPI, pr *prov
 	c.done.Add(1)
 	go func() {
 		defer c.done.Done()
-		if err := mgr.Start(mctx); err != nil {
+		var err error
+		// Labelled, so that a stuck shutdown can say what it waits on.
+		pprof.Do(mctx, pprof.Labels("component", pr.name), func(ctx context.Context) { err = mgr.Start(ctx) })
+		if err != nil {
 			c.mu.Lock()
 			c.err = errors.Join(c.err, errors.Wrapf(err, "%s", pr.name))
 			c.mu.Unlock()
@@ -289,5 +293,8 @@ func (c *CAPI) Stop() error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if ShutdownStuck(c.err) {
+		return fmt.Errorf("%w (goroutines in %s); those of capi-controller-manager:\n%s", c.err, DumpGoroutines("capi"), Goroutines("capi-controller-manager"))
+	}
 	return c.err
 }

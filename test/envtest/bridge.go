@@ -28,6 +28,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/localkube"
 )
 
 // Writes counts the API writes a manager's client made, per object, and the
@@ -95,6 +96,7 @@ type Manager struct {
 	// reconcile logs excluded), for tests of what it started and stopped.
 	Logs *Logs
 
+	name   string
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error
@@ -112,6 +114,14 @@ func (m *Manager) Forbidden() int {
 func (m *Manager) Stop() error {
 	m.cancel()
 	<-m.done
+	if localkube.ShutdownStuck(m.err) {
+		// What did not end is still blocked: say where.
+		var phase []string
+		if m.Logs != nil {
+			phase = m.Logs.Containing("Stopping and waiting")
+		}
+		return errors.Errorf("%v (goroutines in %s; the shutdown's phases: %q); those of %s:\n%s", m.err, localkube.DumpGoroutines(m.name), phase, m.name, localkube.Goroutines(m.name))
+	}
 	return m.err
 }
 
@@ -270,7 +280,7 @@ func (e *Environment) startProvider(ctx context.Context, delay time.Duration) (*
 // from CAPI's and the test provider's (go tool pprof -tagfocus).
 func start(ctx context.Context, name string, mgr ctrl.Manager, w *Writes) (*Manager, error) {
 	mctx, cancel := context.WithCancel(ctx)
-	m := &Manager{Manager: mgr, Writes: w, cancel: cancel, done: make(chan struct{})}
+	m := &Manager{Manager: mgr, Writes: w, name: name, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
 		pprof.Do(mctx, pprof.Labels("component", name), func(ctx context.Context) { m.err = mgr.Start(ctx) })
