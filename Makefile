@@ -22,7 +22,7 @@ GEN_DIR := .cache/gen
 GENERATED := apis/infrastructure/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml compositions/xrds
 
 GO_TEST_FLAGS ?= -count=1
-# Every package but the end-to-end, install, capxp-dev and fault tests, which `test` runs after
+# Every package but the end-to-end, install, capxp-dev and fault tests, which `test` (the fault tests: `test-all`) runs after
 # them, one at a time: the plane's provider-kubernetes needs ports the render
 # tests' functions take.
 PKGS ?= $(shell go list ./... | grep -v -e /test/e2e -e /test/install -e /test/dev -e /test/chaos)
@@ -98,11 +98,15 @@ lint: ## Run golangci-lint v2 (.golangci.yml: the linters, go vet among them, an
 ##@ Test
 
 .PHONY: test
-test: ## Run unit, integration, composition, end-to-end and install tests on real components (builds them on first use), then fuzz for 10 s per target.
+test: ## Run unit, integration, composition, end-to-end, install and capxp-dev tests on real components (builds them on first use), then fuzz for 10 s per target. CI runs this.
 	$(ENSURE_TOOLS) $(PLANE_TOOLS) $(INSTALL_TOOLS) >/dev/null
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) $(PKGS)
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 30m ./test/e2e/ ./test/install/ ./test/dev/ ./test/chaos/
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 30m ./test/e2e/ ./test/install/ ./test/dev/
 	$(MAKE) --no-print-directory fuzz
+
+.PHONY: test-all
+test-all: test ## Run make test, then the fault tests (test/chaos, ~13 min), which a cold CI run has no room for.
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 30m ./test/chaos/
 
 # The fuzz targets (package:target); each runs FUZZ_TIME from its seed
 # corpus in testdata/fuzz.
