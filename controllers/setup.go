@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -126,7 +127,7 @@ func Resolver(mgr ctrl.Manager, o Options) *credentials.APIResolver {
 
 // Setup adds the bridge's controllers to a manager.
 func Setup(mgr ctrl.Manager, o Options) error {
-	co := controller.Options{MaxConcurrentReconciles: max(o.Concurrency, 1)}
+	co := controllerOptions(max(o.Concurrency, 1))
 	resolver := Resolver(mgr, o)
 	kinds := newKindControllers(mgr, co, o.WatchFilter, resolver)
 	if err := mgr.Add(kinds); err != nil {
@@ -136,9 +137,24 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		mgr.GetWebhookServer().Register(CredentialsWebhookPath, &webhook.Admission{Handler: &credentialsValidator{Granter: resolver}})
 	}
 	own := &ownCRDs{client: mgr.GetClient(), want: OwnCRDLabels()}
-	if err := own.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 1}); err != nil {
+	if err := own.SetupWithManager(mgr, controllerOptions(1)); err != nil {
 		return errors.Wrap(err, "cannot set up the own CRDs controller")
 	}
 	xrds := newXRDReconciler(mgr.GetClient(), mgr.GetAPIReader(), kinds, mgr.GetEventRecorder("capxp-xrd"), o.Webhook)
-	return errors.Wrap(xrds.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 1}), "cannot set up the XRD controller")
+	return errors.Wrap(xrds.SetupWithManager(mgr, controllerOptions(1)), "cannot set up the XRD controller")
+}
+
+// controllerOptions are every bridge controller's options: n workers, and
+// client-go's work queue rather than controller-runtime's priority queue.
+// controller-runtime v0.24's priority queue can hang a controller's stop for
+// good: a worker waiting for an item returns when the queue shuts down
+// without withdrawing itself, the queue's dispatcher may then send it an
+// item nobody receives while holding the lock a finishing worker needs, and
+// the controller waits for that worker forever (fixed in v0.25). The bridge
+// stops kind controllers at run time, whenever an XRD is released or
+// forbidden, under the lock every adaptation takes: one hung stop would end
+// all adaptation, not just delay a shutdown. Integration tests caught it as
+// a manager outliving its graceful shutdown.
+func controllerOptions(n int) controller.Options {
+	return controller.Options{MaxConcurrentReconciles: n, UsePriorityQueue: ptr.To(false)}
 }

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/reconcilers/kubeadmconfig"
 	kubeadmbootstrapsetup "sigs.k8s.io/cluster-api/bootstrap/kubeadm/setup"
@@ -33,6 +34,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 )
@@ -47,6 +50,7 @@ type CAPI struct {
 
 	cancel    context.CancelFunc
 	shutdowns []func()
+	sources   context.Context //nolint:containedctx // outlives the managers' contexts by design.
 	done      sync.WaitGroup
 	mu        sync.Mutex
 	err       error
@@ -112,6 +116,11 @@ func (e *Environment) StartCAPI(ctx context.Context, opts ...CAPIOption) (*CAPI,
 	}
 
 	c := &CAPI{}
+	// The ClusterCaches' cluster sources are read until the managers have
+	// stopped (drainedClusterCache).
+	var stopSources context.CancelFunc
+	c.sources, stopSources = context.WithCancel(context.WithoutCancel(ctx))
+	c.shutdowns = append(c.shutdowns, stopSources)
 	// ctx bounds the start; the controllers run until Stop, however long
 	// the caller's start deadline was.
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -166,7 +175,7 @@ func (e *Environment) startProvider(ctx, mctx context.Context, c *CAPI, pr *prov
 	// manager until shut down, and would keep those API servers from
 	// stopping.
 	c.shutdowns = append(c.shutdowns, cc.(interface{ Shutdown() }).Shutdown)
-	if err := pr.setup(ctx, mgr, cc, secrets); err != nil {
+	if err := pr.setup(ctx, mgr, drainedClusterCache{ClusterCache: cc, sources: c.sources}, secrets); err != nil {
 		return nil, err
 	}
 	c.done.Add(1)
@@ -280,8 +289,14 @@ func setupKubeadmControlPlane(ctx context.Context, mgr ctrl.Manager, cc clusterc
 }
 
 // ctrlConfig lets each test start its own managers in one test binary.
+//
+// CAPI's mains use controller-runtime's priority queue (its PriorityQueue
+// feature gate, on by default); here every manager uses client-go's work
+// queue, because controller-runtime v0.24's priority queue can keep a
+// controller from stopping (controllers.controllerOptions says how), and
+// these managers are stopped after every test.
 func ctrlConfig() config.Controller {
-	return config.Controller{SkipNameValidation: ptr.To(true)}
+	return config.Controller{SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)}
 }
 
 // Stop stops the managers and waits for them; it returns their errors.
@@ -297,4 +312,37 @@ func (c *CAPI) Stop() error {
 		return fmt.Errorf("%w (goroutines in %s); those of capi-controller-manager:\n%s", c.err, DumpGoroutines("capi"), Goroutines("capi-controller-manager"))
 	}
 	return c.err
+}
+
+// drainedClusterCache works around a shutdown deadlock in CAPI's
+// ClusterCache (v1.14.2): its own controller's reconcile sends Cluster
+// events to the controllers that took a cluster source, over an unbuffered
+// channel, while it holds the lock every other send takes. A manager stops
+// its controllers together; a receiving controller that stopped first
+// stops reading, the ClusterCache's reconcile blocks on the send for good,
+// and the manager outlives its graceful shutdown period (integration tests
+// saw it stopping CAPI's manager right after deleting a Cluster). Here the
+// cluster sources are read until every manager StartCAPI started has
+// stopped; an event read after its controller stopped goes to a queue
+// already shut down, which drops it.
+type drainedClusterCache struct {
+	clustercache.ClusterCache
+	sources context.Context //nolint:containedctx // outlives the managers' contexts by design.
+}
+
+// GetClusterSource returns the ClusterCache's source, started with a
+// context that outlives its controller's.
+func (d drainedClusterCache) GetClusterSource(controllerName string, mapFunc func(ctx context.Context, cluster client.Object) []ctrl.Request, opts ...clustercache.GetClusterSourceOption) source.Source {
+	return drainedSource{Source: d.ClusterCache.GetClusterSource(controllerName, mapFunc, opts...), ctx: d.sources}
+}
+
+type drainedSource struct {
+	source.Source
+	ctx context.Context //nolint:containedctx // outlives the controller's context by design.
+}
+
+// Start starts the source with the drained context rather than its
+// controller's.
+func (s drainedSource) Start(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	return s.Source.Start(s.ctx, q)
 }

@@ -265,6 +265,9 @@ func (e *Environment) startProvider(ctx context.Context, delay time.Duration) (*
 		Scheme:                 controllers.NewScheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		// controller-runtime v0.24's priority queue can keep a controller
+		// from stopping (see the bridge's controller options).
+		Controller: config.Controller{UsePriorityQueue: ptr.To(false)},
 	})
 	if err != nil {
 		return nil, errors.Wrap(err, "cannot create the test provider's manager")
