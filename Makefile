@@ -108,15 +108,15 @@ test: ## Run unit, integration, composition, end-to-end, install and capxp-dev t
 test-all: test ## Run make test, then the fault tests (test/chaos, ~13 min), which a cold CI run has no room for.
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 30m ./test/chaos/
 
-# The fuzz targets (package:target); each runs FUZZ_TIME from its seed
-# corpus in testdata/fuzz.
-FUZZ_TARGETS := outputs:FuzzMapCluster outputs:FuzzMapMachine readiness:FuzzObserve gate:FuzzDecide xrd:FuzzCheck credentials:FuzzGranted
+# The fuzz targets (package directory:target); each runs FUZZ_TIME from its
+# seed corpus in testdata/fuzz.
+FUZZ_TARGETS := bridge/outputs:FuzzMapCluster bridge/outputs:FuzzMapMachine bridge/readiness:FuzzObserve bridge/gate:FuzzDecide bridge/xrd:FuzzCheck bridge/credentials:FuzzGranted internal/leanjson:FuzzStripManagedFields
 FUZZ_TIME ?= 10s
 
 .PHONY: fuzz
-fuzz: ## Fuzz output mapping, readiness, the gate, the XRD check and the grant check for FUZZ_TIME each (make test: 10s); a failing input is written to the package's testdata/fuzz.
+fuzz: ## Fuzz output mapping, readiness, the gate, the XRD check, the grant check and the cache's managed-field stripping for FUZZ_TIME each (make test: 10s); a failing input is written to the package's testdata/fuzz.
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
-	  out=$$(go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZ_TIME) ./bridge/$$pkg 2>&1) || { echo "$$out"; exit 1; }; \
+	  out=$$(go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZ_TIME) ./$$pkg 2>&1) || { echo "$$out"; exit 1; }; \
 	  echo "$$fn: $$(echo "$$out" | grep -o 'execs: [0-9]*' | tail -1 | cut -d' ' -f2) executions, no failure"; \
 	done
 

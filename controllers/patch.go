@@ -26,6 +26,12 @@ import (
 func patchIfChanged(ctx context.Context, c client.Client, w *written, obj *unstructured.Unstructured, mutate func(*unstructured.Unstructured)) error {
 	want := obj.DeepCopy()
 	mutate(want)
+	return patchTo(ctx, c, w, obj, want)
+}
+
+// patchTo is patchIfChanged for a caller that holds the object it wants
+// already: want, which the patch's answer overwrites.
+func patchTo(ctx context.Context, c client.Client, w *written, obj, want *unstructured.Unstructured) error {
 	if equality.Semantic.DeepEqual(obj.Object, want.Object) {
 		return nil
 	}

@@ -25,6 +25,30 @@ func TestStripManagedFields(t *testing.T) {
 				t.Errorf("managed fields %v, name %q", got.GetManagedFields(), got.GetName())
 			}
 		}},
+		"XR": {in: &unstructured.Unstructured{Object: map[string]any{
+			"metadata": map[string]any{"name": "x", "managedFields": []any{}, "annotations": map[string]any{
+				"kubectl.kubernetes.io/last-applied-configuration": `{"spec":{}}`, "crossplane.io/paused": "true"}},
+			"spec": map[string]any{"providerID": "p"},
+			"status": map[string]any{"ready": true, "conditions": []any{
+				map[string]any{"type": "Responsive", "status": "True"},
+				map[string]any{"type": "Synced", "status": "True"},
+				map[string]any{"type": "Custom", "status": "False"},
+				map[string]any{"type": "Ready", "status": "False", "message": "Unready resources: node"},
+			}},
+		}}, check: func(t *testing.T, out any) {
+			t.Helper()
+			want := map[string]any{
+				"metadata": map[string]any{"name": "x", "annotations": map[string]any{"crossplane.io/paused": "true"}},
+				"spec":     map[string]any{"providerID": "p"},
+				"status": map[string]any{"ready": true, "conditions": []any{
+					map[string]any{"type": "Synced", "status": "True"},
+					map[string]any{"type": "Ready", "status": "False", "message": "Unready resources: node"},
+				}},
+			}
+			if diff := cmp.Diff(want, out.(*unstructured.Unstructured).Object); diff != "" {
+				t.Errorf("an XR keeps what the bridge reads: -want, +got:\n%s", diff)
+			}
+		}},
 		"Typed": {in: typed, check: func(t *testing.T, out any) {
 			t.Helper()
 			if got := out.(*metav1.ObjectMeta); got.ManagedFields != nil || got.Name != "b" {

@@ -379,7 +379,8 @@ func (r *xrReconciler) write(ctx context.Context, s *scope) error {
 	var errs []error
 	gen := s.before.GetGeneration()
 	mirrorOnly := s.mirror != nil && equality.Semantic.DeepEqual(s.mirror.Object["spec"], s.xr.Object["spec"])
-	if err := patchIfChanged(ctx, r.client, &r.written, s.before, func(u *unstructured.Unstructured) { u.Object = s.xr.Object }); err != nil {
+	// The working copy is what is wanted: no copy of it to mutate.
+	if err := patchTo(ctx, r.client, &r.written, s.before, &unstructured.Unstructured{Object: s.xr.Object}); err != nil {
 		// Nothing else is written on a stale read.
 		return err
 	}

@@ -118,6 +118,7 @@ func runManager(args []string) error {
 		// expire.
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         controllers.CacheOptions(f.namespace, f.syncPeriod),
+		NewCache:                      controllers.NewCache,
 		Client:                        controllers.ClientOptions(),
 	})
 	if err != nil {

@@ -146,6 +146,7 @@ func (e *Environment) StartBridgeAs(ctx context.Context, cfg *rest.Config, o con
 		// In-flight reconciles finish slowly on a loaded machine.
 		GracefulShutdownTimeout: ptr.To(2 * time.Minute),
 		Cache:                   controllers.CacheOptions("", 10*time.Minute),
+		NewCache:                controllers.NewCache,
 		Client:                  controllers.ClientOptions(),
 		// Each test starts its own managers in one test binary.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
