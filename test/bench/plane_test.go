@@ -44,7 +44,9 @@ func TestMain(m *testing.M) {
 // and the local backend, CAPI, and `capxp manager` as a process). It prints
 // T_all, Machine created → provisioned p50/p99, each component's CPU time,
 // the bridge's next to Crossplane's, and the bridge's live heap per cached
-// object. `make bench-plane` runs it; `go test` skips it.
+// object, from idle to N machines and from N to N + N/2 (at least 10 more;
+// the first includes what the first machines start once). `make
+// bench-plane` runs it; `go test` skips it.
 func TestBenchPlane(t *testing.T) {
 	bin := os.Getenv("CAPXP_MANAGER_BINARY")
 	if os.Getenv("CAPXP_BENCH_PLANE") == "" || bin == "" {
@@ -88,7 +90,7 @@ func TestBenchPlane(t *testing.T) {
 	}
 	watch.WaitForCacheSync(ctx)
 
-	heap0, err := liveHeap(ctx, p.ManagerMetricsURL())
+	heap0, err := liveHeap(ctx, p.ManagerProfilerURL(), p.ManagerMetricsURL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,9 +138,16 @@ func TestBenchPlane(t *testing.T) {
 	}
 	// The live heap is measured after a GC; give the manager a few.
 	time.Sleep(10 * time.Second)
-	heap1, err := liveHeap(ctx, p.ManagerMetricsURL())
+	heap1, err := liveHeap(ctx, p.ManagerProfilerURL(), p.ManagerMetricsURL())
 	if err != nil {
 		t.Fatal(err)
+	}
+	// CAPXP_BENCH_HEAP_PROFILE=FILE keeps the manager's heap profile once
+	// it has provisioned (go tool pprof -sample_index=inuse_space).
+	if path := os.Getenv("CAPXP_BENCH_HEAP_PROFILE"); path != "" {
+		if err := fetch(ctx, p.ManagerProfilerURL()+"heap?gc=1", path); err != nil {
+			t.Error(err)
+		}
 	}
 	objects1 := cachedObjects(ctx, t, c)
 	rec1, err := managerReconciles(ctx, p.ManagerMetricsURL())
@@ -147,6 +156,36 @@ func TestBenchPlane(t *testing.T) {
 	}
 
 	p50, p99 := lat.quantiles()
+	updatesMu.Lock()
+	var ups []string
+	for kind, u := range updates {
+		ups = append(ups, fmt.Sprintf("%s=%.1f", kind, float64(u)/float64(n)))
+	}
+	updatesMu.Unlock()
+	sort.Strings(ups)
+
+	// The heap above grew by more than the cached objects: kinds learned,
+	// watches and pools started with the first machines. The heap of one
+	// more cached object is what more machines add once those are there.
+	more := max(n/2, 10)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(md), md); err != nil {
+		t.Fatal(err)
+	}
+	before = md.DeepCopy()
+	md.Spec.Replicas = ptr.To(int32(n - 1 + more)) //nolint:gosec // n is at most 1000.
+	if err := c.Patch(ctx, md, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitForExample(ctx, n+more, 20*time.Minute, func(plane.Status) {}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Second)
+	heap2, err := liveHeap(ctx, p.ManagerProfilerURL(), p.ManagerMetricsURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects2 := cachedObjects(ctx, t, c)
+
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nL3: %d machines (1 cluster) on the real plane\n\nT_all %.1f s, Machine created -> provisioned p50 %.1f s, p99 %.1f s\n\n| component | CPU during T_all | CPU idle, per second |\n|---|---|---|\n",
 		n, tAll.Seconds(), p50.Seconds(), p99.Seconds())
@@ -173,6 +212,10 @@ func TestBenchPlane(t *testing.T) {
 		fmt.Fprintf(&b, "bridge live heap %.1f MiB -> %.1f MiB over %d more cached objects: %.1f KiB per cached object\n",
 			float64(heap0)/(1<<20), float64(heap1)/(1<<20), d, float64(heap1-heap0)/float64(d)/1024)
 	}
+	if d := objects2 - objects1; d > 0 {
+		fmt.Fprintf(&b, "bridge live heap, %d more machines: %.1f MiB -> %.1f MiB over %d more cached objects: %.1f KiB per cached object\n",
+			more, float64(heap1)/(1<<20), float64(heap2)/(1<<20), d, float64(heap2-heap1)/float64(d)/1024)
+	}
 	var recs []string
 	for name, v := range rec1 {
 		if d := v - rec0[name]; d > 0 {
@@ -181,13 +224,6 @@ func TestBenchPlane(t *testing.T) {
 	}
 	sort.Strings(recs)
 	fmt.Fprintf(&b, "bridge reconciles per Machine: %s\n", strings.Join(recs, " "))
-	updatesMu.Lock()
-	var ups []string
-	for kind, u := range updates {
-		ups = append(ups, fmt.Sprintf("%s=%.1f", kind, float64(u)/float64(n)))
-	}
-	updatesMu.Unlock()
-	sort.Strings(ups)
 	fmt.Fprintf(&b, "updates per Machine, all writers: %s\n", strings.Join(ups, " "))
 	t.Log(b.String())
 }
@@ -206,9 +242,17 @@ func cachedObjects(ctx context.Context, t *testing.T, c client.Client) int {
 	return n
 }
 
-// liveHeap reads the manager's live heap after its last GC
-// (runtime/metrics /gc/heap/live:bytes, which controller-runtime exports).
-func liveHeap(ctx context.Context, url string) (int64, error) {
+// liveHeap has the manager collect its garbage (pprof's heap profile with
+// gc=1) and reads its live heap after that collection (runtime/metrics
+// /gc/heap/live:bytes, which controller-runtime exports). Without the
+// collection it is the live heap as of whenever the last one ran.
+func liveHeap(ctx context.Context, profilerURL, url string) (int64, error) {
+	if err := get(ctx, profilerURL+"heap?gc=1", func(r io.Reader) error {
+		_, err := io.Copy(io.Discard, r)
+		return err
+	}); err != nil {
+		return 0, err
+	}
 	var live float64
 	found := false
 	err := scrape(ctx, url, func(name, labels string, v float64) {
@@ -244,6 +288,10 @@ func get(ctx context.Context, url string, read func(io.Reader) error) error {
 	if err != nil {
 		return err
 	}
+	// Uncompressed: the gzip writer the metrics endpoint would make is
+	// some 800 KB of the manager's heap, which a heap measurement would
+	// count when a collection catches it.
+	req.Header.Set("Accept-Encoding", "identity")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
