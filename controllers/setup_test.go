@@ -1,7 +1,9 @@
 package controllers
 
 import (
+	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -106,6 +108,44 @@ func TestSlimMachine(t *testing.T) {
 			}
 			if m.ManagedFields != nil || m.Spec.ProviderID != "aws:///i-1" || m.Generation != 3 {
 				t.Errorf("metadata or spec changed: %+v", m.ObjectMeta)
+			}
+		})
+	}
+}
+
+func TestInterned(t *testing.T) {
+	decode := func() map[string]any {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON([]byte(`{"apiVersion":"v1","kind":"X","metadata":{"name":"a","labels":{"cluster.x-k8s.io/cluster-name":"demo"}},"status":{"conditions":[{"type":"Ready","status":"True","message":"` + strings.Repeat("m", internMax+1) + `"}]}}`)); err != nil {
+			t.Fatal(err)
+		}
+		return u.Object
+	}
+	a, b := interned(decode()).(map[string]any), interned(decode()).(map[string]any)
+	if diff := cmp.Diff(decode(), a); diff != "" {
+		t.Errorf("interned(...) changed the object: -want, +got:\n%s", diff)
+	}
+	labelKey := func(m map[string]any) string {
+		for k := range m["metadata"].(map[string]any)["labels"].(map[string]any) {
+			return k
+		}
+		return ""
+	}
+	condition := func(m map[string]any, f string) string {
+		return m["status"].(map[string]any)["conditions"].([]any)[0].(map[string]any)[f].(string)
+	}
+	cases := map[string]struct {
+		a, b   string
+		shared bool
+	}{
+		"MapKey":     {a: labelKey(a), b: labelKey(b), shared: true},
+		"ShortValue": {a: condition(a, "status"), b: condition(b, "status"), shared: true},
+		"LongValue":  {a: condition(a, "message"), b: condition(b, "message"), shared: false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := unsafe.StringData(tc.a) == unsafe.StringData(tc.b); got != tc.shared {
+				t.Errorf("two decodings share %q: %v, want %v", tc.a, got, tc.shared)
 			}
 		})
 	}

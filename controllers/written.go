@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"crypto/sha256"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,14 +18,22 @@ import (
 // made. A reconcile that reads the object from a cache not yet showing that
 // write (the version it was written over, or one someone else wrote in
 // between) must not send the same write a second time: the cache will
-// deliver it, and wake the bridge again if someone undid it since.
+// deliver it, and wake the bridge again if someone undid it since. What was
+// written is kept as its SHA-256: a merge patch is most of an entry, and
+// there is one per XR of the fleet.
 type written struct {
 	mu      sync.Mutex
-	entries map[types.UID]map[string]writtenPart
+	entries map[writtenKey]writtenPart
+}
+
+type writtenKey struct {
+	uid  types.UID
+	part string
 }
 
 type writtenPart struct {
-	over, made, value string
+	over, made string
+	value      [sha256.Size]byte
 }
 
 // already reports whether value was written as the object's part to a newer
@@ -34,8 +43,8 @@ type writtenPart struct {
 func (w *written) already(obj metav1.Object, part, value string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	e, ok := w.entries[obj.GetUID()][part]
-	if !ok || e.value != value {
+	e, ok := w.entries[writtenKey{obj.GetUID(), part}]
+	if !ok || e.value != sha256.Sum256([]byte(value)) {
 		return false
 	}
 	cached := obj.GetResourceVersion()
@@ -52,19 +61,18 @@ func (w *written) record(obj metav1.Object, made, part, value string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.entries == nil {
-		w.entries = map[types.UID]map[string]writtenPart{}
+		w.entries = map[writtenKey]writtenPart{}
 	}
-	if w.entries[obj.GetUID()] == nil {
-		w.entries[obj.GetUID()] = map[string]writtenPart{}
-	}
-	w.entries[obj.GetUID()][part] = writtenPart{over: obj.GetResourceVersion(), made: made, value: value}
+	w.entries[writtenKey{obj.GetUID(), part}] = writtenPart{over: obj.GetResourceVersion(), made: made, value: sha256.Sum256([]byte(value))}
 }
 
 // forget drops what is remembered of an object.
 func (w *written) forget(uid types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	delete(w.entries, uid)
+	for _, part := range parts {
+		delete(w.entries, writtenKey{uid, part})
+	}
 }
 
 // The parts of objects the bridge writes.
@@ -74,6 +82,8 @@ const (
 	partPatch       = "patch"
 	partLabels      = "labels"
 )
+
+var parts = []string{partVerdict, partProvisioned, partPatch, partLabels}
 
 // verdictValue is what a verdict condition says; the owner's generation it
 // was written at is not part of it.

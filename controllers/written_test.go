@@ -42,8 +42,12 @@ func TestWrittenSkipsOnlyTheSameVerdictOverTheSameObject(t *testing.T) {
 	if w.already(owner("10"), partProvisioned, verdictValue(ready)) {
 		t.Error("already() for another part = true, want false")
 	}
+	w.record(owner("10"), "13", partPatch, `{"spec":{"providerID":"p"}}`)
+	if !w.already(owner("10"), partPatch, `{"spec":{"providerID":"p"}}`) || w.already(owner("10"), partPatch, `{"spec":{"providerID":"q"}}`) {
+		t.Error("already() tells patches apart wrongly")
+	}
 	w.forget("u1")
-	if w.already(owner("10"), partVerdict, verdictValue(ready)) {
+	if w.already(owner("10"), partVerdict, verdictValue(ready)) || w.already(owner("10"), partPatch, `{"spec":{"providerID":"p"}}`) {
 		t.Error("already() after forget = true, want false")
 	}
 }

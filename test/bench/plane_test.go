@@ -143,7 +143,9 @@ func TestBenchPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	// CAPXP_BENCH_HEAP_PROFILE=FILE keeps the manager's heap profile once
-	// it has provisioned (go tool pprof -sample_index=inuse_space).
+	// it has provisioned, and FILE.more once it has provisioned N/2 more
+	// (go tool pprof -sample_index=inuse_space -diff_base FILE FILE.more;
+	// GODEBUG=memprofilerate=512 samples finely enough).
 	if path := os.Getenv("CAPXP_BENCH_HEAP_PROFILE"); path != "" {
 		if err := fetch(ctx, p.ManagerProfilerURL()+"heap?gc=1", path); err != nil {
 			t.Error(err)
@@ -185,6 +187,11 @@ func TestBenchPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	objects2 := cachedObjects(ctx, t, c)
+	if path := os.Getenv("CAPXP_BENCH_HEAP_PROFILE"); path != "" {
+		if err := fetch(ctx, p.ManagerProfilerURL()+"heap?gc=1", path+".more"); err != nil {
+			t.Error(err)
+		}
+	}
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nL3: %d machines (1 cluster) on the real plane\n\nT_all %.1f s, Machine created -> provisioned p50 %.1f s, p99 %.1f s\n\n| component | CPU during T_all | CPU idle, per second |\n|---|---|---|\n",
