@@ -166,15 +166,19 @@ func TestRoundTripper(t *testing.T) {
 	obj := `{"metadata":{"name":"a",` + mf + `}}`
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", r.URL.Query().Get("type"))
+		if e := r.Header.Get("Accept-Encoding"); e == "x-test" {
+			w.Header().Set("Content-Encoding", e)
+		}
 		_, _ = io.WriteString(w, obj)
 	}))
 	defer srv.Close()
 	c := &http.Client{Transport: RoundTripper(http.DefaultTransport)}
 	cases := map[string]struct {
-		reason string
-		method string
-		typ    string
-		want   string
+		reason   string
+		method   string
+		typ      string
+		encoding string
+		want     string
 	}{
 		"JSON": {
 			reason: "A JSON response to a GET loses its managed fields.",
@@ -188,6 +192,10 @@ func TestRoundTripper(t *testing.T) {
 			reason: "What a write returns is left as it is.",
 			method: http.MethodPatch, typ: "application/json", want: obj,
 		},
+		"Encoded": {
+			reason: "A body still in its content encoding is left as it is.",
+			method: http.MethodGet, typ: "application/json", encoding: "x-test", want: obj,
+		},
 		"OtherType": {
 			reason: "Other media types (protobuf, CBOR) are left as they are.",
 			method: http.MethodGet, typ: "application/vnd.kubernetes.protobuf", want: obj,
@@ -198,6 +206,9 @@ func TestRoundTripper(t *testing.T) {
 			req, err := http.NewRequestWithContext(t.Context(), tc.method, srv.URL+"?type="+url.QueryEscape(tc.typ), nil)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.encoding != "" {
+				req.Header.Set("Accept-Encoding", tc.encoding)
 			}
 			resp, err := c.Do(req)
 			if err != nil {

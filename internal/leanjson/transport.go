@@ -10,14 +10,18 @@ import (
 const readSize = 32 << 10
 
 // RoundTripper returns rt with the managed fields removed from every JSON
-// response to a GET (a get, a list, a watch) before the caller reads it.
+// response to a GET (a get, a list, a watch) before the caller reads it. A
+// response to any other request, of another media type, or with a content
+// encoding, is left as it is.
 func RoundTripper(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFn(func(req *http.Request) (*http.Response, error) {
 		resp, err := rt.RoundTrip(req)
 		if err != nil || req.Method != http.MethodGet || resp.StatusCode != http.StatusOK {
 			return resp, err
 		}
-		if !isJSON(resp.Header.Get("Content-Type")) {
+		// A body still encoded (a caller that asked for gzip itself gets it
+		// as sent) is not JSON yet.
+		if !isJSON(resp.Header.Get("Content-Type")) || resp.Header.Get("Content-Encoding") != "" {
 			return resp, nil
 		}
 		resp.Body = NewReader(resp.Body)
