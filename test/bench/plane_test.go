@@ -105,12 +105,12 @@ func TestBenchPlane(t *testing.T) {
 	time.Sleep(idleFor)
 	cpu0 := p.CPU()
 	begin := time.Now()
-	// CAPXP_BENCH_PROFILE=FILE keeps a CPU profile of the manager while it
+	// CAPXP_BENCH_PROFILE=FILE keeps a 60 s CPU profile of the manager while it
 	// provisions (go tool pprof bin/capxp FILE).
 	var profile chan error
 	if path := os.Getenv("CAPXP_BENCH_PROFILE"); path != "" {
 		profile = make(chan error, 1)
-		go func() { profile <- fetch(ctx, p.ManagerProfilerURL()+"profile?seconds=20", path) }()
+		go func() { profile <- fetch(ctx, p.ManagerProfilerURL()+"profile?seconds=60", path) }()
 	}
 	if err := p.ApplyExample(ctx); err != nil {
 		t.Fatal(err)
