@@ -11,6 +11,7 @@ import (
 	"testing/iotest"
 
 	"github.com/google/go-cmp/cmp"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
 const mf = `"managedFields":[{"manager":"crossplane","operation":"Apply","fieldsV1":{"f:status":{"f:conditions":{"k:{\"type\":\"Ready\"}":{}}}},"time":"2026-11-23T21:00:00Z"}]`
@@ -223,6 +224,16 @@ func TestRoundTripper(t *testing.T) {
 				t.Errorf("%s\nbody: -want, +got:\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+func TestRoundTripperWraps(t *testing.T) {
+	// client-go's helpers find the transport underneath through
+	// utilnet.RoundTripperWrapper (closing idle connections, for one).
+	inner := &http.Transport{}
+	w, ok := RoundTripper(inner).(utilnet.RoundTripperWrapper)
+	if !ok || w.WrappedRoundTripper() != inner {
+		t.Errorf("RoundTripper(...) does not say what it wraps")
 	}
 }
 

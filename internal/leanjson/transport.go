@@ -14,22 +14,30 @@ const readSize = 32 << 10
 // response to any other request, of another media type, or with a content
 // encoding, is left as it is.
 func RoundTripper(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFn(func(req *http.Request) (*http.Response, error) {
-		resp, err := rt.RoundTrip(req)
-		if err != nil || req.Method != http.MethodGet || resp.StatusCode != http.StatusOK {
-			return resp, err
-		}
-		// A body still encoded (a caller that asked for gzip itself gets it
-		// as sent) is not JSON yet.
-		if !isJSON(resp.Header.Get("Content-Type")) || resp.Header.Get("Content-Encoding") != "" {
-			return resp, nil
-		}
-		resp.Body = NewReader(resp.Body)
-		resp.ContentLength = -1
-		resp.Header.Del("Content-Length")
-		return resp, nil
-	})
+	return &roundTripper{rt: rt}
 }
+
+type roundTripper struct{ rt http.RoundTripper }
+
+func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.rt.RoundTrip(req)
+	if err != nil || req.Method != http.MethodGet || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	// A body still encoded (a caller that asked for gzip itself gets it as
+	// sent) is not JSON yet.
+	if !isJSON(resp.Header.Get("Content-Type")) || resp.Header.Get("Content-Encoding") != "" {
+		return resp, nil
+	}
+	resp.Body = NewReader(resp.Body)
+	resp.ContentLength = -1
+	resp.Header.Del("Content-Length")
+	return resp, nil
+}
+
+// WrappedRoundTripper lets client-go's helpers (closing idle connections,
+// debugging wrappers) reach the transport underneath.
+func (t *roundTripper) WrappedRoundTripper() http.RoundTripper { return t.rt }
 
 // isJSON reports whether a Content-Type is JSON; one that does not parse is
 // not.
@@ -37,10 +45,6 @@ func isJSON(contentType string) bool {
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && mt == "application/json"
 }
-
-type roundTripperFn func(*http.Request) (*http.Response, error)
-
-func (fn roundTripperFn) RoundTrip(req *http.Request) (*http.Response, error) { return fn(req) }
 
 // NewReader returns a reader of r's JSON values (one, or a stream of watch
 // events) without their objects' managed fields. A value is passed on once
