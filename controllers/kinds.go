@@ -116,10 +116,11 @@ func (k *kindControllers) Ensure(ctx context.Context, name string, a xrd.Adaptat
 	if err != nil {
 		return err
 	}
-	opts.Reconciler = &xrReconciler{
+	r := &xrReconciler{
 		client: k.mgr.GetClient(), gvk: a.GVK, contract: sm, tracker: tracker, credentials: k.credentials,
 		recorder: k.mgr.GetEventRecorder(controllerName(a.GVK)), crdLabels: &k.crdLabels,
 	}
+	opts.Reconciler = r
 	c, err := controller.NewUnmanaged(controllerName(a.GVK), opts)
 	if err != nil {
 		return errors.Wrap(err, "cannot create controller")
@@ -132,7 +133,7 @@ func (k *kindControllers) Ensure(ctx context.Context, name string, a xrd.Adaptat
 	// management domain; grants and namespaces carry no such label, so it
 	// never applies to them.
 	filter := predicates.ResourceHasFilterLabel(k.mgr.GetScheme(), log, k.filter)
-	if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), xr, &handler.EnqueueRequestForObject{}, filter, predicate.Funcs{UpdateFunc: xrChanged})); err != nil {
+	if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), xr, &handler.EnqueueRequestForObject{}, filter, predicate.Funcs{UpdateFunc: r.xrChanged, DeleteFunc: r.xrDeleted})); err != nil {
 		return errors.Wrap(err, "cannot watch composite resources")
 	}
 	for _, w := range sm.watches(k, a.GVK, xr) {

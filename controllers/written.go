@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"sync"
 
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
@@ -120,4 +122,43 @@ func (m *mirrors) forget(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.entries, uid)
+}
+
+// newest remembers, per XR, the newest Ready and Synced conditions the bridge
+// has read: one Crossplane puts back from a stale read (readiness.Replaced)
+// wakes no one and moves no verdict. After a restart it starts from what the
+// cache holds.
+type newest struct {
+	mu      sync.Mutex
+	entries map[types.UID]xrConditions
+}
+
+// xrConditions is an XR's Synced and Ready, as read.
+type xrConditions struct{ synced, ready xpv2.Condition }
+
+// read returns the XR's Synced and Ready, each the newest seen of its type,
+// and remembers them.
+func (n *newest) read(u *unstructured.Unstructured) xrConditions {
+	now := xrConditions{synced: readiness.Condition(u.Object, xpv2.TypeSynced), ready: readiness.Condition(u.Object, xpv2.TypeReady)}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if before, ok := n.entries[u.GetUID()]; ok {
+		if readiness.Replaced(now.synced, before.synced) {
+			now.synced = before.synced
+		}
+		if readiness.Replaced(now.ready, before.ready) {
+			now.ready = before.ready
+		}
+	}
+	if n.entries == nil {
+		n.entries = map[types.UID]xrConditions{}
+	}
+	n.entries[u.GetUID()] = now
+	return now
+}
+
+func (n *newest) forget(uid types.UID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.entries, uid)
 }

@@ -95,6 +95,8 @@ type xrReconciler struct {
 	written written
 	// mirrors are the bridge's own copies of outputs into XRs' specs.
 	mirrors mirrors
+	// newest are the newest Ready and Synced read of each XR.
+	newest newest
 	// crdLabels labels the CRDs of composed kinds once.
 	crdLabels *crdLabels
 	// released remembers, per XR, the selector it released a Composition
@@ -273,12 +275,15 @@ func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 
 	u := &s.xr.Unstructured
 	set, provisioned, errs := r.contract.outputs(u)
-	v := contract.Evaluate(readiness.Observe(s.xr, r.mirrors.get(s.xr.GetUID())), errs)
+	// The newest Ready and Synced read, not one Crossplane put back from a
+	// stale read (readiness.Replaced).
+	c := r.newest.read(u)
+	v := contract.Evaluate(readiness.ObserveConditions(u.GetGeneration(), false, c.synced, c.ready, r.mirrors.get(s.xr.GetUID())), errs)
 	if v.Ready {
 		set(u)
 		s.mirror = s.before.DeepCopy()
 		set(s.mirror)
-		s.observed = min(readiness.Condition(s.xr.Object, xpv2.TypeReady).ObservedGeneration, readiness.Condition(s.xr.Object, xpv2.TypeSynced).ObservedGeneration)
+		s.observed = min(c.ready.ObservedGeneration, c.synced.ObservedGeneration)
 	}
 	s.verdict = &v
 	// A cache behind the bridge's own write of the milestone still shows
@@ -342,6 +347,7 @@ func (r *xrReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Resu
 	}
 	r.written.forget(s.xr.GetUID())
 	r.mirrors.forget(s.xr.GetUID())
+	r.newest.forget(s.xr.GetUID())
 	return ctrl.Result{}, nil
 }
 
@@ -562,16 +568,22 @@ func isProvisioned(u *unstructured.Unstructured) bool {
 
 // xrChanged passes the XR updates that change something the bridge reads:
 // its generation and spec, the metadata it reads or writes (labels,
-// annotations, finalizers, owner references, deletion), and its status but
-// for the conditions it does not read (Responsive) and transition times.
-// Crossplane updates an XR some 16 times while composing it; updates that
-// only move Responsive or a managed field's timestamp wake no one.
-func xrChanged(e event.UpdateEvent) bool {
+// annotations, finalizers, owner references, deletion), its status but for
+// the conditions, and what Crossplane's Ready and Synced tell the bridge
+// (readiness.Observe, given the XR's mirror, and whether Crossplane
+// acknowledged a pause). Crossplane updates an XR some 30 times while
+// composing it; updates that only move Responsive, a transition time, a
+// managed field, or put back a condition Crossplane had replaced
+// (readiness.Replaced) wake no one.
+func (r *xrReconciler) xrChanged(e event.UpdateEvent) bool {
 	o, ok := e.ObjectOld.(*unstructured.Unstructured)
 	n, ok2 := e.ObjectNew.(*unstructured.Unstructured)
 	if !ok || !ok2 {
 		return true
 	}
+	// The old object was read as the new one of the event before; read
+	// again, it seeds what a restarted bridge remembers.
+	before, now := r.newest.read(o), r.newest.read(n)
 	if o.GetGeneration() != n.GetGeneration() || !equality.Semantic.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp()) {
 		return true
 	}
@@ -582,24 +594,29 @@ func xrChanged(e event.UpdateEvent) bool {
 			return true
 		}
 	}
-	return !equality.Semantic.DeepEqual(statusRead(o), statusRead(n))
+	m := r.mirrors.get(n.GetUID())
+	return !equality.Semantic.DeepEqual(statusRead(o, before, m), statusRead(n, now, m))
+}
+
+// xrDeleted forgets what the bridge remembers of a deleted XR's conditions.
+func (r *xrReconciler) xrDeleted(e event.DeleteEvent) bool {
+	r.newest.forget(e.Object.GetUID())
+	return true
 }
 
 // statusRead is what the bridge reads of an XR's status: all of it but the
-// conditions other than Ready and Synced, and their transition times.
-func statusRead(u *unstructured.Unstructured) map[string]any {
+// conditions, and what its Ready and Synced c say (readiness.Observe) and
+// whether Crossplane acknowledged a pause, which readies the XR for a move.
+func statusRead(u *unstructured.Unstructured, c xrConditions, m readiness.Mirror) map[string]any {
 	status, _, _ := unstructured.NestedFieldNoCopy(u.Object, "status")
-	m, _ := status.(map[string]any)
-	out := make(map[string]any, len(m))
-	for k, v := range m {
+	fields, _ := status.(map[string]any)
+	out := make(map[string]any, len(fields)+2)
+	for k, v := range fields {
 		if k != "conditions" {
 			out[k] = v
 		}
 	}
-	for _, t := range []xpv2.ConditionType{xpv2.TypeReady, xpv2.TypeSynced} {
-		c := readiness.Condition(u.Object, t)
-		c.LastTransitionTime = metav1.Time{}
-		out["condition "+string(t)] = c
-	}
+	out["observed"] = readiness.ObserveConditions(u.GetGeneration(), meta.IsPaused(u), c.synced, c.ready, m)
+	out["pause acknowledged"] = meta.IsPaused(u) && c.synced.Reason == xpv2.ReasonReconcilePaused
 	return out
 }

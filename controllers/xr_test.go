@@ -33,7 +33,18 @@ func TestXRChanged(t *testing.T) {
 		cs[i].(map[string]any)[field] = v
 		_ = unstructured.SetNestedSlice(u.Object, cs, "status", "conditions")
 	}
+	unpaused := func(u *unstructured.Unstructured) { u.SetAnnotations(nil) }
+	stalePause := func(u *unstructured.Unstructured) {
+		unpaused(u)
+		u.SetGeneration(3)
+		condition(u, 0, "observedGeneration", int64(3))
+		condition(u, 1, "status", "False")
+		condition(u, 1, "reason", "ReconcilePaused")
+		condition(u, 1, "message", "Reconciliation (including deletion) is paused via the pause annotation")
+	}
 	cases := map[string]struct {
+		// old, when set, changes the old object; mutate changes the new one.
+		old    func(u *unstructured.Unstructured)
 		mutate func(u *unstructured.Unstructured)
 		want   bool
 	}{
@@ -41,10 +52,22 @@ func TestXRChanged(t *testing.T) {
 		"OnlyManagedFields": {mutate: func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"manager": "crossplane", "time": "2026-11-22T21:01:00Z"}}, "metadata", "managedFields")
 		}, want: false},
-		"OnlyResponsive":           {mutate: func(u *unstructured.Unstructured) { condition(u, 2, "observedGeneration", int64(3)) }, want: false},
-		"OnlyATransitionTime":      {mutate: func(u *unstructured.Unstructured) { condition(u, 0, "lastTransitionTime", "2026-11-22T21:02:00Z") }, want: false},
-		"Ready":                    {mutate: func(u *unstructured.Unstructured) { condition(u, 0, "status", "True") }, want: true},
-		"SyncedObservedGeneration": {mutate: func(u *unstructured.Unstructured) { condition(u, 1, "observedGeneration", int64(3)) }, want: true},
+		"OnlyResponsive":      {mutate: func(u *unstructured.Unstructured) { condition(u, 2, "observedGeneration", int64(3)) }, want: false},
+		"OnlyATransitionTime": {mutate: func(u *unstructured.Unstructured) { condition(u, 0, "lastTransitionTime", "2026-11-22T21:02:00Z") }, want: false},
+		"Ready":               {mutate: func(u *unstructured.Unstructured) { condition(u, 0, "status", "True") }, want: true},
+		"SyncedCatchesUp": {
+			old: func(u *unstructured.Unstructured) {
+				u.SetGeneration(3)
+				condition(u, 0, "status", "True")
+				condition(u, 0, "observedGeneration", int64(3))
+			},
+			mutate: func(u *unstructured.Unstructured) {
+				u.SetGeneration(3)
+				condition(u, 0, "status", "True")
+				condition(u, 0, "observedGeneration", int64(3))
+				condition(u, 1, "observedGeneration", int64(3))
+			}, want: true,
+		},
 		"AnOutput": {mutate: func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedField(u.Object, "aws:///i-2", "status", "outputs", "providerID")
 		}, want: true},
@@ -63,15 +86,75 @@ func TestXRChanged(t *testing.T) {
 		"ALabel": {mutate: func(u *unstructured.Unstructured) {
 			u.SetLabels(map[string]string{"cluster.x-k8s.io/cluster-name": "c"})
 		}, want: true},
+		"CrossplanesSwingOfAStalePause": {
+			old: func(u *unstructured.Unstructured) {
+				stalePause(u)
+				condition(u, 1, "status", "True")
+				condition(u, 1, "reason", "ReconcileSuccess")
+				condition(u, 1, "observedGeneration", int64(3))
+			},
+			mutate: stalePause, want: false,
+		},
+		"ReadysMessage": {
+			mutate: func(u *unstructured.Unstructured) { condition(u, 0, "message", "Unready resources: node") }, want: true,
+		},
+		"APauseAcknowledged": {
+			mutate: func(u *unstructured.Unstructured) {
+				condition(u, 1, "status", "False")
+				condition(u, 1, "reason", "ReconcilePaused")
+			}, want: true,
+		},
 		"TheDeletion": {mutate: func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedField(u.Object, "2026-11-22T21:03:00Z", "metadata", "deletionTimestamp")
 		}, want: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := xrChanged(event.UpdateEvent{ObjectOld: xr(nil), ObjectNew: xr(tc.mutate)}); got != tc.want {
+			r := &xrReconciler{}
+			if got := r.xrChanged(event.UpdateEvent{ObjectOld: xr(tc.old), ObjectNew: xr(tc.mutate)}); got != tc.want {
 				t.Errorf("xrChanged() = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestXRChangedIgnoresReplacedConditions(t *testing.T) {
+	xr := func(gen int64, ready, synced map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"metadata": map[string]any{"name": "a", "uid": "1", "generation": gen},
+			"status":   map[string]any{"conditions": []any{ready, synced}},
+		}}
+	}
+	cond := func(t, status, reason, message string, gen int64, at string) map[string]any {
+		return map[string]any{"type": t, "status": status, "reason": reason, "message": message, "observedGeneration": gen, "lastTransitionTime": at}
+	}
+	synced := cond("Synced", "True", "ReconcileSuccess", "", 5, "2026-11-23T23:39:42Z")
+	creating := cond("Ready", "False", "Creating", "Unready resources: node", 5, "2026-11-23T23:39:42Z")
+	available := cond("Ready", "True", "Available", "", 5, "2026-11-23T23:39:43Z")
+	stalePause := cond("Synced", "False", "ReconcilePaused", "Reconciliation (including deletion) is paused via the pause annotation", 1, "2026-11-23T23:39:41Z")
+	newGeneration := cond("Ready", "False", "Creating", "Unready resources: node", 6, "2026-11-23T23:39:44Z")
+
+	// One bridge, one XR: each step is an update from the previous object.
+	steps := []struct {
+		name string
+		xr   *unstructured.Unstructured
+		want bool
+	}{
+		{"Composing", xr(5, creating, synced), true},
+		{"Ready", xr(5, available, synced), true},
+		{"ReadyPutBackToCreating", xr(5, creating, synced), false},
+		{"ReadyRestored", xr(5, available, synced), false},
+		{"SyncedPutBackToPaused", xr(5, available, stalePause), false},
+		{"SyncedRestored", xr(5, available, synced), false},
+		{"ANewGeneration", xr(6, newGeneration, synced), true},
+		{"TheOldGenerationPutBack", xr(6, available, synced), false},
+	}
+	r := &xrReconciler{}
+	prev := xr(5, cond("Ready", "Unknown", "", "", 0, ""), stalePause)
+	for _, s := range steps {
+		if got := r.xrChanged(event.UpdateEvent{ObjectOld: prev, ObjectNew: s.xr}); got != s.want {
+			t.Errorf("%s: xrChanged() = %v, want %v", s.name, got, s.want)
+		}
+		prev = s.xr
 	}
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
@@ -40,15 +41,25 @@ type Mirror struct {
 // sync is reported first: it is what stops composition, and Crossplane puts a
 // failing composition's message there rather than in Ready.
 func Observe(xr *composite.Unstructured, m Mirror) Observation {
-	gen := xr.GetGeneration()
+	return ObserveConditions(xr.GetGeneration(), meta.IsPaused(xr), Condition(xr.Object, xpv2.TypeSynced), Condition(xr.Object, xpv2.TypeReady), m)
+}
+
+// ObserveConditions is Observe given an XR's generation, whether it is
+// paused, and its Synced and Ready conditions.
+func ObserveConditions(gen int64, paused bool, synced, ready xpv2.Condition, m Mirror) Observation {
 	stale := func(c xpv2.Condition, gen int64) bool {
 		if m.To == gen && m.From != 0 && c.ObservedGeneration >= m.From {
 			return false
 		}
 		return stale(c, gen)
 	}
-	synced := Condition(xr.Object, xpv2.TypeSynced)
-	ready := Condition(xr.Object, xpv2.TypeReady)
+	if synced.Reason == xpv2.ReasonReconcilePaused && stale(synced, gen) && !paused {
+		// A pause of an older generation, on an XR no longer paused, says
+		// nothing about the spec Crossplane composes now: Crossplane has not
+		// reconciled the XR since (or writes the pause back from a stale
+		// read, Replaced). Taken as not reported, it moves no verdict.
+		synced = xpv2.Condition{Type: xpv2.TypeSynced, Status: corev1.ConditionUnknown}
+	}
 
 	switch {
 	case synced.Status == corev1.ConditionFalse && synced.Reason == xpv2.ReasonReconcilePaused:
@@ -102,6 +113,22 @@ func Condition(obj map[string]any, t xpv2.ConditionType) xpv2.Condition {
 		return c
 	}
 	return xpv2.Condition{Type: t, Status: corev1.ConditionUnknown}
+}
+
+// Replaced reports whether a condition c read from an XR is older than one
+// already seen of the same type, newest: observed for an older generation,
+// or for the same one with an earlier transition. Crossplane never moves a
+// condition back, but its server-side apply of an XR's status carries the
+// conditions of the read its reconcile started from: from a stale read it
+// puts back conditions Crossplane had already replaced, and its next status
+// update restores them. On a busy plane Ready and Synced swing some ten
+// times while a machine XR provisions. A condition of the same generation and
+// transition second is taken as new.
+func Replaced(c, newest xpv2.Condition) bool {
+	if c.ObservedGeneration != newest.ObservedGeneration {
+		return c.ObservedGeneration < newest.ObservedGeneration
+	}
+	return c.LastTransitionTime.Before(&newest.LastTransitionTime)
 }
 
 // stale reports whether a condition was observed for an older generation.

@@ -2,10 +2,12 @@ package readiness
 
 import (
 	"testing"
+	"time"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 
@@ -98,6 +100,35 @@ func TestObserve(t *testing.T) {
 			xr:     xr(1, cond(xpv2.TypeSynced, corev1.ConditionFalse, "ReconcilePaused", "Reconciliation is paused via the pause annotation", 1)),
 			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Synced is False (ReconcilePaused): Reconciliation is paused via the pause annotation"},
 		},
+		"PausedAtTheCurrentGeneration": {
+			reason: "a pause Crossplane acknowledged for the current spec is still reported once the XR is unpaused",
+			xr:     xr(2, cond(xpv2.TypeReady, corev1.ConditionTrue, "Available", "", 2), cond(xpv2.TypeSynced, corev1.ConditionFalse, "ReconcilePaused", "Reconciliation is paused via the pause annotation", 2)),
+			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Synced is False (ReconcilePaused): Reconciliation is paused via the pause annotation"},
+		},
+		"StalePauseOfAnUnpausedXR": {
+			reason: "a pause of an older generation on an unpaused XR is not reported: Ready says what Crossplane composes now",
+			xr:     xr(5, cond(xpv2.TypeReady, corev1.ConditionFalse, "Creating", "Unready resources: node", 5), cond(xpv2.TypeSynced, corev1.ConditionFalse, "ReconcilePaused", "Reconciliation is paused via the pause annotation", 1)),
+			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Ready is False (Creating): Unready resources: node"},
+		},
+		"StalePauseJustUnpaused": {
+			reason: "right after the unpause, before Crossplane composes, the XR waits for Ready",
+			xr:     xr(5, cond(xpv2.TypeSynced, corev1.ConditionFalse, "ReconcilePaused", "Reconciliation is paused via the pause annotation", 1)),
+			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Ready yet"},
+		},
+		"StalePauseWhileReady": {
+			reason: "Ready with a stale pause in Synced waits for Synced",
+			xr:     xr(5, cond(xpv2.TypeReady, corev1.ConditionTrue, "Available", "", 5), cond(xpv2.TypeSynced, corev1.ConditionFalse, "ReconcilePaused", "Reconciliation is paused via the pause annotation", 1)),
+			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Synced yet"},
+		},
+		"StalePauseOfAPausedXR": {
+			reason: "on an XR still paused, the pause is reported whatever its generation",
+			xr: func() *composite.Unstructured {
+				x := xr(5, cond(xpv2.TypeSynced, corev1.ConditionFalse, "ReconcilePaused", "Reconciliation is paused via the pause annotation", 1))
+				x.SetAnnotations(map[string]string{"crossplane.io/paused": "true"})
+				return x
+			}(),
+			want: Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Synced is False (ReconcilePaused): Reconciliation is paused via the pause annotation"},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -131,6 +162,35 @@ func TestCondition(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, Condition(tc.obj, tc.t)); diff != "" {
 				t.Errorf("Condition() -want +got:\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestReplaced(t *testing.T) {
+	at := func(s string) metav1.Time {
+		ts, _ := time.Parse(time.RFC3339, s)
+		return metav1.NewTime(ts)
+	}
+	c := func(gen int64, ts string) xpv2.Condition {
+		return xpv2.Condition{Type: xpv2.TypeReady, ObservedGeneration: gen, LastTransitionTime: at(ts)}
+	}
+	cases := map[string]struct {
+		c, newest xpv2.Condition
+		want      bool
+	}{
+		"AnOlderGeneration":                    {c: c(4, "2026-11-23T23:39:45Z"), newest: c(5, "2026-11-23T23:39:42Z"), want: true},
+		"ANewerGeneration":                     {c: c(6, "2026-11-23T23:39:41Z"), newest: c(5, "2026-11-23T23:39:42Z"), want: false},
+		"TheSameGenerationAnEarlierTransition": {c: c(5, "2026-11-23T23:39:41Z"), newest: c(5, "2026-11-23T23:39:42Z"), want: true},
+		"TheSameGenerationALaterTransition":    {c: c(5, "2026-11-23T23:39:43Z"), newest: c(5, "2026-11-23T23:39:42Z"), want: false},
+		"TheSameSecond":                        {c: c(5, "2026-11-23T23:39:42Z"), newest: c(5, "2026-11-23T23:39:42Z"), want: false},
+		"NoneYet":                              {c: c(1, "2026-11-23T23:39:41Z"), newest: xpv2.Condition{}, want: false},
+		"GoneAfterOne":                         {c: xpv2.Condition{}, newest: c(1, "2026-11-23T23:39:41Z"), want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := Replaced(tc.c, tc.newest); got != tc.want {
+				t.Errorf("Replaced() = %v, want %v", got, tc.want)
 			}
 		})
 	}
