@@ -161,7 +161,7 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 		}
 		// A conflict means someone wrote first (Crossplane, CAPI): read
 		// again, quietly.
-		if reterr != nil && apierrors.IsConflict(errors.Cause(reterr)) {
+		if reterr != nil && conflicted(reterr) {
 			log.V(4).Info("Conflict; requeueing", "error", reterr.Error())
 			result, reterr = ctrl.Result{RequeueAfter: conflictRequeue}, nil
 		}
@@ -212,6 +212,21 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 		return ctrl.Result{}, r.guardForMove(ctx, s)
 	}
 	return r.reconcileNormal(ctx, s)
+}
+
+// conflicted reports whether err is a conflict, or aggregates (as the
+// deferred write's error does) only conflicts.
+func conflicted(err error) bool {
+	var agg kerrors.Aggregate
+	if errors.As(err, &agg) {
+		for _, e := range agg.Errors() {
+			if !conflicted(e) {
+				return false
+			}
+		}
+		return len(agg.Errors()) > 0
+	}
+	return apierrors.IsConflict(errors.Cause(err))
 }
 
 // reconcileUnowned handles an XR whose CAPI owner reference is not set yet.

@@ -1,10 +1,16 @@
 package controllers
 
 import (
+	stderrors "errors"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 )
 
 func TestXRChanged(t *testing.T) {
@@ -156,5 +162,30 @@ func TestXRChangedIgnoresReplacedConditions(t *testing.T) {
 			t.Errorf("%s: xrChanged() = %v, want %v", s.name, got, s.want)
 		}
 		prev = s.xr
+	}
+}
+
+func TestConflicted(t *testing.T) {
+	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "crossplanemachines"}, "a", stderrors.New("the object has been modified"))
+	other := stderrors.New("boom")
+	cases := map[string]struct {
+		err  error
+		want bool
+	}{
+		"AConflict":                   {err: conflict, want: true},
+		"AWrappedConflict":            {err: errors.Wrap(conflict, "cannot patch object"), want: true},
+		"TheWritesAggregatedConflict": {err: kerrors.NewAggregate([]error{errors.Wrap(conflict, "cannot patch object")}), want: true},
+		"ConflictsOnly":               {err: kerrors.NewAggregate([]error{conflict, errors.Wrap(conflict, "x")}), want: true},
+		"AConflictAndAnotherError":    {err: kerrors.NewAggregate([]error{conflict, other}), want: false},
+		"AnotherError":                {err: other, want: false},
+		"AnAggregateOfAnotherError":   {err: kerrors.NewAggregate([]error{other}), want: false},
+		"NestedAggregatesOfConflicts": {err: kerrors.NewAggregate([]error{kerrors.NewAggregate([]error{conflict}), conflict}), want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := conflicted(tc.err); got != tc.want {
+				t.Errorf("conflicted(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
 	}
 }
