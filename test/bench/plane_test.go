@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,6 +37,13 @@ func TestMain(m *testing.M) {
 	// The plane starts etcd and kube-apiserver through links to this test
 	// binary, so that they die with it.
 	lifeline.Main()
+	if kubeconfig := os.Getenv(watcherEnv); kubeconfig != "" {
+		if err := runWatcher(kubeconfig); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
 }
 
@@ -57,11 +65,18 @@ func TestBenchPlane(t *testing.T) {
 		t.Fatalf("-plane-machines must be between %d and 1000", plane.ExampleMachines)
 	}
 	ctx := t.Context()
-	p, err := plane.Start(ctx, plane.Options{ManagerBinary: bin, Tools: tools.Dir(envtest.ToolsDir())})
+	// CAPXP_BENCH_AUDIT=1 keeps the management API server's audit log of
+	// writes (who wrote what, and which writes conflicted) in the plane's
+	// folder; it costs the API server some CPU.
+	audit := os.Getenv("CAPXP_BENCH_AUDIT") != ""
+	p, err := plane.Start(ctx, plane.Options{ManagerBinary: bin, Tools: tools.Dir(envtest.ToolsDir()), AuditManagement: audit})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Stop()
+	if audit {
+		t.Logf("the management API server's audit log: %s", p.ManagementAuditLog())
+	}
 	c := p.Management().Client
 
 	watch, err := cache.New(p.Management().Config, cache.Options{Scheme: controllers.NewScheme()})
@@ -99,11 +114,25 @@ func TestBenchPlane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// CAPXP_BENCH_WATCHER=1: what watching alone costs, side by side with
+	// the bridge. One more watcher of every XR loads the API server, and
+	// Crossplane loops more often for it (see loopedReconciles).
+	var w *watcher
+	if os.Getenv("CAPXP_BENCH_WATCHER") != "" {
+		if w, err = startWatcher(ctx, p.Kubeconfig()); err != nil {
+			t.Fatal(err)
+		}
+		defer w.stop()
+	}
 	// What the components use with nothing to do, to tell it from the work.
 	idle0 := p.CPU()
 	const idleFor = 10 * time.Second
 	time.Sleep(idleFor)
 	cpu0 := p.CPU()
+	at0, err := snapshot(ctx, p, w)
+	if err != nil {
+		t.Fatal(err)
+	}
 	begin := time.Now()
 	// CAPXP_BENCH_PROFILE=FILE keeps a 60 s CPU profile of the manager while it
 	// provisions (go tool pprof bin/capxp FILE).
@@ -131,6 +160,10 @@ func TestBenchPlane(t *testing.T) {
 	}
 	tAll := time.Since(begin)
 	cpu1 := p.CPU()
+	at1, err := snapshot(ctx, p, w)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if profile != nil {
 		if err := <-profile; err != nil {
 			t.Error(err)
@@ -206,6 +239,7 @@ func TestBenchPlane(t *testing.T) {
 		used[name] = cpu1[name] - cpu0[name]
 		fmt.Fprintf(&b, "| %s | %.2f s | %.0f ms |\n", name, used[name].Seconds(), float64((cpu0[name]-idle0[name]).Milliseconds())/idleFor.Seconds())
 	}
+	fmt.Fprintf(&b, "| kube-apiserver and etcd (management and workload) | %.2f s | |\n", (at1.apiServers - at0.apiServers).Seconds())
 	var functions time.Duration
 	for name, d := range used {
 		if strings.HasPrefix(name, "function-") {
@@ -215,6 +249,11 @@ func TestBenchPlane(t *testing.T) {
 	bridge, core := used["capxp-manager"], used["crossplane"]
 	fmt.Fprintf(&b, "\nbridge CPU / Crossplane core CPU = %.3f; / (core + functions) = %.3f\n",
 		bridge.Seconds()/core.Seconds(), bridge.Seconds()/(core+functions).Seconds())
+	if w != nil {
+		watching := at1.watcher - at0.watcher
+		fmt.Fprintf(&b, "watching alone (the bridge's cache of Machines, Clusters and their XRs, no controller): %.2f s; / Crossplane core CPU = %.3f; / (core + functions) = %.3f\n",
+			watching.Seconds(), watching.Seconds()/core.Seconds(), watching.Seconds()/(core+functions).Seconds())
+	}
 	if d := objects1 - objects0; d > 0 {
 		fmt.Fprintf(&b, "bridge live heap %.1f MiB -> %.1f MiB over %d more cached objects: %.1f KiB per cached object\n",
 			float64(heap0)/(1<<20), float64(heap1)/(1<<20), d, float64(heap1-heap0)/float64(d)/1024)
@@ -231,7 +270,22 @@ func TestBenchPlane(t *testing.T) {
 	}
 	sort.Strings(recs)
 	fmt.Fprintf(&b, "bridge reconciles per Machine: %s\n", strings.Join(recs, " "))
+	var reqs []string
+	for k, v := range at1.requests {
+		if d := v - at0.requests[k]; d > 0 {
+			reqs = append(reqs, fmt.Sprintf("%s=%.2f", k, d/float64(n)))
+		}
+	}
+	sort.Strings(reqs)
+	fmt.Fprintf(&b, "bridge requests per Machine (method and code): %s\n", strings.Join(reqs, " "))
 	fmt.Fprintf(&b, "updates per Machine, all writers: %s\n", strings.Join(ups, " "))
+	xpReconciles := float64(at1.crossplane.reconciles-at0.crossplane.reconciles) / float64(n)
+	fmt.Fprintf(&b, "Crossplane: %.1f composite reconciles per Machine, watch circuit breaker opened %d times\n",
+		xpReconciles, at1.crossplane.circuitOpen-at0.crossplane.circuitOpen)
+	if xpReconciles > loopedReconciles {
+		fmt.Fprintf(&b, "Crossplane looped on its own status writes in this run (more than %d composite reconciles per Machine, "+
+			"see docs/bridge.md, Conditions): its CPU, T_all and the ratios above are not comparable with a run where it did not\n", loopedReconciles)
+	}
 	t.Log(b.String())
 }
 
@@ -287,6 +341,88 @@ func managerReconciles(ctx context.Context, url string) (map[string]float64, err
 		}
 	})
 	return out, err
+}
+
+// loopedReconciles is how many composite reconciles per Machine tell that
+// Crossplane looped on its own status writes: about 16 when it does not, 40
+// and more when it does.
+const loopedReconciles = 25
+
+// counters are what the benchmark counts at the start and the end of T_all:
+// the manager's requests (managerRequests), what Crossplane logged
+// (crossplaneLog), the watcher's CPU and the API servers' and etcd's.
+type counters struct {
+	requests   map[string]float64
+	crossplane crossplaneCounts
+	watcher    time.Duration
+	apiServers time.Duration
+}
+
+func snapshot(ctx context.Context, p *plane.Plane, w *watcher) (counters, error) {
+	var c counters
+	var err error
+	if c.requests, err = managerRequests(ctx, p.ManagerMetricsURL()); err != nil {
+		return c, err
+	}
+	if c.crossplane, err = crossplaneLog(filepath.Join(p.Dir(), "crossplane.log")); err != nil {
+		return c, err
+	}
+	// The plane's API servers and etcd are children of this process.
+	c.apiServers = childCPU("kube-apiserver", "etcd")
+	c.watcher, err = w.cpu()
+	return c, err
+}
+
+// managerRequests reads the manager's API requests so far by method and
+// response code (client-go's rest_client_requests_total).
+func managerRequests(ctx context.Context, url string) (map[string]float64, error) {
+	out := map[string]float64{}
+	err := scrape(ctx, url, func(name, labels string, v float64) {
+		if name != "rest_client_requests_total" {
+			return
+		}
+		var method, code string
+		for _, l := range strings.Split(labels, ",") {
+			k, val, _ := strings.Cut(l, "=")
+			switch k {
+			case "method":
+				method = strings.Trim(val, `"`)
+			case "code":
+				code = strings.Trim(val, `"`)
+			}
+		}
+		out[method+"/"+code] += v
+	})
+	return out, err
+}
+
+// crossplaneCounts is what Crossplane's debug log says it did so far.
+type crossplaneCounts struct {
+	// reconciles of composite resources, and how often a composite
+	// resource's watch circuit breaker opened (too many events for it).
+	reconciles, circuitOpen int
+}
+
+// crossplaneLog counts in Crossplane's log (the plane runs it with --debug).
+func crossplaneLog(path string) (crossplaneCounts, error) {
+	var c crossplaneCounts
+	f, err := os.Open(path)
+	if err != nil {
+		return c, err
+	}
+	defer func() { _ = f.Close() }()
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		line := s.Text()
+		switch {
+		case strings.Contains(line, "\tReconciling\t") && strings.Contains(line, `"controller": "composite/`):
+			c.reconciles++
+		case strings.Contains(line, "\tCircuit breaker is open\t"):
+			c.circuitOpen++
+		}
+	}
+	return c, s.Err()
 }
 
 // get reads what url serves.

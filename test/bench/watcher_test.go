@@ -1,0 +1,128 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pkg/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/plane"
+)
+
+// watcherEnv makes the benchmark's binary a watcher (runWatcher) instead of
+// running tests: its value is the kubeconfig to watch with.
+const watcherEnv = "CAPXP_BENCH_WATCHER_KUBECONFIG"
+
+// watcherReady is the line a watcher prints once its caches have synced.
+const watcherReady = "watcher synced"
+
+// runWatcher takes in what the bridge takes in, and does nothing with it:
+// the bridge's own cache (controllers.NewCache with the manager's options)
+// informed of the kinds that change as a fleet provisions (Machines,
+// Clusters, and the machine and cluster XRs, unstructured as the bridge
+// reads them), with no controller. Its CPU is what watching costs any
+// controller that must see every update Crossplane makes to an XR: the floor
+// under the bridge's. It runs until it is signalled or its stdin closes.
+func runWatcher(kubeconfig string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return errors.Wrap(err, "cannot read the kubeconfig")
+	}
+	o := controllers.CacheOptions("", 10*time.Hour)
+	o.Scheme = controllers.NewScheme()
+	c, err := controllers.NewCache(cfg, o)
+	if err != nil {
+		return err
+	}
+	var objs []client.Object
+	objs = append(objs, &clusterv1.Machine{}, &clusterv1.Cluster{})
+	for _, kind := range []string{"CrossplaneMachine", "CrossplaneCluster"} {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(infrav1.GroupVersion.WithKind(kind))
+		objs = append(objs, u)
+	}
+	for _, obj := range objs {
+		inf, err := c.GetInformer(ctx, obj)
+		if err != nil {
+			return errors.Wrapf(err, "cannot watch %T", obj)
+		}
+		// A handler, as a controller's watch adds one: the informer hands
+		// every event on.
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{}); err != nil {
+			return err
+		}
+	}
+	go func() {
+		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+		stop()
+	}()
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		return errors.New("the watcher's caches did not sync")
+	}
+	fmt.Println(watcherReady)
+	<-ctx.Done()
+	return nil
+}
+
+// watcher is a runWatcher process.
+type watcher struct {
+	cmd   *exec.Cmd
+	stdin interface{ Close() error }
+}
+
+// startWatcher starts this binary as a watcher of the plane and waits until
+// its caches have synced.
+func startWatcher(ctx context.Context, kubeconfig string) (*watcher, error) {
+	cmd := exec.CommandContext(ctx, os.Args[0]) //nolint:gosec // this very binary.
+	cmd.Env = append(os.Environ(), watcherEnv+"="+kubeconfig)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, errors.Wrap(err, "cannot start the watcher")
+	}
+	w := &watcher{cmd: cmd, stdin: stdin}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != watcherReady {
+		w.stop()
+		return nil, errors.Errorf("the watcher did not sync: %q, %v", line, err)
+	}
+	return w, nil
+}
+
+// cpu is the CPU time the watcher used so far; none without a watcher.
+func (w *watcher) cpu() (time.Duration, error) {
+	if w == nil {
+		return 0, nil
+	}
+	st, err := plane.ReadProcessStat(w.cmd.Process.Pid)
+	return st.CPU, err
+}
+
+func (w *watcher) stop() {
+	_ = w.stdin.Close()
+	_ = w.cmd.Wait()
+}
