@@ -68,6 +68,20 @@ func (w *written) record(obj metav1.Object, made, part, value string) {
 	w.entries[writtenKey{obj.GetUID(), part}] = writtenPart{over: obj.GetResourceVersion(), made: made, value: sha256.Sum256([]byte(value))}
 }
 
+// echo reports whether the bridge's last write of some part of the object
+// took it from version from to version to: an update between the two is
+// that write and nothing else.
+func (w *written) echo(uid types.UID, from, to string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, part := range parts {
+		if e, ok := w.entries[writtenKey{uid, part}]; ok && e.over == from && e.made == to {
+			return true
+		}
+	}
+	return false
+}
+
 // forget drops what is remembered of an object.
 func (w *written) forget(uid types.UID) {
 	w.mu.Lock()

@@ -40,6 +40,10 @@ func TestXRChanged(t *testing.T) {
 		_ = unstructured.SetNestedSlice(u.Object, cs, "status", "conditions")
 	}
 	unpaused := func(u *unstructured.Unstructured) { u.SetAnnotations(nil) }
+	compositionRef := func(u *unstructured.Unstructured) {
+		u.SetGeneration(3)
+		_ = unstructured.SetNestedField(u.Object, "local", "spec", "crossplane", "compositionRef", "name")
+	}
 	stalePause := func(u *unstructured.Unstructured) {
 		unpaused(u)
 		u.SetGeneration(3)
@@ -52,7 +56,9 @@ func TestXRChanged(t *testing.T) {
 		// old, when set, changes the old object; mutate changes the new one.
 		old    func(u *unstructured.Unstructured)
 		mutate func(u *unstructured.Unstructured)
-		want   bool
+		// cluster makes the XR an InfraCluster's, else a machine's.
+		cluster bool
+		want    bool
 	}{
 		"OnlyTheResourceVersion": {mutate: func(u *unstructured.Unstructured) { u.SetResourceVersion("11") }, want: false},
 		"OnlyManagedFields": {mutate: func(u *unstructured.Unstructured) {
@@ -88,7 +94,27 @@ func TestXRChanged(t *testing.T) {
 		"TheSpec": {mutate: func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedField(u.Object, "aws:///i-1", "spec", "providerID")
 		}, want: true},
-		"AGeneration": {mutate: func(u *unstructured.Unstructured) { u.SetGeneration(3) }, want: true},
+		"CrossplanesCompositionReference":     {mutate: compositionRef, want: false},
+		"AnInfraClustersCompositionReference": {mutate: compositionRef, cluster: true, want: true},
+		"TheResourceReferences": {mutate: func(u *unstructured.Unstructured) {
+			u.SetGeneration(3)
+			_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"kind": "Object", "name": "n"}}, "spec", "crossplane", "resourceRefs")
+		}, want: true},
+		"CrossplanesLabel": {mutate: func(u *unstructured.Unstructured) {
+			u.SetLabels(map[string]string{"crossplane.io/composite": "a"})
+		}, want: false},
+		"CrossplanesFinalizer": {mutate: func(u *unstructured.Unstructured) {
+			u.SetFinalizers([]string{"capxp.dev/bridge", "composite.apiextensions.crossplane.io"})
+		}, want: false},
+		"CrossplanesFinalizerWhileDeleting": {
+			old: func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, "2026-11-22T21:03:00Z", "metadata", "deletionTimestamp")
+				u.SetFinalizers([]string{"capxp.dev/bridge", "composite.apiextensions.crossplane.io"})
+			},
+			mutate: func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, "2026-11-22T21:03:00Z", "metadata", "deletionTimestamp")
+			}, want: true,
+		},
 		"ALabel": {mutate: func(u *unstructured.Unstructured) {
 			u.SetLabels(map[string]string{"cluster.x-k8s.io/cluster-name": "c"})
 		}, want: true},
@@ -116,7 +142,10 @@ func TestXRChanged(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			r := &xrReconciler{}
+			r := &xrReconciler{contract: infraMachine{}}
+			if tc.cluster {
+				r.contract = infraCluster{}
+			}
 			if got := r.xrChanged(event.UpdateEvent{ObjectOld: xr(tc.old), ObjectNew: xr(tc.mutate)}); got != tc.want {
 				t.Errorf("xrChanged() = %v, want %v", got, tc.want)
 			}
@@ -162,6 +191,49 @@ func TestXRChangedIgnoresReplacedConditions(t *testing.T) {
 			t.Errorf("%s: xrChanged() = %v, want %v", s.name, got, s.want)
 		}
 		prev = s.xr
+	}
+}
+
+// TestXRChangedIgnoresTheBridgesOwnWrite: the update the bridge's own write
+// made wakes no one; the same change with someone's write between, or while
+// the XR is being deleted, does.
+func TestXRChangedIgnoresTheBridgesOwnWrite(t *testing.T) {
+	xr := func(rv string, mutate func(u *unstructured.Unstructured)) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"metadata": map[string]any{"name": "a", "uid": "1", "generation": int64(2), "resourceVersion": rv},
+			"spec":     map[string]any{},
+		}}
+		if mutate != nil {
+			mutate(u)
+		}
+		return u
+	}
+	providerID := func(u *unstructured.Unstructured) {
+		u.SetGeneration(3)
+		_ = unstructured.SetNestedField(u.Object, "aws:///i-1", "spec", "providerID")
+	}
+	deleting := func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, "2026-11-22T21:03:00Z", "metadata", "deletionTimestamp")
+	}
+	cases := map[string]struct {
+		old, new *unstructured.Unstructured
+		want     bool
+	}{
+		"TheWrite":                       {old: xr("10", nil), new: xr("11", providerID), want: false},
+		"AWriteOfSomeoneElse":            {old: xr("11", nil), new: xr("12", providerID), want: true},
+		"TheWriteOverSomeoneElses":       {old: xr("9", nil), new: xr("11", providerID), want: true},
+		"TheWriteWhileBeingDeleted":      {old: xr("10", deleting), new: xr("11", func(u *unstructured.Unstructured) { deleting(u); providerID(u) }), want: true},
+		"TheSameVersionsOfAnotherObject": {old: xr("10", func(u *unstructured.Unstructured) { u.SetUID("2") }), new: xr("11", func(u *unstructured.Unstructured) { u.SetUID("2"); providerID(u) }), want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := &xrReconciler{contract: infraMachine{}}
+			// The bridge patched version 10 of XR 1 into version 11.
+			r.written.record(xr("10", nil), "11", partPatch, `{"spec":{"providerID":"aws:///i-1"}}`)
+			if got := r.xrChanged(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
+				t.Errorf("xrChanged() = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 
