@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"reflect"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 )
 
 // Names of the credentials admission webhook.
@@ -30,9 +30,9 @@ const (
 	CredentialsWebhookName = "capxp-credentials"
 )
 
-// Granter decides whether a namespace may use a ClusterProviderConfig.
+// Granter decides whether a namespace may use shared credentials.
 type Granter interface {
-	Granted(ctx context.Context, namespace string, ref infrav1.ClusterProviderConfigReference) (bool, string, error)
+	Granted(ctx context.Context, namespace string, s credentials.Shared) (bool, string, error)
 }
 
 // credentialsValidator rejects, at admission, a composite resource naming a
@@ -66,12 +66,12 @@ func (v *credentialsValidator) Handle(ctx context.Context, req admission.Request
 			return admission.Allowed("")
 		}
 	}
-	ok, msg, err := v.Granter.Granted(ctx, req.Namespace, infrav1.ClusterProviderConfigReference{APIGroup: ref.APIGroup, Name: ref.Name})
+	ok, msg, err := v.Granter.Granted(ctx, req.Namespace, credentials.Config(ref.APIGroup, string(ref.Kind), ref.Name))
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	if !ok {
-		return admission.Denied(fmt.Sprintf("spec.providerConfigRef: %s; a ClusterProviderConfigGrant for %s/%s covering namespace %s is missing", msg, ref.APIGroup, ref.Name, req.Namespace))
+		return admission.Denied("spec.providerConfigRef: " + msg)
 	}
 	return admission.Allowed("")
 }

@@ -15,22 +15,113 @@ import (
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 )
 
-// GatePolicyName names the MutatingAdmissionPolicy (and its binding) that
-// pauses every new machine XR at admission.
-const GatePolicyName = "capxp-pause-new-machines"
+// HoldPolicyName names the MutatingAdmissionPolicy (and its binding) that
+// holds every new XR of an adapted kind paused, and every XR whose
+// credentials reference someone but the bridge changes.
+const HoldPolicyName = "capxp-hold-composites"
 
-// pauseExpression is the policy's mutation: add crossplane.io/paused.
+// legacyHoldPolicyName is the name an earlier release gave the policy that
+// held new machine XRs only; it is deleted where it remains.
+const legacyHoldPolicyName = "capxp-pause-new-machines"
+
+// ReleasePolicyName names the ValidatingAdmissionPolicy (and its binding)
+// that lets only the bridge (whoever RBAC lets release holds) lift a hold.
+const ReleasePolicyName = "capxp-only-the-bridge-releases"
+
+// pauseExpression is the hold's mutation: add crossplane.io/paused.
 var pauseExpression = `Object{metadata: Object.metadata{annotations: {"` + infrav1.CrossplanePausedAnnotation + `": "true"}}}`
 
-// gatePolicy returns the MutatingAdmissionPolicy and binding that pause every
-// XR of the given InfraMachine kinds when it is created. The API server
-// applies the mutation before the object is stored, so no watcher, Crossplane
-// included, ever sees a new machine XR unpaused: the gate is race-free
-// without a webhook server. Resources are plural.group names.
-func gatePolicy(resources []schema.GroupResource) (*admissionv1.MutatingAdmissionPolicy, *admissionv1.MutatingAdmissionPolicyBinding) {
-	// CAPI clones machines from templates; a clone without the annotation
-	// must never reach Crossplane unpaused.
-	return pausePolicy(GatePolicyName, resources, admissionv1.Create)
+// mayRelease is true when the request's user may lift a hold: RBAC grants
+// the verb release on holds.capxp.dev to the bridge's role alone (and to
+// cluster administrators, who may do anything). The policies ask the
+// authorizer, so they name no identity: they are the same whoever runs the
+// bridge, on every install path.
+const mayRelease = `authorizer.group('` + HoldGroup + `').resource('` + HoldResource + `').check('` + HoldVerb + `').allowed()`
+
+// What RBAC must grant to lift a hold (controllers/rbac.go).
+const (
+	HoldGroup    = "capxp.dev"
+	HoldResource = "holds"
+	HoldVerb     = "release"
+)
+
+// hasRef is true when o names credentials.
+func hasRef(o string) string {
+	return `(has(` + o + `.spec) && has(` + o + `.spec.providerConfigRef))`
+}
+
+// credentialsChanged is true when an update sets, changes or removes the
+// XR's providerConfigRef.
+var credentialsChanged = hasRef("object") + ` != ` + hasRef("oldObject") + ` || (` + hasRef("object") +
+	` && object.spec.providerConfigRef != oldObject.spec.providerConfigRef)`
+
+// isPaused is true when o carries crossplane.io/paused: "true".
+func isPaused(o string) string {
+	return `(has(` + o + `.metadata.annotations) && '` + infrav1.CrossplanePausedAnnotation + `' in ` + o +
+		`.metadata.annotations && ` + o + `.metadata.annotations['` + infrav1.CrossplanePausedAnnotation + `'] == 'true')`
+}
+
+// holdPolicy returns the MutatingAdmissionPolicy and binding that pause
+// (crossplane.io/paused) every XR of the adapted kinds when it is created,
+// and when anyone but the bridge changes its credentials reference. The API
+// server applies the mutation before the object is stored, so no watcher,
+// Crossplane included, ever sees an XR unpaused whose credentials the
+// bridge has not checked: composition waits for the check without a webhook
+// server, on every install path. CAPI clones machines from templates, and
+// clusterctl move creates paused XRs in the target: both arrive held too.
+// Resources are plural.group names.
+func holdPolicy(resources []schema.GroupResource) (*admissionv1.MutatingAdmissionPolicy, *admissionv1.MutatingAdmissionPolicyBinding) {
+	rules := make([]admissionv1.NamedRuleWithOperations, 0, len(resources))
+	for _, r := range namespacedRules(resources) {
+		rules = append(rules, admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{
+			Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update}, Rule: r,
+		}})
+	}
+	p, b := mutatingPolicy(HoldPolicyName, rules, pauseExpression)
+	p.Spec.MatchConditions = []admissionv1.MatchCondition{{
+		Name:       "new-or-credentials-changed-by-someone-else",
+		Expression: `request.operation == 'CREATE' || (!` + mayRelease + ` && (` + credentialsChanged + `))`,
+	}}
+	return p, b
+}
+
+// releasePolicy returns the ValidatingAdmissionPolicy and binding that
+// refuse, to anyone but the bridge, lifting a hold: removing or changing
+// crossplane.io/paused on an XR of the adapted kinds that carries it, or
+// creating one without it (where the API server has no
+// MutatingAdmissionPolicy to add it, a creator must).
+func releasePolicy(resources []schema.GroupResource) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
+	labels := admissionLabels()
+	rules := make([]admissionv1.NamedRuleWithOperations, 0, len(resources))
+	for _, r := range namespacedRules(resources) {
+		rules = append(rules, admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{
+			Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update}, Rule: r,
+		}})
+	}
+	p := &admissionv1.ValidatingAdmissionPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: ReleasePolicyName, Labels: labels},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: rules},
+			FailurePolicy:    ptr.To(admissionv1.Fail),
+			MatchConditions:  []admissionv1.MatchCondition{{Name: "may-not-release", Expression: "!" + mayRelease}},
+			Validations: []admissionv1.Validation{{
+				Expression: isPaused("object") + ` || (request.operation == 'UPDATE' && !` + isPaused("oldObject") + `)`,
+				MessageExpression: `'metadata.annotations[` + infrav1.CrossplanePausedAnnotation + `]: ' + (request.operation == 'CREATE' ? 'a new ' + object.kind + ' is held paused until CAPXP has checked its credentials; this API server cannot add the hold itself, so create it with ` +
+					infrav1.CrossplanePausedAnnotation + `: "true"' : 'only CAPXP lifts the hold on ' + object.kind + ' ' + object.metadata.name + ', once the credentials its spec.providerConfigRef names are granted to namespace ' + object.metadata.namespace + '; pause and resume it with the cluster.x-k8s.io/paused annotation or the Cluster\'s spec.paused')`,
+				Reason: ptr.To(metav1.StatusReasonForbidden),
+			}},
+		},
+	}
+	b := &admissionv1.ValidatingAdmissionPolicyBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicyBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: ReleasePolicyName, Labels: labels},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        ReleasePolicyName,
+			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+		},
+	}
+	return p, b
 }
 
 // MovePolicyName names the MutatingAdmissionPolicy (and its binding) that
@@ -71,18 +162,6 @@ func movePolicy() (*admissionv1.MutatingAdmissionPolicy, *admissionv1.MutatingAd
 // composed, naming the XR.
 const compositeLabel = "crossplane.io/composite"
 
-// pausePolicy returns a MutatingAdmissionPolicy that adds crossplane.io/paused
-// to the given kinds on an operation, and its binding.
-func pausePolicy(name string, resources []schema.GroupResource, op admissionv1.OperationType) (*admissionv1.MutatingAdmissionPolicy, *admissionv1.MutatingAdmissionPolicyBinding) {
-	rules := make([]admissionv1.NamedRuleWithOperations, 0, len(resources))
-	for _, r := range namespacedRules(resources) {
-		rules = append(rules, admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{
-			Operations: []admissionv1.OperationType{op}, Rule: r,
-		}})
-	}
-	return mutatingPolicy(name, rules, pauseExpression)
-}
-
 // mutatingPolicy returns a MutatingAdmissionPolicy that applies an apply
 // configuration expression to what the rules match, and its binding.
 func mutatingPolicy(name string, rules []admissionv1.NamedRuleWithOperations, expression string) (*admissionv1.MutatingAdmissionPolicy, *admissionv1.MutatingAdmissionPolicyBinding) {
@@ -108,26 +187,45 @@ func mutatingPolicy(name string, rules []admissionv1.NamedRuleWithOperations, ex
 	return p, b
 }
 
-// ensurePolicies applies the gate policy for every adapted InfraMachine
+// ensurePolicies applies the hold and release policies for every adapted
 // kind, the move policy while any kind is adapted and the template
 // immutability policy for every adapted kind's template, and deletes each
 // when it has no kind.
-func ensurePolicies(ctx context.Context, c client.Client, live client.Reader, owners []metav1.OwnerReference, machines, all, templates []schema.GroupResource) error {
-	gp, gb := gatePolicy(machines)
+func ensurePolicies(ctx context.Context, c client.Client, live client.Reader, owners []metav1.OwnerReference, all, templates []schema.GroupResource) error {
+	hp, hb := holdPolicy(all)
+	rp, rb := releasePolicy(all)
 	mp, mb := movePolicy()
 	tp, tb := templatePolicy(templates)
-	for _, o := range []client.Object{gp, gb, mp, mb, tp, tb} {
+	if err := deleteLegacyHold(ctx, c, live); err != nil {
+		return err
+	}
+	for _, o := range []client.Object{hp, hb, rp, rb, mp, mb, tp, tb} {
 		o.SetOwnerReferences(owners)
 	}
 	for _, want := range []struct {
 		objs []client.Object
 		none bool
-	}{{[]client.Object{gp, gb}, len(machines) == 0}, {[]client.Object{mp, mb}, len(all) == 0}, {[]client.Object{tp, tb}, len(templates) == 0}} {
+	}{
+		{[]client.Object{rp, rb}, len(all) == 0},
+		{[]client.Object{hp, hb}, len(all) == 0},
+		{[]client.Object{mp, mb}, len(all) == 0},
+		{[]client.Object{tp, tb}, len(templates) == 0},
+	} {
 		if err := ensurePolicy(ctx, c, live, want.objs, want.none); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// deleteLegacyHold deletes the machines-only hold an earlier release
+// maintained, where it remains.
+func deleteLegacyHold(ctx context.Context, c client.Client, live client.Reader) error {
+	p, b := mutatingPolicy(legacyHoldPolicyName, nil, pauseExpression)
+	if err := live.Get(ctx, client.ObjectKeyFromObject(p), &admissionv1.MutatingAdmissionPolicy{}); err != nil {
+		return client.IgnoreNotFound(ignoreNoMatch(err))
+	}
+	return ensurePolicy(ctx, c, live, []client.Object{p, b}, true)
 }
 
 // ensurePolicy applies a policy and its binding, or deletes both (binding

@@ -39,6 +39,8 @@ type kindControllers struct {
 	// crdLabels is shared by every kind's XRs, which compose the same
 	// kinds.
 	crdLabels crdLabels
+	// access is what the bridge may read, shared by every kind.
+	access *readAccess
 
 	mu      sync.Mutex
 	base    context.Context  //nolint:containedctx // the manager's context, handed to Start.
@@ -55,7 +57,8 @@ type kind struct {
 // newKindControllers returns a kindControllers to add to the manager. watchFilter is CAPI's
 // --watch-filter label value; empty watches everything.
 func newKindControllers(mgr manager.Manager, o controller.Options, watchFilter string, creds credentials.Resolver) *kindControllers {
-	return &kindControllers{mgr: mgr, options: o, filter: watchFilter, credentials: creds, running: map[string]*kind{}, started: make(chan struct{})}
+	return &kindControllers{mgr: mgr, options: o, filter: watchFilter, credentials: creds, access: newReadAccess(mgr.GetClient()),
+		running: map[string]*kind{}, started: make(chan struct{})}
 }
 
 // Start implements manager.Runnable: controllers start once the manager has.
@@ -77,12 +80,12 @@ func (k *kindControllers) Start(ctx context.Context) error {
 func (k *kindControllers) NeedLeaderElection() bool { return true }
 
 // newSeam picks the contract's seam: the one place the two contracts differ.
-func newSeam(c client.Client, contract string) (seam, error) {
+func newSeam(c client.Client, access *readAccess, contract string) (seam, error) {
 	switch contract {
 	case infrav1.ContractInfraCluster:
 		return infraCluster{client: c}, nil
 	case infrav1.ContractInfraMachine:
-		return infraMachine{client: c, readable: &sync.Map{}}, nil
+		return infraMachine{client: c, access: access}, nil
 	}
 	return nil, errors.Errorf("unknown contract %s", contract)
 }
@@ -112,13 +115,13 @@ func (k *kindControllers) Ensure(ctx context.Context, name string, a xrd.Adaptat
 		return log.WithValues(a.GVK.Kind, req.String())
 	}
 	tracker := &external.ObjectTracker{Cache: k.mgr.GetCache(), Scheme: k.mgr.GetScheme(), PredicateLogger: &log}
-	sm, err := newSeam(k.mgr.GetClient(), a.Contract)
+	sm, err := newSeam(k.mgr.GetClient(), k.access, a.Contract)
 	if err != nil {
 		return err
 	}
 	r := &xrReconciler{
 		client: k.mgr.GetClient(), gvk: a.GVK, contract: sm, tracker: tracker, credentials: k.credentials,
-		recorder: k.mgr.GetEventRecorder(controllerName(a.GVK)), crdLabels: &k.crdLabels,
+		recorder: k.mgr.GetEventRecorder(controllerName(a.GVK)), crdLabels: &k.crdLabels, access: k.access,
 	}
 	opts.Reconciler = r
 	c, err := controller.NewUnmanaged(controllerName(a.GVK), opts)
@@ -195,7 +198,11 @@ type watch struct {
 }
 
 // credentialWatches wake the XRs whose use of shared credentials a grant
-// given or revoked, or a namespace relabelled, changes.
+// given or revoked, or a namespace relabelled, changes: a grant of a config
+// those that name a cluster-scoped config of its group and name, a grant of
+// an ambient source every XR naming credentials of its group (a namespaced
+// ProviderConfig may use the source), a namespace every XR in it that names
+// credentials.
 func (k *kindControllers) credentialWatches(gvk schema.GroupVersionKind) []watch {
 	c := k.mgr.GetClient()
 	return []watch{
@@ -205,11 +212,14 @@ func (k *kindControllers) credentialWatches(gvk schema.GroupVersionKind) []watch
 				return nil
 			}
 			return referencing(ctx, c, gvk, "", func(r *infrav1.ProviderConfigReference) bool {
-				return r.Kind == infrav1.ProviderConfigKindCluster && r.APIGroup == g.Spec.ProviderConfigRef.APIGroup && r.Name == g.Spec.ProviderConfigRef.Name
+				if cfg := g.Spec.ProviderConfigRef; cfg != nil {
+					return r.APIGroup == cfg.APIGroup && r.Name == cfg.Name
+				}
+				return g.Spec.CredentialSource != nil && r.APIGroup == g.Spec.CredentialSource.APIGroup
 			})
 		}},
 		{obj: &corev1.Namespace{}, fn: func(ctx context.Context, o client.Object) []reconcile.Request {
-			return referencing(ctx, c, gvk, o.GetName(), func(r *infrav1.ProviderConfigReference) bool { return r.Kind == infrav1.ProviderConfigKindCluster })
+			return referencing(ctx, c, gvk, o.GetName(), func(*infrav1.ProviderConfigReference) bool { return true })
 		}},
 	}
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -45,12 +43,11 @@ const (
 // providerID output goes to spec.providerID.
 type infraMachine struct {
 	client client.Client
-	// readable remembers the kinds the bridge may get, list and watch
-	// (schema.GroupKind keys). The cluster's infrastructure is read through
-	// the manager's cache, whose informer for a kind the bridge may not
-	// list never syncs: a read would wait for it, holding a worker, with
-	// nothing said.
-	readable *sync.Map
+	// access says which kinds the bridge may get, list and watch. The
+	// cluster's infrastructure is read through the manager's cache, whose
+	// informer for a kind the bridge may not list never syncs: a read would
+	// wait for it, holding a worker, with nothing said.
+	access *readAccess
 }
 
 // pauseUnowned keeps a machine XR without its Machine paused: the admission
@@ -141,32 +138,14 @@ func (m infraMachine) prepare(ctx context.Context, s *scope) (*contract.Verdict,
 	return nil, nil
 }
 
-// mayRead asks the API server which of get, list and watch the bridge may
-// not use on a kind; once it may use all three, it does not ask again.
+// mayRead says which of get, list and watch the bridge may not use on a
+// kind.
 func (m infraMachine) mayRead(ctx context.Context, gk schema.GroupKind) ([]string, error) {
-	if _, ok := m.readable.Load(gk); ok {
-		return nil, nil
-	}
 	mapping, err := m.client.RESTMapper().RESTMapping(gk)
 	if err != nil {
 		return nil, errors.Wrapf(err, "cannot find the resource of %s", gk)
 	}
-	var missing []string
-	for _, verb := range []string{"get", "list", "watch"} {
-		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: gk.Group, Resource: mapping.Resource.Resource},
-		}}
-		if err := m.client.Create(ctx, review); err != nil {
-			return nil, errors.Wrapf(err, "cannot ask whether the bridge may %s %s", verb, mapping.Resource.GroupResource())
-		}
-		if !review.Status.Allowed {
-			missing = append(missing, fmt.Sprintf("%s %s", verb, mapping.Resource.GroupResource()))
-		}
-	}
-	if len(missing) == 0 {
-		m.readable.Store(gk, struct{}{})
-	}
-	return missing, nil
+	return m.access.missing(ctx, mapping.Resource.GroupResource())
 }
 
 // outputs maps providerID. A machine's provisioning is recorded by no event

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -97,7 +96,7 @@ func TestMachineGateNeedsTheClusterXR(t *testing.T) {
 			xr.SetName("m")
 			s := &scope{xr: xr, before: xr.Unstructured.DeepCopy(), owner: machine, cluster: cluster}
 
-			v, err := infraMachine{client: c, readable: &sync.Map{}}.prepare(context.Background(), s)
+			v, err := infraMachine{client: c, access: newReadAccess(c)}.prepare(context.Background(), s)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("prepare(...): error %v, want error %v", err, tc.wantErr)
 			}

@@ -50,29 +50,38 @@ const (
 
 // composedControlled reads the composed resources the XR names and controls
 // (metadata only), watching their kinds so that their changes wake the
-// bridge; it returns the names of those it names but does not control.
+// bridge; it returns the names of those it names but does not control, or
+// may not read. Anyone who may write the XR may write its resource
+// references: a reference is data, not an instruction, so one the bridge
+// may not or cannot read (another namespace, a cluster-scoped or unknown
+// kind, a kind the bridge may not list) is not read at all, and is named
+// as not controlled whether or not such an object exists.
 func (r *xrReconciler) composedControlled(ctx context.Context, xr *composite.Unstructured) (controlled []*metav1.PartialObjectMetadata, foreign []string, err error) {
 	log := ctrl.LoggerFrom(ctx)
 	owner := &unstructured.Unstructured{}
-	owner.SetGroupVersionKind(r.gvk)
+	owner.SetGroupVersionKind(xr.GroupVersionKind())
 	for _, ref := range xr.GetResourceReferences() {
+		why, err := r.unreadableRef(ctx, xr, ref)
+		if err != nil {
+			return nil, nil, err
+		}
+		if why != "" {
+			log.V(4).Info("Not reading a resource reference", "kind", ref.Kind, "name", ref.Name, "why", why)
+			foreign = append(foreign, ref.Kind+"/"+ref.Name)
+			continue
+		}
 		obj := &metav1.PartialObjectMetadata{}
 		obj.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
 		if err := r.tracker.Watch(log, obj, handler.EnqueueRequestForOwner(r.client.Scheme(), r.client.RESTMapper(), owner, handler.OnlyControllerOwner())); err != nil {
 			return nil, nil, errors.Wrap(err, errWatchComposed)
 		}
-		ns := ref.Namespace
-		if ns == "" {
-			ns = xr.GetNamespace()
-		}
-		if err := r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, obj); err != nil {
+		if err := r.client.Get(ctx, types.NamespacedName{Namespace: xr.GetNamespace(), Name: ref.Name}, obj); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
 			return nil, nil, errors.Wrapf(err, "%s %s %s", errGetComposed, ref.Kind, ref.Name)
 		}
-		// Anyone who may write the XR may write its resource references:
-		// only what this XR controls is its to delete, or to guard.
+		// Only what this XR controls is its to delete, guard or pause.
 		if c := metav1.GetControllerOf(obj); c == nil || c.UID != xr.GetUID() {
 			foreign = append(foreign, ref.Kind+"/"+ref.Name)
 			continue
@@ -117,7 +126,7 @@ func (r *xrReconciler) guardForMove(ctx context.Context, s *scope) error {
 		// acknowledgement wakes the next.
 		return nil
 	}
-	if err := r.setGuards(ctx, s.xr, true); err != nil {
+	if err := r.setGuards(ctx, s, true); err != nil {
 		s.event(corev1.EventTypeWarning, "MoveBlocked", err.Error())
 		return err
 	}
@@ -134,17 +143,17 @@ func (r *xrReconciler) unguard(ctx context.Context, s *scope) error {
 	if !meta.IsPaused(s.before) || len(s.xr.GetResourceReferences()) == 0 {
 		return nil
 	}
-	return r.setGuards(ctx, s.xr, false)
+	return r.setGuards(ctx, s, false)
 }
 
-// setGuards adds (on) or removes the move guard on every composed resource
-// the XR controls.
-func (r *xrReconciler) setGuards(ctx context.Context, xr *composite.Unstructured, on bool) error {
-	controlled, _, err := r.composedControlled(ctx, xr)
+// setGuards adds (on) or removes the move guard on every resource the XR
+// controls, nested XRs' resources included: clusterctl moves them all.
+func (r *xrReconciler) setGuards(ctx context.Context, s *scope, on bool) error {
+	tree, err := r.composedTree(ctx, s)
 	if err != nil {
 		return err
 	}
-	for _, obj := range controlled {
+	for _, obj := range tree {
 		if err := r.setGuard(ctx, obj, on); err != nil {
 			return err
 		}
@@ -174,20 +183,38 @@ func (r *xrReconciler) blockMove(ctx context.Context, s *scope, due bool) {
 	}
 }
 
-// labelComposedCRDs gives the CRD of every kind the XR composes
-// clusterctl's label, so that `clusterctl move` finds (and moves) the
-// composed resources with their XR. It reads the CRDs from the cache and
-// writes only a missing label, server-side under its own field manager,
-// which the apply of whoever installed the CRD (Crossplane's package
-// manager, clusterctl) leaves alone. A composed kind that no CRD defines (a
-// core kind) has nothing to label. A CRD it cannot label is an event on the
-// XR, not a reason to stop reconciling it: the XR keeps its block-move
-// annotation, so a move waits and refuses rather than leave resources
-// behind.
+// labelComposedCRDs gives the CRD of every kind the XR composes, nested XRs'
+// kinds included, clusterctl's label, so that `clusterctl move` finds (and
+// moves) the composed resources with their XR. It labels only the kind of a
+// resource the XR controls: a tenant may write resource references, and
+// must not have the bridge label any CRD it names. It reads the CRDs from
+// the cache and writes only a missing label, server-side under its own
+// field manager, which the apply of whoever installed the CRD (Crossplane's
+// package manager, clusterctl) leaves alone. A composed kind that no CRD
+// defines (a core kind) has nothing to label. A CRD it cannot label is an
+// event on the XR, not a reason to stop reconciling it: the XR keeps its
+// block-move annotation, so a move waits and refuses rather than leave
+// resources behind.
 func (r *xrReconciler) labelComposedCRDs(ctx context.Context, s *scope) {
-	seen := map[schema.GroupVersionKind]bool{}
+	pending := map[schema.GroupVersionKind]bool{}
 	for _, ref := range s.xr.GetResourceReferences() {
 		gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
+		if gvk.Group != "" && !r.crdLabels.done(gvk) {
+			pending[gvk] = true
+		}
+	}
+	if len(pending) == 0 {
+		return
+	}
+	tree, err := r.composedTree(ctx, s)
+	if err != nil {
+		s.event(corev1.EventTypeWarning, "MoveBlocked", err.Error())
+		meta.AddAnnotations(s.xr, map[string]string{infrav1.BlockMoveAnnotation: ""})
+		return
+	}
+	seen := map[schema.GroupVersionKind]bool{}
+	for _, obj := range tree {
+		gvk := obj.GroupVersionKind()
 		if seen[gvk] || gvk.Group == "" {
 			continue
 		}
@@ -205,12 +232,21 @@ func (r *xrReconciler) labelComposedCRDs(ctx context.Context, s *scope) {
 type crdLabels struct {
 	mu      sync.Mutex
 	written written
+	// labelled are the kinds whose CRDs carry the label (or have none):
+	// their references cost no walk of the composed resources.
+	labelled sync.Map
 }
 
 func (l *crdLabels) label(ctx context.Context, c client.Client, name string, want map[string]string, owner string) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return labelCRD(ctx, c, &l.written, name, want, owner)
+}
+
+// done reports whether the CRD of a kind is known to carry the label.
+func (l *crdLabels) done(gvk schema.GroupVersionKind) bool {
+	_, ok := l.labelled.Load(gvk.GroupKind())
+	return ok
 }
 
 // labelCRD gives the CRD of a kind clusterctl's label.
@@ -222,11 +258,13 @@ func (r *xrReconciler) labelCRD(ctx context.Context, gvk schema.GroupVersionKind
 	name := m.Resource.Resource + "." + gvk.Group
 	labelled, err := r.crdLabels.label(ctx, r.client, name, map[string]string{infrav1.ClusterctlLabel: ""}, moveFieldOwner)
 	if apierrors.IsNotFound(err) {
+		r.crdLabels.labelled.Store(gvk.GroupKind(), true)
 		return nil
 	}
 	if err != nil {
 		return errors.Wrapf(err, "%s %s", errLabelCRD, gvk.Kind)
 	}
+	r.crdLabels.labelled.Store(gvk.GroupKind(), true)
 	if labelled {
 		ctrl.LoggerFrom(ctx).Info("Labelled the CRD of a composed kind for clusterctl move", "CustomResourceDefinition", name)
 	}

@@ -38,9 +38,19 @@ package controllers
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
-// Admission: the machine gate, move and template immutability policies and
-// the credentials webhook.
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingadmissionpolicies;mutatingadmissionpolicybindings;validatingadmissionpolicies;validatingadmissionpolicybindings;validatingwebhookconfigurations,verbs=get;create;patch;delete
+// Admission: the hold and release policies, the move and template
+// immutability policies and the credentials webhook. Only the bridge's own
+// objects, by name, may be read, changed or deleted (and the machines-only
+// hold of an earlier release deleted); create cannot be limited by name.
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingadmissionpolicies;mutatingadmissionpolicybindings;validatingadmissionpolicies;validatingadmissionpolicybindings;validatingwebhookconfigurations,verbs=create
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingadmissionpolicies;mutatingadmissionpolicybindings,verbs=get;patch;delete,resourceNames=capxp-hold-composites;capxp-keep-annotations-of-moved-objects;capxp-pause-new-machines
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;patch;delete,resourceNames=capxp-only-the-bridge-releases;capxp-immutable-templates
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;patch;delete,resourceNames=capxp-credentials
+
+// Lifting the hold on an XR: the admission policies let a user remove
+// crossplane.io/paused, or change credentials without the hold coming back,
+// only when RBAC grants it this verb (a virtual resource: nothing is stored).
+// +kubebuilder:rbac:groups=capxp.dev,resources=holds,verbs=release
 
 // Events and leader election.
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch

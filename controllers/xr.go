@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/external"
 	"sigs.k8s.io/cluster-api/util/annotations"
@@ -56,6 +57,8 @@ const (
 	// conflictRequeue is how soon an XR whose write met a newer object is
 	// read again.
 	conflictRequeue = 100 * time.Millisecond
+	// reconcileTimeout bounds one reconcile of one XR, its writes included.
+	reconcileTimeout = time.Minute
 )
 
 // seam is what differs between the InfraCluster and InfraMachine contracts;
@@ -101,6 +104,8 @@ type xrReconciler struct {
 	newest newest
 	// crdLabels labels the CRDs of composed kinds once.
 	crdLabels *crdLabels
+	// access says which kinds the bridge may read.
+	access *readAccess
 	// released remembers, per XR, the selector it released a Composition
 	// for, so that a read from a cache behind that write releases it (and
 	// says so) only once.
@@ -137,8 +142,21 @@ func (s *scope) event(kind, reason, message string) {
 	s.events = append(s.events, xrEvent{kind, reason, message})
 }
 
-// pause sets or removes crossplane.io/paused on the working copy.
+// hold pauses the working copy for its credentials, marked so that the
+// bridge knows to lift this hold, and only this one, once they may be used.
+func (s *scope) hold() {
+	meta.AddAnnotations(s.xr, map[string]string{infrav1.CrossplanePausedAnnotation: "true", infrav1.CredentialsHoldAnnotation: "true"})
+}
+
+// heldForCredentials says whether the XR was read held for its credentials.
+func (s *scope) heldForCredentials() bool {
+	return s.before.GetAnnotations()[infrav1.CredentialsHoldAnnotation] == "true"
+}
+
+// pause sets or removes crossplane.io/paused on the working copy; either
+// ends a hold for credentials.
 func (s *scope) pause(paused bool) {
+	meta.RemoveAnnotations(s.xr, infrav1.CredentialsHoldAnnotation)
 	if paused {
 		meta.AddAnnotations(s.xr, map[string]string{meta.AnnotationKeyReconciliationPaused: "true"})
 		return
@@ -149,6 +167,10 @@ func (s *scope) pause(paused bool) {
 // Reconcile maps one XR onto its contract, in CAPI's order: get, owner,
 // finalizer, pause, then delete or normal, with one deferred write.
 func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, reterr error) {
+	// Every reconcile is bounded: nothing a tenant writes may hold a worker
+	// that every tenant's XRs of the kind share.
+	ctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
+	defer cancel()
 	xr := composite.New(composite.WithGroupVersionKind(r.gvk))
 	if err := r.client.Get(ctx, req.NamespacedName, &xr.Unstructured); err != nil {
 		return ctrl.Result{}, errors.Wrap(client.IgnoreNotFound(err), errGetXR)
@@ -169,12 +191,19 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 		}
 	}()
 
-	// Externally managed infrastructure is none of the bridge's business;
-	// it only lets go of an XR it held before the annotation was added.
+	// Externally managed infrastructure's contract fields are another
+	// system's to write; the bridge lets go of an XR it held before the
+	// annotation was added. Its credentials stay the bridge's to check:
+	// Crossplane composes it all the same.
 	if annotations.IsExternallyManaged(xr) {
-		log.V(4).Info("Composite resource is externally managed, skipping")
+		log.V(4).Info("Composite resource is externally managed: checking its credentials only")
 		controllerutil.RemoveFinalizer(xr, infrav1.Finalizer)
-		return ctrl.Result{}, nil
+		if !xr.GetDeletionTimestamp().IsZero() {
+			// Crossplane checks the pause before it handles a deletion.
+			s.pause(false)
+			return ctrl.Result{}, nil
+		}
+		return r.holdUnlessGranted(ctx, s, ptr.To(annotations.HasPaused(xr)))
 	}
 
 	var err error
@@ -209,8 +238,16 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 	if paused {
 		// CAPI pauses: carry it to Crossplane. The owner's verdict and the
 		// provisioned milestone stay as they are. clusterctl move pauses
-		// first: ready the XR for it.
+		// first: ready the XR for it. Credentials revoked meanwhile still
+		// stop what it composed.
 		s.pause(true)
+		denied, _, err := r.checkCredentials(ctx, s.xr)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if denied != nil {
+			return ctrl.Result{}, r.holdComposed(ctx, s, true)
+		}
 		return ctrl.Result{}, r.guardForMove(ctx, s)
 	}
 	return r.reconcileNormal(ctx, s)
@@ -236,17 +273,35 @@ func conflicted(err error) bool {
 // the same.
 func (r *xrReconciler) reconcileUnowned(ctx context.Context, s *scope) (ctrl.Result, error) {
 	ctrl.LoggerFrom(ctx).V(4).Info("Waiting for CAPI to set the owner reference")
+	return r.holdUnlessGranted(ctx, s, r.contract.pauseUnowned(s.xr))
+}
+
+// holdUnlessGranted holds an XR that no CAPI object the bridge reconciles
+// it for speaks for (one without its owner yet, one externally managed):
+// while its credentials may not be used it stays paused, what it composed
+// too, and an event says why; once they may, what it composed resumes and
+// the XR's pause is set to want (nil leaves it as it is).
+func (r *xrReconciler) holdUnlessGranted(ctx context.Context, s *scope, want *bool) (ctrl.Result, error) {
 	v, result, err := r.checkCredentials(ctx, s.xr)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if v != nil {
-		s.pause(true)
+		s.hold()
 		s.event(eventType(v.Reason), v.Reason, v.Message)
-		return result, nil
+		return result, r.holdComposed(ctx, s, true)
 	}
-	if p := r.contract.pauseUnowned(s.xr); p != nil {
-		s.pause(*p)
+	if meta.IsPaused(s.before) {
+		if err := r.holdComposed(ctx, s, false); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if want == nil && s.heldForCredentials() {
+		// The hold was the bridge's: lift it.
+		want = ptr.To(false)
+	}
+	if want != nil {
+		s.pause(*want)
 	}
 	return ctrl.Result{}, nil
 }
@@ -275,14 +330,19 @@ func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	if denied != nil {
-		s.pause(true)
+		s.hold()
 		s.verdict = denied
-		return result, nil
+		return result, r.holdComposed(ctx, s, true)
 	}
-	// Guards a pause or a move left go before the XR is Crossplane's
-	// again; while they cannot, it stays as it was.
+	// Guards a pause or a move left, and a hold for credentials, go before
+	// the XR is Crossplane's again; while they cannot, it stays as it was.
 	if err := r.unguard(ctx, s); err != nil {
 		return ctrl.Result{}, err
+	}
+	if meta.IsPaused(s.before) {
+		if err := r.holdComposed(ctx, s, false); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if err := r.reselect(ctx, s); err != nil {
 		return ctrl.Result{}, err

@@ -9,6 +9,7 @@ import (
 
 	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -133,11 +134,19 @@ func (r *xrdReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, err
 	}
 
-	// New machine XRs of the kind must be paused, and references to
-	// credentials the namespace may not use refused, at admission, before
-	// the kind's controller runs (and before its CRD exists).
+	// New XRs of the kind must be held, and references to credentials the
+	// namespace may not use refused, at admission, before the kind's
+	// controller runs (and before its CRD exists). Where the API server
+	// cannot hold them, the kind is still served (every XR's credentials
+	// are checked, and those denied held, after the fact), and the XRD says
+	// that admission does not enforce.
+	unenforced := ""
 	if err := r.syncAdmission(ctx); err != nil {
-		return ctrl.Result{}, err
+		if !kmeta.IsNoMatchError(errors.Cause(err)) {
+			return ctrl.Result{}, err
+		}
+		unenforced = fmt.Sprintf("This API server serves no %s MutatingAdmissionPolicy or ValidatingAdmissionPolicy (Kubernetes 1.36 or later): new %s are not held at admission until their credentials are checked, and Crossplane may compose them first; the bridge checks and holds them afterwards",
+			admissionregv1.SchemeGroupVersion, x.Spec.Names.Plural)
 	}
 
 	crd := &extv1.CustomResourceDefinition{}
@@ -164,6 +173,12 @@ func (r *xrdReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 	if err := r.kinds.Ensure(ctx, x.Name, *a); err != nil {
 		return ctrl.Result{}, errors.Wrapf(err, "cannot adapt %s", a.GVK)
+	}
+	if unenforced != "" {
+		if !hasCondition(x.Status.Conditions, infrav1.ContractAdaptedCondition, infrav1.AdmissionUnavailableReason, unenforced) {
+			r.recorder.Eventf(x, nil, "Warning", infrav1.AdmissionUnavailableReason, "Adapt", "%s", unenforced)
+		}
+		return ctrl.Result{}, r.setCondition(ctx, x, metav1.ConditionFalse, infrav1.AdmissionUnavailableReason, unenforced)
 	}
 	return ctrl.Result{}, r.setCondition(ctx, x, metav1.ConditionTrue, infrav1.ContractAdaptedReason,
 		fmt.Sprintf("%s %s is a CAPI %s", a.GVK.Kind, a.GVK.GroupVersion(), a.Contract))
@@ -234,37 +249,40 @@ func (r *xrdReconciler) release(ctx context.Context, x *xpextv2.CompositeResourc
 	return nil
 }
 
-// syncAdmission applies the machine gate policy for every InfraMachine XRD,
-// and the move policy, the template immutability policy and the credentials
-// webhook for every XRD that declares the contract correctly. It reads them
-// from the API every time, so that a restarted manager never narrows any
-// before it has seen every XRD.
+// syncAdmission applies the hold and release policies, the move policy, the
+// template immutability policy and the credentials webhook for every XRD
+// that declares the contract correctly. It reads them from the API every
+// time, so that a restarted manager never narrows any before it has seen
+// every XRD.
 func (r *xrdReconciler) syncAdmission(ctx context.Context) error {
 	list := &xpextv2.CompositeResourceDefinitionList{}
 	if err := r.client.List(ctx, list, client.HasLabels{infrav1.ContractLabel}); err != nil {
 		return errors.Wrap(err, "cannot list CompositeResourceDefinitions")
 	}
-	var machines, all, templates []schema.GroupResource
+	var all, templates []schema.GroupResource
 	for i := range list.Items {
-		a, p := xrd.Check(&list.Items[i])
-		if p != nil {
+		if _, p := xrd.Check(&list.Items[i]); p != nil {
 			continue
 		}
-		gr := groupResource(list.Items[i].Name)
-		all = append(all, gr)
+		all = append(all, groupResource(list.Items[i].Name))
 		templates = append(templates, xrd.TemplateResource(&list.Items[i]))
-		if a.Contract == infrav1.ContractInfraMachine {
-			machines = append(machines, gr)
-		}
 	}
 	owners, err := managerOwners(ctx, r.client, r.webhook)
 	if err != nil {
 		return err
 	}
-	if err := ensurePolicies(ctx, r.client, r.apiReader, owners, machines, all, templates); err != nil {
+	if err := ensurePolicies(ctx, r.client, r.apiReader, owners, all, templates); err != nil {
 		return err
 	}
 	return ensureCredentialsWebhook(ctx, r.client, r.apiReader, r.webhook, owners, all)
+}
+
+// ignoreNoMatch is nil for an API the server does not serve.
+func ignoreNoMatch(err error) error {
+	if kmeta.IsNoMatchError(err) {
+		return nil
+	}
+	return err
 }
 
 // groupResource splits an XRD's name, <plural>.<group>.

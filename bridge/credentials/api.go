@@ -66,8 +66,9 @@ func NewAPIResolver(c client.Client, secrets client.Reader, opts ...APIResolverO
 	return r
 }
 
-// Resolve checks the referenced config exists where it may be looked up, is
-// granted when shared, and has its credentials secret.
+// Resolve checks the referenced config exists where it may be looked up,
+// is granted when shared (a cluster-scoped config, or an ambient identity
+// named by a namespaced one), and has its credentials secrets.
 func (r *APIResolver) Resolve(ctx context.Context, namespace string, ref *infrav1.ProviderConfigReference) (Result, error) {
 	if ref == nil {
 		return Result{Ready: true, Reason: infrav1.CompositionDefaultCredentialsReason,
@@ -77,16 +78,19 @@ func (r *APIResolver) Resolve(ctx context.Context, namespace string, ref *infrav
 	m, err := r.client.RESTMapper().RESTMapping(gk)
 	if meta.IsNoMatchError(err) {
 		return Result{Reason: infrav1.ProviderConfigNotFoundReason,
-			Message: fmt.Sprintf("the API serves no kind %s in group %s: is the provider installed?", ref.Kind, ref.APIGroup)}, nil
+			Message: fmt.Sprintf("spec.providerConfigRef: the API serves no kind %s in group %s: is the provider installed?", ref.Kind, ref.APIGroup)}, nil
 	}
 	if err != nil {
 		return Result{}, errors.Wrapf(err, "cannot map %s", gk)
 	}
 	cfg := &unstructured.Unstructured{}
 	cfg.SetGroupVersionKind(m.GroupVersionKind)
+	// The API's scope decides, not the kind's name: a provider's legacy
+	// ProviderConfig kind is cluster-scoped, hence shared.
+	shared := m.Scope.Name() == meta.RESTScopeNameRoot
 	key := types.NamespacedName{Name: ref.Name}
 	where := ""
-	if ref.Kind == infrav1.ProviderConfigKindNamespaced {
+	if !shared {
 		// A namespaced ProviderConfig is only ever looked up in the XR's
 		// own namespace: a tenant cannot name another tenant's.
 		key.Namespace, where = namespace, " in namespace "+namespace
@@ -94,30 +98,82 @@ func (r *APIResolver) Resolve(ctx context.Context, namespace string, ref *infrav
 	if err := r.client.Get(ctx, key, cfg); err != nil {
 		if apierrors.IsNotFound(err) {
 			return Result{Reason: infrav1.ProviderConfigNotFoundReason,
-				Message: fmt.Sprintf("%s %s/%s not found%s", ref.Kind, ref.APIGroup, ref.Name, where)}, nil
+				Message: fmt.Sprintf("spec.providerConfigRef: %s %s/%s not found%s", ref.Kind, ref.APIGroup, ref.Name, where)}, nil
 		}
 		return Result{}, errors.Wrapf(err, "cannot get %s %s", ref.Kind, ref.Name)
 	}
 
-	if ref.Kind == infrav1.ProviderConfigKindCluster {
-		ok, msg, err := r.Granted(ctx, namespace, infrav1.ClusterProviderConfigReference{APIGroup: ref.APIGroup, Name: ref.Name})
-		if err != nil {
-			return Result{}, err
-		}
-		if !ok {
-			return Result{Reason: infrav1.ProviderConfigNotGrantedReason, Message: msg}, nil
-		}
-	}
-
-	if res, ok, err := r.secret(ctx, cfg, ref, namespace); err != nil || !ok {
+	c := config{ref: ref, obj: fieldpath.Pave(cfg.Object), shared: shared, namespace: namespace}
+	if res, ok, err := r.granted(ctx, c); err != nil || !ok {
 		return res, err
+	}
+	for _, b := range credentialBlocks {
+		if res, ok, err := r.secret(ctx, c, b); err != nil || !ok {
+			return res, err
+		}
 	}
 	return Result{Ready: true, Reason: infrav1.CredentialsReadyReason,
 		Message: fmt.Sprintf("%s %s/%s%s may be used", ref.Kind, ref.APIGroup, ref.Name, where)}, nil
 }
 
-// Granted reports whether a namespace may use a ClusterProviderConfig.
-func (r *APIResolver) Granted(ctx context.Context, namespace string, ref infrav1.ClusterProviderConfigReference) (bool, string, error) {
+// config is a credentials config being resolved for an XR's namespace.
+type config struct {
+	ref       *infrav1.ProviderConfigReference
+	obj       *fieldpath.Paved
+	shared    bool
+	namespace string
+}
+
+// credentialBlocks are the fields of a provider's credentials config that say
+// where credentials come from: spec.credentials (every provider) and
+// spec.identity (provider-kubernetes' identity to the API server it
+// manages), each with a source and, for source Secret, a secretRef.
+var credentialBlocks = []string{"spec.credentials", "spec.identity"}
+
+// sourceSecret is the one credentials source a namespace owns: a Secret.
+const sourceSecret = "Secret"
+
+// granted checks what of the config is shared: the config itself when it is
+// cluster-scoped, else every source other than a Secret (an ambient
+// identity: every namespace's ProviderConfig naming it gets the provider's
+// own identity).
+func (r *APIResolver) granted(ctx context.Context, c config) (Result, bool, error) {
+	if c.shared {
+		ok, msg, err := r.Granted(ctx, c.namespace, Config(c.ref.APIGroup, string(c.ref.Kind), c.ref.Name))
+		if err != nil || ok {
+			return Result{}, ok, err
+		}
+		return Result{Reason: infrav1.ProviderConfigNotGrantedReason, Message: "spec.providerConfigRef: " + msg}, false, nil
+	}
+	for _, b := range credentialBlocks {
+		src, err := c.obj.GetString(b + ".source")
+		if err != nil && b != credentialBlocks[0] {
+			// Only spec.credentials is always there.
+			continue
+		}
+		if src == sourceSecret {
+			continue
+		}
+		if src == "" {
+			return Result{Reason: infrav1.ProviderConfigNotGrantedReason, Message: fmt.Sprintf(
+				"spec.providerConfigRef: %s %s %s.source is not set: only credentials from a Secret of namespace %s are the namespace's own",
+				c.ref.Kind, c.ref.Name, b, c.namespace)}, false, nil
+		}
+		ok, msg, err := r.Granted(ctx, c.namespace, Ambient(c.ref.APIGroup, src))
+		if err != nil {
+			return Result{}, false, err
+		}
+		if !ok {
+			return Result{Reason: infrav1.ProviderConfigNotGrantedReason, Message: fmt.Sprintf(
+				"spec.providerConfigRef: %s %s in namespace %s uses %s.source %s, an identity every namespace shares: %s",
+				c.ref.Kind, c.ref.Name, c.namespace, b, src, msg)}, false, nil
+		}
+	}
+	return Result{}, true, nil
+}
+
+// Granted reports whether a namespace may use shared credentials.
+func (r *APIResolver) Granted(ctx context.Context, namespace string, s Shared) (bool, string, error) {
 	if r.all {
 		return true, "", nil
 	}
@@ -129,27 +185,32 @@ func (r *APIResolver) Granted(ctx context.Context, namespace string, ref infrav1
 	if err := r.client.List(ctx, grants); err != nil {
 		return false, "", errors.Wrap(err, "cannot list ClusterProviderConfigGrants")
 	}
-	return Granted(grants.Items, ref, ns)
+	return Granted(grants.Items, s, ns)
 }
 
-// secret checks the credentials secret a config names, when its credentials
-// come from a Secret. It reads only the Secret's metadata.
-func (r *APIResolver) secret(ctx context.Context, cfg *unstructured.Unstructured, ref *infrav1.ProviderConfigReference, namespace string) (Result, bool, error) {
-	p := fieldpath.Pave(cfg.Object)
-	if src, _ := p.GetString("spec.credentials.source"); src != "Secret" {
+// secret checks the credentials secret a block of the config names, when
+// its credentials come from a Secret. It reads only the Secret's metadata.
+func (r *APIResolver) secret(ctx context.Context, c config, block string) (Result, bool, error) {
+	if src, _ := c.obj.GetString(block + ".source"); src != sourceSecret {
 		return Result{}, true, nil
 	}
-	name, _ := p.GetString("spec.credentials.secretRef.name")
-	ns, _ := p.GetString("spec.credentials.secretRef.namespace")
+	name, _ := c.obj.GetString(block + ".secretRef.name")
+	ns, _ := c.obj.GetString(block + ".secretRef.namespace")
+	ref := c.ref
 	switch {
-	case ref.Kind == infrav1.ProviderConfigKindNamespaced && ns != "" && ns != namespace:
+	case !c.shared && ns != "" && ns != c.namespace:
 		// A tenant's own ProviderConfig may only use a Secret of its own
 		// namespace. Looking the Secret up would tell the tenant whether it
 		// exists elsewhere; the provider would not use it either.
 		return Result{Reason: infrav1.SecretOutsideNamespaceReason,
-			Message: fmt.Sprintf("%s %s spec.credentials.secretRef names namespace %s; a ProviderConfig in namespace %s may only use Secrets of its own namespace", ref.Kind, ref.Name, ns, namespace)}, false, nil
+			Message: fmt.Sprintf("%s %s %s.secretRef names namespace %s; a ProviderConfig in namespace %s may only use Secrets of its own namespace", ref.Kind, ref.Name, block, ns, c.namespace)}, false, nil
+	case c.shared && ns == "":
+		// A shared config's Secret is the platform's, in a namespace it
+		// names: never one of the XR's namespace.
+		return Result{Reason: infrav1.CredentialsSecretNotFoundReason,
+			Message: fmt.Sprintf("%s %s %s.secretRef names no namespace: a cluster-scoped config's Secret must name its namespace", ref.Kind, ref.Name, block)}, false, nil
 	case ns == "":
-		ns = namespace
+		ns = c.namespace
 	}
 	key := types.NamespacedName{Namespace: ns, Name: name}
 	if r.recentlyFound(key) {
@@ -166,7 +227,7 @@ func (r *APIResolver) secret(ctx context.Context, cfg *unstructured.Unstructured
 		return Result{}, true, nil
 	case apierrors.IsNotFound(err):
 		return Result{Reason: infrav1.CredentialsSecretNotFoundReason,
-			Message: fmt.Sprintf("Secret %s/%s named by %s %s spec.credentials.secretRef does not exist", ns, name, ref.Kind, ref.Name)}, false, nil
+			Message: fmt.Sprintf("Secret %s/%s named by %s %s %s.secretRef does not exist", ns, name, ref.Kind, ref.Name, block)}, false, nil
 	default:
 		return Result{}, false, errors.Wrapf(err, "cannot get Secret %s/%s", ns, name)
 	}

@@ -1,8 +1,11 @@
 // Package credentials decides whether a composite resource may use the
-// Crossplane credentials its spec.providerConfigRef names: a namespaced
-// ProviderConfig is only ever looked up in the XR's own namespace; a shared
-// ClusterProviderConfig only when a ClusterProviderConfigGrant allows the
-// XR's namespace; and the config's credentials secret must exist.
+// Crossplane credentials its spec.providerConfigRef names. A namespace owns
+// only a namespaced ProviderConfig, looked up in the XR's own namespace,
+// whose credentials come from a Secret of that namespace. Everything else is
+// shared and needs a ClusterProviderConfigGrant covering the namespace: a
+// ClusterProviderConfig or a provider's legacy cluster-scoped ProviderConfig,
+// and an ambient identity (InjectedIdentity, IRSA, ...) named by a
+// namespaced ProviderConfig. The credentials secret must exist.
 package credentials
 
 import (
@@ -30,15 +33,63 @@ type Result struct {
 	Message string
 }
 
-// Granted reports whether any grant lets the namespace use the
-// ClusterProviderConfig; when none does, its message names the grants for
-// that config that do not cover the namespace.
-// Grants for one config add up. An empty selector matches nothing.
-func Granted(grants []infrav1.ClusterProviderConfigGrant, ref infrav1.ClusterProviderConfigReference, ns *corev1.Namespace) (bool, string, error) {
+// Shared is credentials a namespace does not own: a cluster-scoped
+// credentials config (Name set), or a provider's ambient identity (Source
+// set), of the provider whose credentials kinds are in APIGroup. A grant
+// names a config by group and name: Kind (ClusterProviderConfig, or a legacy
+// provider's cluster-scoped ProviderConfig) only names it in messages.
+type Shared struct {
+	APIGroup string
+	Kind     string
+	Name     string
+	Source   string
+}
+
+// Config is the shared cluster-scoped credentials config group/name of a
+// kind.
+func Config(group, kind, name string) Shared { return Shared{APIGroup: group, Kind: kind, Name: name} }
+
+// Ambient is the ambient identity source of the provider of group.
+func Ambient(group, source string) Shared { return Shared{APIGroup: group, Source: source} }
+
+// String names the shared credentials as a refusal does.
+func (s Shared) String() string {
+	if s.Source != "" {
+		return fmt.Sprintf("credentials source %s of %s", s.Source, s.APIGroup)
+	}
+	kind := s.Kind
+	if kind == "" {
+		kind = string(infrav1.ProviderConfigKindCluster)
+	}
+	return fmt.Sprintf("%s %s/%s", kind, s.APIGroup, s.Name)
+}
+
+// grantField is the grant field that grants s, as a refusal names it.
+func (s Shared) grantField() string {
+	if s.Source != "" {
+		return fmt.Sprintf("credentialSource %s/%s", s.APIGroup, s.Source)
+	}
+	return fmt.Sprintf("providerConfigRef %s/%s", s.APIGroup, s.Name)
+}
+
+// grants reports whether a grant's spec names s.
+func grants(spec *infrav1.ClusterProviderConfigGrantSpec, s Shared) bool {
+	if s.Source != "" {
+		return spec.CredentialSource != nil && *spec.CredentialSource == infrav1.CredentialSourceReference{APIGroup: s.APIGroup, Source: s.Source}
+	}
+	return spec.ProviderConfigRef != nil && *spec.ProviderConfigRef == infrav1.ClusterProviderConfigReference{APIGroup: s.APIGroup, Name: s.Name}
+}
+
+// Granted reports whether any grant lets the namespace use the shared
+// credentials; when none does, its message names the grant that is missing
+// and the grants for those credentials that do not cover the namespace.
+// Grants for the same credentials add up. An empty selector matches
+// nothing.
+func Granted(list []infrav1.ClusterProviderConfigGrant, s Shared, ns *corev1.Namespace) (bool, string, error) {
 	var others []string
-	for i := range grants {
-		g := &grants[i]
-		if g.Spec.ProviderConfigRef != ref {
+	for i := range list {
+		g := &list[i]
+		if !grants(&g.Spec, s) {
 			continue
 		}
 		ok, err := covers(g.Spec.AllowedNamespaces, ns)
@@ -51,10 +102,11 @@ func Granted(grants []infrav1.ClusterProviderConfigGrant, ref infrav1.ClusterPro
 		others = append(others, g.Name)
 	}
 	sort.Strings(others)
-	msg := fmt.Sprintf("namespace %s may not use ClusterProviderConfig %s/%s: no ClusterProviderConfigGrant allows it", ns.Name, ref.APIGroup, ref.Name)
+	msg := fmt.Sprintf("namespace %s may not use %s: no ClusterProviderConfigGrant allows it", ns.Name, s)
 	if len(others) > 0 {
 		msg += fmt.Sprintf(" (grants for it that do not cover %s: %s)", ns.Name, strings.Join(others, ", "))
 	}
+	msg += fmt.Sprintf("; a ClusterProviderConfigGrant with %s covering namespace %s is missing", s.grantField(), ns.Name)
 	return false, msg, nil
 }
 

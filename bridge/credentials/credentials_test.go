@@ -13,7 +13,11 @@ import (
 var shared = infrav1.ClusterProviderConfigReference{APIGroup: "aws.m.upbound.io", Name: "shared"}
 
 func grant(name string, ref infrav1.ClusterProviderConfigReference, a infrav1.AllowedNamespaces) infrav1.ClusterProviderConfigGrant {
-	return infrav1.ClusterProviderConfigGrant{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: infrav1.ClusterProviderConfigGrantSpec{ProviderConfigRef: ref, AllowedNamespaces: a}}
+	return infrav1.ClusterProviderConfigGrant{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: infrav1.ClusterProviderConfigGrantSpec{ProviderConfigRef: &ref, AllowedNamespaces: a}}
+}
+
+func sourceGrant(name string, src infrav1.CredentialSourceReference, a infrav1.AllowedNamespaces) infrav1.ClusterProviderConfigGrant {
+	return infrav1.ClusterProviderConfigGrant{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: infrav1.ClusterProviderConfigGrantSpec{CredentialSource: &src, AllowedNamespaces: a}}
 }
 
 func teamA(labels map[string]string) *corev1.Namespace {
@@ -29,12 +33,14 @@ func TestGranted(t *testing.T) {
 		reason string
 		grants []infrav1.ClusterProviderConfigGrant
 		ns     *corev1.Namespace
-		want   want
+		// asked is what is asked for; the shared config when empty.
+		asked Shared
+		want  want
 	}{
 		"NoGrant": {
 			reason: "shared credentials are denied until granted",
 			ns:     teamA(nil),
-			want:   want{msg: "namespace team-a may not use ClusterProviderConfig aws.m.upbound.io/shared: no ClusterProviderConfigGrant allows it"},
+			want:   want{msg: "namespace team-a may not use ClusterProviderConfig aws.m.upbound.io/shared: no ClusterProviderConfigGrant allows it; a ClusterProviderConfigGrant with providerConfigRef aws.m.upbound.io/shared covering namespace team-a is missing"},
 		},
 		"ByName": {
 			reason: "a namespace listed by name is granted",
@@ -52,7 +58,7 @@ func TestGranted(t *testing.T) {
 			reason: "an empty selector matches no namespace, unlike elsewhere in Kubernetes",
 			grants: []infrav1.ClusterProviderConfigGrant{grant("everyone?", shared, infrav1.AllowedNamespaces{Selector: &metav1.LabelSelector{}})},
 			ns:     teamA(map[string]string{"tier": "gold"}),
-			want:   want{msg: "namespace team-a may not use ClusterProviderConfig aws.m.upbound.io/shared: no ClusterProviderConfigGrant allows it (grants for it that do not cover team-a: everyone?)"},
+			want:   want{msg: "namespace team-a may not use ClusterProviderConfig aws.m.upbound.io/shared: no ClusterProviderConfigGrant allows it (grants for it that do not cover team-a: everyone?); a ClusterProviderConfigGrant with providerConfigRef aws.m.upbound.io/shared covering namespace team-a is missing"},
 		},
 		"EveryNamespaceOnPurpose": {
 			reason: "every namespace can be granted with an explicit expression",
@@ -76,12 +82,40 @@ func TestGranted(t *testing.T) {
 				grant("same-name-other-provider", infrav1.ClusterProviderConfigReference{APIGroup: "gcp.m.upbound.io", Name: "shared"}, infrav1.AllowedNamespaces{Names: []string{"team-a"}}),
 			},
 			ns:   teamA(nil),
-			want: want{msg: "namespace team-a may not use ClusterProviderConfig aws.m.upbound.io/shared: no ClusterProviderConfigGrant allows it"},
+			want: want{msg: "namespace team-a may not use ClusterProviderConfig aws.m.upbound.io/shared: no ClusterProviderConfigGrant allows it; a ClusterProviderConfigGrant with providerConfigRef aws.m.upbound.io/shared covering namespace team-a is missing"},
+		},
+		"AmbientSourceGranted": {
+			reason: "a grant of an ambient source covers that provider's source",
+			grants: []infrav1.ClusterProviderConfigGrant{sourceGrant("irsa", infrav1.CredentialSourceReference{APIGroup: "aws.m.upbound.io", Source: "IRSA"}, infrav1.AllowedNamespaces{Names: []string{"team-a"}})},
+			ns:     teamA(nil),
+			asked:  Ambient("aws.m.upbound.io", "IRSA"),
+			want:   want{ok: true},
+		},
+		"AmbientSourceNotGranted": {
+			reason: "a grant of a config, of another source or of another provider's source grants no ambient source",
+			grants: []infrav1.ClusterProviderConfigGrant{
+				grant("config", infrav1.ClusterProviderConfigReference{APIGroup: "aws.m.upbound.io", Name: "InjectedIdentity"}, infrav1.AllowedNamespaces{Names: []string{"team-a"}}),
+				sourceGrant("irsa", infrav1.CredentialSourceReference{APIGroup: "aws.m.upbound.io", Source: "IRSA"}, infrav1.AllowedNamespaces{Names: []string{"team-a"}}),
+				sourceGrant("other-provider", infrav1.CredentialSourceReference{APIGroup: "gcp.m.upbound.io", Source: "InjectedIdentity"}, infrav1.AllowedNamespaces{Names: []string{"team-a"}}),
+			},
+			ns:    teamA(nil),
+			asked: Ambient("aws.m.upbound.io", "InjectedIdentity"),
+			want:  want{msg: "namespace team-a may not use credentials source InjectedIdentity of aws.m.upbound.io: no ClusterProviderConfigGrant allows it; a ClusterProviderConfigGrant with credentialSource aws.m.upbound.io/InjectedIdentity covering namespace team-a is missing"},
+		},
+		"SourceGrantIsNoConfigGrant": {
+			reason: "a grant of an ambient source does not grant a config of the same name",
+			grants: []infrav1.ClusterProviderConfigGrant{sourceGrant("src", infrav1.CredentialSourceReference{APIGroup: "aws.m.upbound.io", Source: "shared"}, infrav1.AllowedNamespaces{Names: []string{"team-a"}})},
+			ns:     teamA(nil),
+			want:   want{msg: "namespace team-a may not use ClusterProviderConfig aws.m.upbound.io/shared: no ClusterProviderConfigGrant allows it; a ClusterProviderConfigGrant with providerConfigRef aws.m.upbound.io/shared covering namespace team-a is missing"},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			ok, msg, err := Granted(tc.grants, shared, tc.ns)
+			asked := tc.asked
+			if asked == (Shared{}) {
+				asked = Config(shared.APIGroup, "ClusterProviderConfig", shared.Name)
+			}
+			ok, msg, err := Granted(tc.grants, asked, tc.ns)
 			if err != nil {
 				t.Fatalf("%s\nGranted(...): %v", tc.reason, err)
 			}

@@ -16,12 +16,12 @@ import (
 func FuzzGranted(f *testing.F) {
 	f.Add(
 		[]byte(`[{"metadata":{"name":"g"},"spec":{"providerConfigRef":{"apiGroup":"aws.m.upbound.io","name":"shared"},"allowedNamespaces":{"names":["team-a"],"selector":{"matchExpressions":[{"key":"team","operator":"In","values":["a"]}]}}}}]`),
-		[]byte(`{"apiGroup":"aws.m.upbound.io","name":"shared"}`),
+		[]byte(`{"APIGroup":"aws.m.upbound.io","Name":"shared"}`),
 		[]byte(`{"metadata":{"name":"team-b","labels":{"team":"a"}}}`),
 	)
 	f.Fuzz(func(t *testing.T, grantsData, refData, nsData []byte) {
 		var grants []infrav1.ClusterProviderConfigGrant
-		var ref infrav1.ClusterProviderConfigReference
+		var ref Shared
 		ns := &corev1.Namespace{}
 		if json.Unmarshal(grantsData, &grants) != nil || json.Unmarshal(refData, &ref) != nil || json.Unmarshal(nsData, ns) != nil {
 			return

@@ -61,7 +61,7 @@ func grantTo(t *testing.T, name, config string, allowed infrav1.AllowedNamespace
 	g := &infrav1.ClusterProviderConfigGrant{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: infrav1.ClusterProviderConfigGrantSpec{
-			ProviderConfigRef: infrav1.ClusterProviderConfigReference{APIGroup: credsGroup, Name: config},
+			ProviderConfigRef: &infrav1.ClusterProviderConfigReference{APIGroup: credsGroup, Name: config},
 			AllowedNamespaces: allowed,
 		},
 	}
@@ -146,7 +146,7 @@ func TestTenantsUseOnlyTheCredentialsGrantedToThem(t *testing.T) {
 				// Refused at admission, naming the missing grant.
 				g.Expect(err).To(MatchError(And(
 					ContainSubstring(fmt.Sprintf("namespace %s may not use ClusterProviderConfig %s/%s: no ClusterProviderConfigGrant allows it", c.ns, credsGroup, c.config)),
-					ContainSubstring(fmt.Sprintf("a ClusterProviderConfigGrant for %s/%s covering namespace %s is missing", credsGroup, c.config, c.ns)),
+					ContainSubstring(fmt.Sprintf("a ClusterProviderConfigGrant with providerConfigRef %s/%s covering namespace %s is missing", credsGroup, c.config, c.ns)),
 				)))
 				return
 			}
@@ -255,7 +255,7 @@ func TestUnusableCredentialsAreReported(t *testing.T) {
 		"another-namespaces-provider-config": {
 			config: "theirs",
 			reason: infrav1.ProviderConfigNotFoundReason,
-			want:   fmt.Sprintf("ProviderConfig %s/theirs not found in namespace %s", credsGroup, teamA),
+			want:   fmt.Sprintf("spec.providerConfigRef: ProviderConfig %s/theirs not found in namespace %s", credsGroup, teamA),
 		},
 		"secret-of-another-namespace": {
 			config: "elsewhere",

@@ -499,10 +499,11 @@ func toU(xr *infrav1.CrossplaneMachine) *unstructured.Unstructured {
 	return u
 }
 
-// A machine XR is paused from the moment it exists: the API server adds
+// Every XR is held from the moment it exists: the API server adds
 // crossplane.io/paused at admission, so no watcher (Crossplane included) ever
-// sees it unpaused, whoever creates it and whatever its template says.
-func TestNewMachineXRsArePausedAtAdmission(t *testing.T) {
+// sees it unpaused before the bridge has checked its credentials, whoever
+// creates it and whatever its template says.
+func TestNewXRsAreHeldAtAdmission(t *testing.T) {
 	stack(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -516,8 +517,13 @@ func TestNewMachineXRsArePausedAtAdmission(t *testing.T) {
 		g.Expect(xr.Annotations).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
 	}, timeout, interval).Should(Succeed())
 
-	// Cluster XRs are not gated.
-	c := &infrav1.CrossplaneCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "not-gated"}}
+	// Cluster XRs too; the bridge lifts the hold once it has checked the
+	// credentials (here the composition's default).
+	c := &infrav1.CrossplaneCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "held"}}
 	g.Expect(env.Client.Create(ctx, c)).To(Succeed())
-	g.Expect(c.Annotations).NotTo(HaveKey(infrav1.CrossplanePausedAnnotation))
+	g.Expect(c.Annotations).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(c), c)).To(Succeed())
+		g.Expect(c.Annotations).NotTo(HaveKey(infrav1.CrossplanePausedAnnotation))
+	}, timeout, interval).Should(Succeed())
 }

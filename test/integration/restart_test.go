@@ -40,7 +40,7 @@ func TestARestartKeepsAdmissionProtection(t *testing.T) {
 	}
 	g.Eventually(func(g Gomega) {
 		p := &admissionv1.MutatingAdmissionPolicy{}
-		g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: controllers.GatePolicyName}, p)).To(Succeed())
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: controllers.HoldPolicyName}, p)).To(Succeed())
 		var rules []admissionv1.RuleWithOperations
 		for _, r := range p.Spec.MatchConstraints.ResourceRules {
 			rules = append(rules, r.RuleWithOperations)
@@ -52,7 +52,7 @@ func TestARestartKeepsAdmissionProtection(t *testing.T) {
 	// them, covering CAPXP's kinds.
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())
-	policies, err := wc.Watch(ctx, &admissionv1.MutatingAdmissionPolicyList{}, client.MatchingFields{"metadata.name": controllers.GatePolicyName})
+	policies, err := wc.Watch(ctx, &admissionv1.MutatingAdmissionPolicyList{}, client.MatchingFields{"metadata.name": controllers.HoldPolicyName})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer policies.Stop()
 	webhooks, err := wc.Watch(ctx, &admissionv1.ValidatingWebhookConfigurationList{}, client.MatchingFields{"metadata.name": controllers.CredentialsWebhookName})

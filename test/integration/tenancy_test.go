@@ -118,7 +118,7 @@ func TestNoAttemptComposesWithUngrantedCredentials(t *testing.T) {
 				admitted++
 				t.Errorf("%s: created with ungranted credentials", name)
 			} else {
-				g.Expect(err).To(MatchError(ContainSubstring("a ClusterProviderConfigGrant for")), name)
+				g.Expect(err).To(MatchError(ContainSubstring("a ClusterProviderConfigGrant with providerConfigRef")), name)
 			}
 			continue
 		}
@@ -131,7 +131,7 @@ func TestNoAttemptComposesWithUngrantedCredentials(t *testing.T) {
 			t.Errorf("%s: changed to ungranted credentials", name)
 			continue
 		}
-		g.Expect(err).To(MatchError(ContainSubstring("a ClusterProviderConfigGrant for")), name)
+		g.Expect(err).To(MatchError(ContainSubstring("a ClusterProviderConfigGrant with providerConfigRef")), name)
 	}
 	g.Expect(admitted).To(BeZero())
 

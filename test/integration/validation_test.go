@@ -45,7 +45,7 @@ func validCluster() *infrav1.CrossplaneCluster {
 // validGrant is a grant by name and by selector, changed by mutate.
 func validGrant(mutate func(*infrav1.ClusterProviderConfigGrant)) *infrav1.ClusterProviderConfigGrant {
 	g := &infrav1.ClusterProviderConfigGrant{Spec: infrav1.ClusterProviderConfigGrantSpec{
-		ProviderConfigRef: infrav1.ClusterProviderConfigReference{APIGroup: "aws.m.upbound.io", Name: "shared"},
+		ProviderConfigRef: &infrav1.ClusterProviderConfigReference{APIGroup: "aws.m.upbound.io", Name: "shared"},
 		AllowedNamespaces: infrav1.AllowedNamespaces{
 			Names: []string{"team-a"},
 			Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{

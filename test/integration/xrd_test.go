@@ -10,6 +10,7 @@ import (
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -253,10 +254,28 @@ func TestAChangedReferenceableVersionReplacesTheController(t *testing.T) {
 		g.Expect(bridge.Logs.Containing("Adapted composite resource kind", group+"/v1alpha2")).To(HaveLen(1))
 	}, timeout, interval).Should(Succeed())
 
-	// CAPI follows the contract label to the new version.
+	// CAPI follows the contract label to the new version (once the API
+	// server's admission policies resolve it: they answer 503 for a moment).
+	admitted(t, ns, schema.GroupVersionKind{Group: group, Version: "v1alpha2", Kind: "MovingCluster"})
 	cluster, _ := newCluster(t, ns, "moved", schema.GroupVersionKind{Group: group, Version: "v1alpha2", Kind: "MovingCluster"},
 		map[string]string{envtest.ObserveAnnotation: script(goodStatus)})
 	g.Eventually(func(g Gomega) {
 		g.Expect(ptr.Deref(getCluster(g, cluster).Status.Initialization.InfrastructureProvisioned, false)).To(BeTrue())
+	}, timeout, interval).Should(Succeed())
+}
+
+// admitted waits until the API server admits an XR of a kind: right after
+// a kind or version appears, the admission policies that match it answer
+// 503 until the API server can resolve it.
+func admitted(t *testing.T, ns string, gvk schema.GroupVersionKind) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		probe := &unstructured.Unstructured{}
+		probe.SetGroupVersionKind(gvk)
+		probe.SetNamespace(ns)
+		probe.SetGenerateName("probe-")
+		probe.Object["spec"] = map[string]any{}
+		err := env.Client.Create(ctx, probe, client.DryRunAll)
+		g.Expect(apierrors.IsServiceUnavailable(err)).To(BeFalse(), "%v", err)
 	}, timeout, interval).Should(Succeed())
 }

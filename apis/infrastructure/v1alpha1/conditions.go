@@ -103,6 +103,11 @@ const (
 	NoReferenceableVersionReason = "NoReferenceableVersion"
 	// MissingSchemaFieldReason: the schema lacks a field the contract needs.
 	MissingSchemaFieldReason = "MissingSchemaField"
+	// AdmissionUnavailableReason: the API server serves no admission
+	// policies (Kubernetes before 1.36), so new XRs of the kind are not held
+	// at admission until their credentials are checked. The bridge still
+	// serves the kind and holds XRs whose credentials are denied.
+	AdmissionUnavailableReason = "AdmissionUnavailable"
 	// ForbiddenReason: the bridge may not read or write the XR kind (on an
 	// XRD), or read a machine's cluster infrastructure (on a Machine); a
 	// ClusterRole labelled capxp.dev/aggregate-to-manager grants it.

@@ -52,8 +52,14 @@ const (
 
 	// CrossplanePausedAnnotation pauses Crossplane's reconciliation of an
 	// object. The bridge sets it on XRs to carry CAPI's pause and to gate
-	// machines until they may be composed.
+	// machines until they may be composed, and holds every new XR with it
+	// until its credentials are checked; only the bridge may remove it.
 	CrossplanePausedAnnotation = "crossplane.io/paused"
+
+	// CredentialsHoldAnnotation marks a composed resource the bridge paused
+	// (CrossplanePausedAnnotation) because its XR's credentials may no
+	// longer be used; the bridge resumes exactly those once they may.
+	CredentialsHoldAnnotation = "capxp.dev/held-for-credentials"
 )
 
 // ContractLabels returns the labels every CAPXP CRD and XRD carries so that

@@ -5,7 +5,9 @@ import (
 )
 
 // ClusterProviderConfigReference names a cluster-scoped Crossplane
-// ClusterProviderConfig.
+// credentials config: a ClusterProviderConfig, or a provider's legacy
+// cluster-scoped ProviderConfig (a group has at most one cluster-scoped
+// credentials kind, so group and name say which).
 type ClusterProviderConfigReference struct {
 	// apiGroup of the provider's credentials kinds, for example
 	// aws.m.upbound.io.
@@ -20,6 +22,31 @@ type ClusterProviderConfigReference struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
+}
+
+// CredentialSourceReference names a provider's ambient identity: a
+// credentials source other than a Secret (InjectedIdentity, IRSA,
+// PodIdentity, WebIdentity, Environment, Filesystem, ...). A ProviderConfig
+// with such a source acts with an identity every namespace shares (the
+// provider's service account, the node's role), so a namespace's own
+// ProviderConfig may use one only when granted.
+type CredentialSourceReference struct {
+	// apiGroup of the provider's credentials kinds, for example
+	// aws.m.upbound.io.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	APIGroup string `json:"apiGroup"`
+
+	// source as the provider's ProviderConfig names it in
+	// spec.credentials.source or spec.identity.source. A Secret of the
+	// namespace's own needs no grant.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self != 'Secret'",message="a Secret of the namespace's own needs no grant; name an ambient source such as InjectedIdentity or IRSA"
+	Source string `json:"source"`
 }
 
 // AllowedNamespaces says which namespaces a grant covers: those listed by
@@ -49,10 +76,16 @@ type AllowedNamespaces struct {
 
 // ClusterProviderConfigGrantSpec is the desired state of a
 // ClusterProviderConfigGrant.
+// +kubebuilder:validation:XValidation:rule="has(self.providerConfigRef) != has(self.credentialSource)",message="a grant names exactly one of providerConfigRef and credentialSource"
 type ClusterProviderConfigGrantSpec struct {
-	// providerConfigRef names the shared credentials granted.
-	// +required
-	ProviderConfigRef ClusterProviderConfigReference `json:"providerConfigRef"`
+	// providerConfigRef names the shared credentials config granted.
+	// +optional
+	ProviderConfigRef *ClusterProviderConfigReference `json:"providerConfigRef,omitempty"`
+
+	// credentialSource names the ambient identity granted: the namespaces'
+	// own ProviderConfigs of that provider may use that source.
+	// +optional
+	CredentialSource *CredentialSourceReference `json:"credentialSource,omitempty"`
 
 	// allowedNamespaces are the namespaces whose composite resources may use
 	// them.
@@ -61,15 +94,18 @@ type ClusterProviderConfigGrantSpec struct {
 }
 
 // ClusterProviderConfigGrant lets the composite resources of some namespaces
-// use a shared Crossplane ClusterProviderConfig. Without a grant, shared
-// credentials are denied: a tenant namespace may use its own
-// ProviderConfigs and only the ClusterProviderConfigs granted to it. Several
-// grants for one ClusterProviderConfig add up. Written by the platform team.
+// use shared Crossplane credentials: a cluster-scoped credentials config, or
+// a provider's ambient identity. Without a grant, shared credentials are
+// denied: a tenant namespace may use its own ProviderConfigs with Secrets of
+// its own, and only the shared credentials granted to it. Several grants for
+// the same credentials add up. Written by the platform team.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=clusterproviderconfiggrants,scope=Cluster,categories=cluster-api,shortName=cpcg
 // +kubebuilder:printcolumn:name="Group",type="string",JSONPath=".spec.providerConfigRef.apiGroup"
 // +kubebuilder:printcolumn:name="ProviderConfig",type="string",JSONPath=".spec.providerConfigRef.name"
+// +kubebuilder:printcolumn:name="SourceGroup",type="string",JSONPath=".spec.credentialSource.apiGroup",priority=1
+// +kubebuilder:printcolumn:name="Source",type="string",JSONPath=".spec.credentialSource.source"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 type ClusterProviderConfigGrant struct {
 	metav1.TypeMeta   `json:",inline"`
