@@ -28,6 +28,8 @@ const (
 	errResume = "cannot resume composed resource"
 	// maxNesting bounds how deep the bridge follows composed XRs.
 	maxNesting = 8
+	// annotationTrue is the value of a set boolean annotation.
+	annotationTrue = "true"
 )
 
 // holdComposed pauses (on) every resource an XR composed, nested XRs'
@@ -45,11 +47,11 @@ func (r *xrReconciler) holdComposed(ctx context.Context, s *scope, on bool) erro
 		return err
 	}
 	for _, obj := range tree {
-		held := obj.GetAnnotations()[infrav1.CredentialsHoldAnnotation] == "true"
+		held := obj.GetAnnotations()[infrav1.CredentialsHoldAnnotation] == annotationTrue
 		orig := obj.DeepCopy()
 		switch {
 		case on && !held && !meta.IsPaused(obj):
-			meta.AddAnnotations(obj, map[string]string{infrav1.CrossplanePausedAnnotation: "true", infrav1.CredentialsHoldAnnotation: "true"})
+			meta.AddAnnotations(obj, map[string]string{infrav1.CrossplanePausedAnnotation: annotationTrue, infrav1.CredentialsHoldAnnotation: annotationTrue})
 		case !on && held:
 			meta.RemoveAnnotations(obj, infrav1.CrossplanePausedAnnotation, infrav1.CredentialsHoldAnnotation)
 		default:
@@ -59,7 +61,8 @@ func (r *xrReconciler) holdComposed(ctx context.Context, s *scope, on bool) erro
 		if !on {
 			msg = errResume
 		}
-		if err := r.client.Patch(ctx, obj, client.MergeFrom(orig), client.FieldOwner(fieldManager)); client.IgnoreNotFound(err) != nil {
+		err := r.client.Patch(ctx, obj, client.MergeFrom(orig), client.FieldOwner(fieldManager))
+		if err = client.IgnoreNotFound(err); err != nil {
 			return errors.Wrapf(err, "%s %s %s", msg, obj.Kind, obj.GetName())
 		}
 		if on {

@@ -145,12 +145,12 @@ func (s *scope) event(kind, reason, message string) {
 // hold pauses the working copy for its credentials, marked so that the
 // bridge knows to lift this hold, and only this one, once they may be used.
 func (s *scope) hold() {
-	meta.AddAnnotations(s.xr, map[string]string{infrav1.CrossplanePausedAnnotation: "true", infrav1.CredentialsHoldAnnotation: "true"})
+	meta.AddAnnotations(s.xr, map[string]string{infrav1.CrossplanePausedAnnotation: annotationTrue, infrav1.CredentialsHoldAnnotation: annotationTrue})
 }
 
 // heldForCredentials says whether the XR was read held for its credentials.
 func (s *scope) heldForCredentials() bool {
-	return s.before.GetAnnotations()[infrav1.CredentialsHoldAnnotation] == "true"
+	return s.before.GetAnnotations()[infrav1.CredentialsHoldAnnotation] == annotationTrue
 }
 
 // pause sets or removes crossplane.io/paused on the working copy; either
