@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	kmeta "k8s.io/apimachinery/pkg/api/meta"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 )
@@ -202,6 +203,9 @@ func ensurePolicies(ctx context.Context, c client.Client, live client.Reader, ow
 	for _, o := range []client.Object{hp, hb, rp, rb, mp, mb, tp, tb} {
 		o.SetOwnerReferences(owners)
 	}
+	// A policy kind the API server does not serve leaves the others to
+	// apply; the first such error is returned once they are.
+	var unserved error
 	for _, want := range []struct {
 		objs []client.Object
 		none bool
@@ -211,11 +215,18 @@ func ensurePolicies(ctx context.Context, c client.Client, live client.Reader, ow
 		{[]client.Object{mp, mb}, len(all) == 0},
 		{[]client.Object{tp, tb}, len(templates) == 0},
 	} {
-		if err := ensurePolicy(ctx, c, live, want.objs, want.none); err != nil {
+		err := ensurePolicy(ctx, c, live, want.objs, want.none)
+		switch {
+		case err == nil:
+		case kmeta.IsNoMatchError(errors.Cause(err)):
+			if unserved == nil {
+				unserved = err
+			}
+		default:
 			return err
 		}
 	}
-	return nil
+	return unserved
 }
 
 // deleteLegacyHold deletes the machines-only hold an earlier release

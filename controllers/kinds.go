@@ -56,8 +56,8 @@ type kind struct {
 
 // newKindControllers returns a kindControllers to add to the manager. watchFilter is CAPI's
 // --watch-filter label value; empty watches everything.
-func newKindControllers(mgr manager.Manager, o controller.Options, watchFilter string, creds credentials.Resolver) *kindControllers {
-	return &kindControllers{mgr: mgr, options: o, filter: watchFilter, credentials: creds, access: newReadAccess(mgr.GetClient()),
+func newKindControllers(mgr manager.Manager, o controller.Options, watchFilter string, creds credentials.Resolver, access *readAccess) *kindControllers {
+	return &kindControllers{mgr: mgr, options: o, filter: watchFilter, credentials: creds, access: access,
 		running: map[string]*kind{}, started: make(chan struct{})}
 }
 

@@ -189,7 +189,12 @@ func ClientOptions() client.Options {
 // Resolver is the credentials resolver the controllers (and the admission
 // webhook) use.
 func Resolver(mgr ctrl.Manager, o Options) *credentials.APIResolver {
-	var opts []credentials.APIResolverOption
+	return resolver(mgr, o, newReadAccess(mgr.GetClient()))
+}
+
+// resolver reads credentials kinds only once access says the bridge may.
+func resolver(mgr ctrl.Manager, o Options, access *readAccess) *credentials.APIResolver {
+	opts := []credentials.APIResolverOption{credentials.WithReadCheck(access.missing)}
 	if o.SharedCredentialsForAllNamespaces {
 		opts = append(opts, credentials.WithSharedCredentialsForAllNamespaces())
 	}
@@ -199,13 +204,14 @@ func Resolver(mgr ctrl.Manager, o Options) *credentials.APIResolver {
 // Setup adds the bridge's controllers to a manager.
 func Setup(mgr ctrl.Manager, o Options) error {
 	co := controllerOptions(max(o.Concurrency, 1))
-	resolver := Resolver(mgr, o)
-	kinds := newKindControllers(mgr, co, o.WatchFilter, resolver)
+	access := newReadAccess(mgr.GetClient())
+	creds := resolver(mgr, o, access)
+	kinds := newKindControllers(mgr, co, o.WatchFilter, creds, access)
 	if err := mgr.Add(kinds); err != nil {
 		return errors.Wrap(err, "cannot add the kind controllers")
 	}
 	if o.Webhook != nil {
-		mgr.GetWebhookServer().Register(CredentialsWebhookPath, &webhook.Admission{Handler: &credentialsValidator{Granter: resolver}})
+		mgr.GetWebhookServer().Register(CredentialsWebhookPath, &webhook.Admission{Handler: &credentialsValidator{Granter: creds}})
 	}
 	own := &ownCRDs{client: mgr.GetClient(), want: OwnCRDLabels()}
 	if err := own.SetupWithManager(mgr, controllerOptions(1)); err != nil {

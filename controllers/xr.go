@@ -403,6 +403,16 @@ func (r *xrReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Resu
 		s.verdict = wait
 		return ctrl.Result{}, nil
 	}
+	// What the XR composed is deleted by its provider, with the XR's
+	// credentials: where the namespace may no longer use them, it stays
+	// held, and a new grant lets the deletion go on.
+	denied, result, err := r.checkCredentials(ctx, s.xr)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.holdComposed(ctx, s, denied != nil); err != nil {
+		return ctrl.Result{}, err
+	}
 	remaining, foreign, err := r.deleteComposed(ctx, s.xr)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -414,8 +424,12 @@ func (r *xrReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Resu
 		s.verdict = &v
 	}
 	if len(remaining) > 0 {
-		s.verdict = &contract.Verdict{Reason: infrav1.DeletingReason, Message: contract.Waiting("composed resources", remaining)}
-		return ctrl.Result{}, nil
+		msg := contract.Waiting("composed resources", remaining)
+		if denied != nil {
+			msg += ", which stay paused until a grant lets the provider delete them with the XR's credentials: " + denied.Message
+		}
+		s.verdict = &contract.Verdict{Reason: infrav1.DeletingReason, Message: msg}
+		return result, nil
 	}
 	ctrl.LoggerFrom(ctx).Info("Every composed resource is gone; releasing the composite resource")
 	controllerutil.RemoveFinalizer(s.xr, infrav1.Finalizer)

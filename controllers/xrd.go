@@ -137,16 +137,15 @@ func (r *xrdReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	// New XRs of the kind must be held, and references to credentials the
 	// namespace may not use refused, at admission, before the kind's
 	// controller runs (and before its CRD exists). Where the API server
-	// cannot hold them, the kind is still served (every XR's credentials
-	// are checked, and those denied held, after the fact), and the XRD says
-	// that admission does not enforce.
+	// cannot hold them, the kind is still served, the XRD says what
+	// admission does instead (admissionGap), and every XR's credentials
+	// are checked as ever.
 	unenforced := ""
 	if err := r.syncAdmission(ctx); err != nil {
 		if !kmeta.IsNoMatchError(errors.Cause(err)) {
 			return ctrl.Result{}, err
 		}
-		unenforced = fmt.Sprintf("This API server serves no %s MutatingAdmissionPolicy or ValidatingAdmissionPolicy (Kubernetes 1.36 or later): new %s are not held at admission until their credentials are checked, and Crossplane may compose them first; the bridge checks and holds them afterwards",
-			admissionregv1.SchemeGroupVersion, x.Spec.Names.Plural)
+		unenforced = r.admissionGap(x.Spec.Names.Plural)
 	}
 
 	crd := &extv1.CustomResourceDefinition{}
@@ -271,10 +270,28 @@ func (r *xrdReconciler) syncAdmission(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := ensurePolicies(ctx, r.client, r.apiReader, owners, all, templates); err != nil {
+	unserved := ensurePolicies(ctx, r.client, r.apiReader, owners, all, templates)
+	if unserved != nil && !kmeta.IsNoMatchError(errors.Cause(unserved)) {
+		return unserved
+	}
+	if err := ensureCredentialsWebhook(ctx, r.client, r.apiReader, r.webhook, owners, all); err != nil {
 		return err
 	}
-	return ensureCredentialsWebhook(ctx, r.client, r.apiReader, r.webhook, owners, all)
+	return unserved
+}
+
+// admissionGap says what an API server that serves no admission policy kind
+// CAPXP needs does to new XRs of a kind. Without MutatingAdmissionPolicy
+// the release policy still refuses every XR created without the hold, so
+// nothing composes unchecked; without either, nothing holds them.
+func (r *xrdReconciler) admissionGap(plural string) string {
+	vap := schema.GroupKind{Group: admissionregv1.GroupName, Kind: "ValidatingAdmissionPolicy"}
+	if _, err := r.client.RESTMapper().RESTMapping(vap, admissionregv1.SchemeGroupVersion.Version); err != nil {
+		return fmt.Sprintf("This API server serves neither MutatingAdmissionPolicy nor ValidatingAdmissionPolicy of %s (Kubernetes 1.36 or later): new %s are not held at admission, and Crossplane may compose them before the bridge has checked their credentials and held them",
+			admissionregv1.SchemeGroupVersion, plural)
+	}
+	return fmt.Sprintf("This API server serves no %s MutatingAdmissionPolicy (Kubernetes 1.36 or later), so it cannot hold new %s itself: it admits one only when created with annotation %s: \"true\", which the bridge lifts once its credentials are checked",
+		admissionregv1.SchemeGroupVersion, plural, infrav1.CrossplanePausedAnnotation)
 }
 
 // ignoreNoMatch is nil for an API the server does not serve.

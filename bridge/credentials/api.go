@@ -3,6 +3,7 @@ package credentials
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +40,10 @@ type APIResolver struct {
 	client  client.Client
 	secrets client.Reader
 	all     bool
+	// mayNotRead, when set, says which verbs the bridge lacks to read a
+	// resource through its cache (get, list, watch): a cached read of a
+	// kind it may not list waits for an informer that never syncs.
+	mayNotRead func(ctx context.Context, gr schema.GroupResource) ([]string, error)
 
 	mu sync.Mutex
 	// found is when each Secret was last found to exist.
@@ -53,6 +58,12 @@ type APIResolverOption func(*APIResolver)
 // ClusterProviderConfig: for single-tenant management clusters only.
 func WithSharedCredentialsForAllNamespaces() APIResolverOption {
 	return func(r *APIResolver) { r.all = true }
+}
+
+// WithReadCheck has the resolver ask check which verbs the bridge lacks
+// before it reads a credentials kind, and report those rather than read.
+func WithReadCheck(check func(ctx context.Context, gr schema.GroupResource) ([]string, error)) APIResolverOption {
+	return func(r *APIResolver) { r.mayNotRead = check }
 }
 
 // NewAPIResolver reads configs, grants and namespaces with c (cached) and
@@ -95,6 +106,23 @@ func (r *APIResolver) Resolve(ctx context.Context, namespace string, ref *infrav
 		// own namespace: a tenant cannot name another tenant's.
 		key.Namespace, where = namespace, " in namespace "+namespace
 	}
+	c := config{ref: ref, shared: shared, namespace: namespace}
+	if shared {
+		// Whether a namespace may use a shared config needs no read of it.
+		if res, ok, err := r.granted(ctx, c); err != nil || !ok {
+			return res, err
+		}
+	}
+	if r.mayNotRead != nil {
+		missing, err := r.mayNotRead(ctx, m.Resource.GroupResource())
+		if err != nil {
+			return Result{}, err
+		}
+		if len(missing) > 0 {
+			return Result{Reason: infrav1.ForbiddenReason, Message: fmt.Sprintf("spec.providerConfigRef: the bridge may not %s, so it cannot check %s %s/%s%s: "+
+				"grant it to the manager's ClusterRole (or use a provider whose credentials kinds it may read)", strings.Join(missing, ", "), ref.Kind, ref.APIGroup, ref.Name, where)}, nil
+		}
+	}
 	if err := r.client.Get(ctx, key, cfg); err != nil {
 		if apierrors.IsNotFound(err) {
 			return Result{Reason: infrav1.ProviderConfigNotFoundReason,
@@ -103,9 +131,11 @@ func (r *APIResolver) Resolve(ctx context.Context, namespace string, ref *infrav
 		return Result{}, errors.Wrapf(err, "cannot get %s %s", ref.Kind, ref.Name)
 	}
 
-	c := config{ref: ref, obj: fieldpath.Pave(cfg.Object), shared: shared, namespace: namespace}
-	if res, ok, err := r.granted(ctx, c); err != nil || !ok {
-		return res, err
+	c.obj = fieldpath.Pave(cfg.Object)
+	if !shared {
+		if res, ok, err := r.granted(ctx, c); err != nil || !ok {
+			return res, err
+		}
 	}
 	for _, b := range credentialBlocks {
 		if res, ok, err := r.secret(ctx, c, b); err != nil || !ok {

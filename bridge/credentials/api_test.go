@@ -132,7 +132,9 @@ func TestResolve(t *testing.T) {
 		reason string
 		ref    *infrav1.ProviderConfigReference
 		grants []infrav1.ClusterProviderConfigGrant
-		want   want
+		// mayNotRead are the verbs the bridge lacks on the config's kind.
+		mayNotRead []string
+		want       want
 	}{
 		"OwnSecret": {
 			reason: "a namespaced config with a Secret of the namespace is the namespace's own",
@@ -195,6 +197,20 @@ func TestResolve(t *testing.T) {
 			want: want{reason: infrav1.CredentialsSecretNotFoundReason,
 				message: "ClusterProviderConfig nsless spec.credentials.secretRef names no namespace: a cluster-scoped config's Secret must name its namespace"},
 		},
+		"UngrantedSharedConfigIsNotRead": {
+			reason: "whether a namespace may use a shared config needs no read of it, so an ungranted one is refused even where it cannot be read",
+			ref:    ref(modern.Group, "ClusterProviderConfig", "absent"),
+			want: want{reason: infrav1.ProviderConfigNotGrantedReason, message: "spec.providerConfigRef: namespace team-a may not use ClusterProviderConfig aws.m.upbound.io/absent: no ClusterProviderConfigGrant allows it; " +
+				"a ClusterProviderConfigGrant with providerConfigRef aws.m.upbound.io/absent covering namespace team-a is missing"},
+		},
+		"UnreadableKind": {
+			reason:     "a kind the bridge may not list is reported, never read (a cached read would wait for an informer that never syncs)",
+			ref:        ref(legacy.Group, "ProviderConfig", "legacy"),
+			grants:     []infrav1.ClusterProviderConfigGrant{grant("legacy", infrav1.ClusterProviderConfigReference{APIGroup: legacy.Group, Name: "legacy"}, inTeamA)},
+			mayNotRead: []string{"list providerconfigs.aws.upbound.io", "watch providerconfigs.aws.upbound.io"},
+			want: want{reason: infrav1.ForbiddenReason, message: "spec.providerConfigRef: the bridge may not list providerconfigs.aws.upbound.io, watch providerconfigs.aws.upbound.io, " +
+				"so it cannot check ProviderConfig aws.upbound.io/legacy: grant it to the manager's ClusterRole (or use a provider whose credentials kinds it may read)"},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -206,7 +222,8 @@ func TestResolve(t *testing.T) {
 			_ = clientgoscheme.AddToScheme(s)
 			_ = infrav1.AddToScheme(s)
 			c := fake.NewClientBuilder().WithScheme(s).WithRESTMapper(mapper).WithObjects(all...).Build()
-			res, err := NewAPIResolver(c, c).Resolve(t.Context(), "team-a", tc.ref)
+			check := WithReadCheck(func(context.Context, schema.GroupResource) ([]string, error) { return tc.mayNotRead, nil })
+			res, err := NewAPIResolver(c, c, check).Resolve(t.Context(), "team-a", tc.ref)
 			if err != nil {
 				t.Fatalf("%s\nResolve(...): %v", tc.reason, err)
 			}

@@ -45,6 +45,9 @@ type Options struct {
 	// serves, with its request (Kubernetes' audit log, JSON lines): what a
 	// user reads to see who wrote what.
 	AuditLog string
+	// APIServerFlags are kube-apiserver flags to set, by name without the
+	// dashes (for example runtime-config).
+	APIServerFlags map[string]string
 }
 
 // auditPolicy logs writes with their requests, and nothing else.
@@ -112,6 +115,9 @@ func Start(o Options) (*Environment, error) {
 		env.ControlPlane.GetAPIServer().Configure().
 			Set("audit-log-path", o.AuditLog).
 			Set("audit-policy-file", policy)
+	}
+	for k, v := range o.APIServerFlags {
+		env.ControlPlane.GetAPIServer().Configure().Set(k, v)
 	}
 	e := &Environment{Envtest: env, Scheme: scheme, certDir: certDir}
 	if e.Config, err = env.Start(); err != nil {

@@ -74,7 +74,7 @@ func AssetsDir() (string, error) {
 // Crossplane would generate from them), with no Crossplane running: for
 // tests of what Crossplane reads, such as rendered Compositions.
 func Start(ctx context.Context) (*Environment, error) {
-	return startEnv(ctx, "", 0)
+	return startEnv(ctx, "", 0, nil)
 }
 
 // StartWithCrossplane starts the API server, the real Crossplane core and
@@ -84,10 +84,17 @@ func Start(ctx context.Context) (*Environment, error) {
 // defaulting to the integration tests' Composition for its kind, and
 // Crossplane generates their CRDs and composes their XRs.
 func StartWithCrossplane(ctx context.Context, dir string, providerDelay time.Duration) (*Environment, error) {
-	return startEnv(ctx, dir, providerDelay)
+	return startEnv(ctx, dir, providerDelay, nil)
 }
 
-func startEnv(ctx context.Context, crossplaneDir string, providerDelay time.Duration) (*Environment, error) {
+// StartWithCrossplaneOn is StartWithCrossplane on an API server started
+// with extra flags (by name without the dashes): for tests of an API server
+// that lacks something CAPXP relies on.
+func StartWithCrossplaneOn(ctx context.Context, dir string, providerDelay time.Duration, apiServerFlags map[string]string) (*Environment, error) {
+	return startEnv(ctx, dir, providerDelay, apiServerFlags)
+}
+
+func startEnv(ctx context.Context, crossplaneDir string, providerDelay time.Duration, apiServerFlags map[string]string) (*Environment, error) {
 	assets, err := AssetsDir()
 	if err != nil {
 		return nil, err
@@ -117,7 +124,8 @@ func startEnv(ctx context.Context, crossplaneDir string, providerDelay time.Dura
 		},
 		// Serving certificates for the bridge's admission webhook; the
 		// bridge registers the webhook configuration itself.
-		Webhooks: true,
+		Webhooks:       true,
+		APIServerFlags: apiServerFlags,
 	})
 	if err != nil {
 		return nil, err

@@ -48,7 +48,7 @@ func TestClusterctl(t *testing.T) {
 		t.Fatal(err)
 	}
 	clusterctl, bin := installFromRelease(ctx, t, dir)
-	p := startPlane(ctx, t, dir, plane.Options{Clusterctl: true})
+	p := startPlane(ctx, t, dir, plane.Options{Clusterctl: true, AuditManagement: true})
 	c := p.Management().Client
 
 	run := func(args ...string) string { t.Helper(); return clusterctl(p, args...) }
@@ -57,6 +57,7 @@ func TestClusterctl(t *testing.T) {
 	const ns, name = "team-a", "alpha"
 	provisionLocal(ctx, t, p, clusterctl, ns, name)
 	generateTopology(t, run, ns)
+	attackAsTenant(ctx, t, p)
 
 	out := run("describe", "cluster", name, "-n", ns, "--show-conditions", "all")
 	for _, want := range []string{"CrossplaneCluster " + ns + "/" + name, "Synced", "Responsive", "WatchCircuitClosed"} {

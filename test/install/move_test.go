@@ -16,7 +16,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -195,15 +194,7 @@ type movedCluster struct {
 
 func create(ctx context.Context, t *testing.T, p *plane.Plane, o client.Object) {
 	t.Helper()
-	// A kind just served may be unknown to the client for a moment, and
-	// to the machine gate's admission policy (503) too.
-	eventually(t, "create "+o.GetName(), 30*time.Second, func() error {
-		err := p.Management().Client.Create(ctx, o)
-		if err != nil && !apimeta.IsNoMatchError(err) && !apierrors.IsServiceUnavailable(err) {
-			t.Fatalf("cannot create %s: %v", o.GetName(), err)
-		}
-		return err
-	})
+	createAs(ctx, t, p.Management().Client, o)
 }
 
 // readyToMove is what clusterctl move checks before it moves a cluster: its

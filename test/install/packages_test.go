@@ -67,8 +67,9 @@ func TestCrossplanePackages(t *testing.T) {
 		return out.String(), err
 	}
 	p := startPlane(ctx, t, dir, plane.Options{
-		Release:       rel,
-		ManagerBinary: bin,
+		Release:         rel,
+		ManagerBinary:   bin,
+		AuditManagement: true,
 		InstallConfiguration: func(_ context.Context, kubeconfig, ref string) error {
 			_, err := crossplane(kubeconfig, "xpkg", "install", "configuration", ref, "capxp")
 			return err
@@ -130,6 +131,7 @@ func TestCrossplanePackages(t *testing.T) {
 			t.Errorf("crossplane resource trace shows no %q", want)
 		}
 	}
+	attackAsTenant(ctx, t, p)
 }
 
 func containsPrefix(lines []string, prefix string) bool {

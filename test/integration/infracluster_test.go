@@ -75,6 +75,9 @@ func newCluster(t *testing.T, ns, name string, gvk schema.GroupVersionKind, anno
 	xr.SetNamespace(ns)
 	xr.SetName(name)
 	xr.SetAnnotations(annotations)
+	// A kind adapted moments ago may still be answered with 503 while the
+	// API server's admission policies learn its type; users retry.
+	admitted(t, ns, gvk)
 	g.Expect(env.Client.Create(ctx, xr)).To(Succeed())
 	cluster := capiCluster(ns, name)
 	cluster.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: gvk.Group, Kind: gvk.Kind, Name: name}
