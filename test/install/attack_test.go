@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -107,6 +108,21 @@ func attackAsTenant(ctx context.Context, t *testing.T, p *plane.Plane) {
 	if err != nil {
 		t.Fatal(err)
 	}
+
+	// The API server's authorizer learns the new binding from its cache:
+	// wait until it lets the tenant do what the role says.
+	eventually(t, "the tenant's role is in force", 30*time.Second, func() error {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: k8sGroup, Resource: "providerconfigs"},
+		}}
+		if err := tc.Create(ctx, review); err != nil {
+			return err
+		}
+		if !review.Status.Allowed {
+			return fmt.Errorf("not yet: %s", review.Status.Reason)
+		}
+		return nil
+	})
 
 	// The tenant's own configs: one on a Secret of its namespace (no grant
 	// needed), one acting with the provider's ambient identity.
