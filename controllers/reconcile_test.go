@@ -1,0 +1,442 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
+)
+
+// sent is one write the reconciler sent: its verb, the object's kind and
+// name, and its body (a merge patch, an applied object, or empty).
+type sent struct {
+	verb, kind, name string
+	body             string
+}
+
+// resolverFunc resolves credentials with a function.
+type resolverFunc func(ref *infrav1.ProviderConfigReference) verdict.Verdict
+
+func (f resolverFunc) Resolve(_ context.Context, _ string, ref *infrav1.ProviderConfigReference) (verdict.Verdict, error) {
+	return f(ref), nil
+}
+
+var (
+	granted = resolverFunc(func(*infrav1.ProviderConfigReference) verdict.Verdict {
+		return verdict.Verdict{Ready: true, Reason: infrav1.CredentialsReadyReason}
+	})
+	notGranted = resolverFunc(func(*infrav1.ProviderConfigReference) verdict.Verdict {
+		return verdict.Verdict{Reason: infrav1.ProviderConfigNotGrantedReason, Message: "spec.providerConfigRef: a grant is missing"}
+	})
+)
+
+// composedGVK is what the test XRs compose: a kind the fake API serves.
+var composedGVK = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+
+// testXR is a CrossplaneCluster of team-a that Crossplane reports ready with
+// an endpoint, owned by Cluster demo; mutate changes it.
+func testXR(mutate ...func(u *unstructured.Unstructured)) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": infrav1.GroupVersion.String(), "kind": infrav1.CrossplaneClusterKind,
+		"metadata": map[string]any{
+			"namespace": "team-a", "name": "demo", "uid": "xr-uid", "generation": int64(1),
+			"labels": map[string]any{clusterv1.ClusterNameLabel: "demo"},
+			"ownerReferences": []any{map[string]any{
+				"apiVersion": clusterv1.GroupVersion.String(), "kind": "Cluster", "name": "demo", "uid": "cluster-uid",
+			}},
+		},
+		"spec": map[string]any{
+			"providerConfigRef": map[string]any{"apiGroup": "creds.example.org", "kind": "ProviderConfig", "name": "own"},
+		},
+		"status": map[string]any{
+			"outputs": map[string]any{"controlPlaneEndpoint": map[string]any{"host": "lb.example.org", "port": int64(6443)}},
+			"conditions": []any{
+				map[string]any{"type": "Ready", "status": "True", "reason": "Available", "observedGeneration": int64(1), "lastTransitionTime": "2026-11-25T00:00:00Z"},
+				map[string]any{"type": "Synced", "status": "True", "reason": "ReconcileSuccess", "observedGeneration": int64(1), "lastTransitionTime": "2026-11-25T00:00:00Z"},
+			},
+		},
+	}}
+	for _, m := range mutate {
+		m(u)
+	}
+	return u
+}
+
+func annotate(kv ...string) func(u *unstructured.Unstructured) {
+	return func(u *unstructured.Unstructured) {
+		a := u.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		for i := 0; i < len(kv); i += 2 {
+			a[kv[i]] = kv[i+1]
+		}
+		u.SetAnnotations(a)
+	}
+}
+
+func finalizers(f ...string) func(u *unstructured.Unstructured) {
+	return func(u *unstructured.Unstructured) { u.SetFinalizers(f) }
+}
+
+func provisioned(u *unstructured.Unstructured) {
+	_ = unstructured.SetNestedField(u.Object, true, "status", "initialization", "provisioned")
+	_ = unstructured.SetNestedField(u.Object, true, "status", "ready")
+	_ = unstructured.SetNestedMap(u.Object, map[string]any{"host": "lb.example.org", "port": int64(6443)}, "spec", "controlPlaneEndpoint")
+}
+
+func unowned(u *unstructured.Unstructured) { u.SetOwnerReferences(nil) }
+
+func deleting(u *unstructured.Unstructured) {
+	now := metav1.NewTime(time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC))
+	u.SetDeletionTimestamp(&now)
+	u.SetFinalizers(append(u.GetFinalizers(), "composite.apiextensions.crossplane.io"))
+}
+
+// composing gives the XR one composed ConfigMap it controls.
+func composing(u *unstructured.Unstructured) {
+	_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "demo-part"}},
+		"spec", "crossplane", "resourceRefs")
+}
+
+func composedPart() *corev1.ConfigMap {
+	yes := true
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo-part",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: infrav1.GroupVersion.String(), Kind: infrav1.CrossplaneClusterKind, Name: "demo", UID: "xr-uid", Controller: &yes}}}}
+}
+
+func testCluster(paused bool) *clusterv1.Cluster {
+	c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo", UID: "cluster-uid"}}
+	if paused {
+		c.Spec.Paused = &paused
+	}
+	return c
+}
+
+func clusterWith(c metav1.Condition) *clusterv1.Cluster {
+	cl := testCluster(false)
+	c.LastTransitionTime = metav1.NewTime(time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC))
+	cl.Status.Conditions = []metav1.Condition{c}
+	return cl
+}
+
+// reconcileOnce runs one reconcile of the XR against a fake API holding
+// objs, and returns every write it sent and every event it recorded.
+func reconcileOnce(t *testing.T, creds credentials.Resolver, xr *unstructured.Unstructured, objs ...client.Object) ([]sent, []string) {
+	t.Helper()
+	var writes []sent
+	record := func(verb string, obj any, body any) {
+		o, _ := obj.(client.Object)
+		kind, name := "", ""
+		if o != nil {
+			kind, name = o.GetObjectKind().GroupVersionKind().Kind, o.GetName()
+			if kind == "" {
+				kind = fmt.Sprintf("%T", o)
+			}
+		}
+		b := ""
+		switch v := body.(type) {
+		case client.Patch:
+			raw, err := v.Data(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = string(raw)
+		case runtime.ApplyConfiguration:
+			raw, err := json.Marshal(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = string(raw)
+			var u unstructured.Unstructured
+			if json.Unmarshal(raw, &u.Object) == nil {
+				kind, name = u.GetKind(), u.GetName()
+			}
+		}
+		writes = append(writes, sent{verb, kind, name, b})
+	}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	for _, gvk := range []schema.GroupVersionKind{xr.GroupVersionKind(), composedGVK, clusterv1.GroupVersion.WithKind("Cluster"), clusterv1.GroupVersion.WithKind("Machine")} {
+		mapper.Add(gvk, meta.RESTScopeNamespace)
+	}
+	c := fake.NewClientBuilder().WithScheme(NewScheme()).WithRESTMapper(mapper).WithObjects(append(objs, xr)...).WithInterceptorFuncs(interceptor.Funcs{
+		Patch: func(_ context.Context, _ client.WithWatch, obj client.Object, p client.Patch, _ ...client.PatchOption) error {
+			record("patch", obj, p)
+			return nil
+		},
+		Apply: func(_ context.Context, _ client.WithWatch, obj runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
+			record("apply", nil, obj)
+			return nil
+		},
+		SubResourceApply: func(_ context.Context, _ client.Client, sub string, obj runtime.ApplyConfiguration, _ ...client.SubResourceApplyOption) error {
+			record("apply "+sub, nil, obj)
+			return nil
+		},
+		SubResourcePatch: func(_ context.Context, _ client.Client, sub string, obj client.Object, p client.Patch, _ ...client.SubResourcePatchOption) error {
+			record("patch "+sub, obj, p)
+			return nil
+		},
+		Delete: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.DeleteOption) error {
+			record("delete", obj, nil)
+			return nil
+		},
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			record("create", obj, nil)
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.UpdateOption) error {
+			record("update", obj, nil)
+			return nil
+		},
+	}).Build()
+	access := newReadAccess(c)
+	access.ok[schema.GroupResource{Resource: "configmaps"}] = true
+	rec := events.NewFakeRecorder(10)
+	r := &xrReconciler{
+		client: c, gvk: xr.GroupVersionKind(), contract: infraCluster{client: c}, recorder: rec,
+		credentials: creds, crdLabels: &crdLabels{}, access: access, tracker: nopWatcher{},
+	}
+	ctx := ctrl.LoggerInto(t.Context(), ctrl.Log)
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: xr.GetNamespace(), Name: xr.GetName()}}); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	close(rec.Events)
+	var evs []string
+	for e := range rec.Events {
+		evs = append(evs, e)
+	}
+	return writes, evs
+}
+
+// nopWatcher starts no watch: a unit test has no cache.
+type nopWatcher struct{}
+
+func (nopWatcher) Watch(logr.Logger, client.Object, handler.EventHandler, ...predicate.Predicate) error {
+	return nil
+}
+
+// want is one expected write: its verb, kind and name, and what its body
+// must contain.
+type want struct {
+	verb, kind, name string
+	contains         []string
+}
+
+func TestReconcile(t *testing.T) {
+	paused := infrav1.CrossplanePausedAnnotation
+	cases := map[string]struct {
+		reason string
+		creds  credentials.Resolver
+		xr     *unstructured.Unstructured
+		objs   []client.Object
+		writes []want
+		events []string
+	}{
+		"Normal": {
+			reason: "an XR held at admission, owned, granted and ready is released, finalized, given its endpoint and marked provisioned; a ready verdict the Cluster never had is CAPI's own conditions' to show",
+			creds:  granted,
+			xr:     testXR(annotate(paused, "true")),
+			objs:   []client.Object{testCluster(false)},
+			writes: []want{
+				{"patch", "CrossplaneCluster", "demo", []string{`"crossplane.io/paused":null`, `"finalizers":["capxp.dev/bridge"]`, `"controlPlaneEndpoint":{"host":"lb.example.org","port":6443}`}},
+				{"apply status", "CrossplaneCluster", "demo", []string{`"provisioned":true`, `"ready":true`}},
+			},
+			events: []string{"Normal Provisioned Infrastructure provisioned; control plane endpoint lb.example.org:6443"},
+		},
+		"ProvisionedAndUnchanged": {
+			reason: "nothing changed, nothing is sent",
+			creds:  granted,
+			xr:     testXR(finalizers(infrav1.Finalizer), provisioned),
+			objs:   []client.Object{testCluster(false)},
+		},
+		"ReadyAgainAfterAVerdict": {
+			reason: "a Cluster that was told its infrastructure is not ready is told it is again",
+			creds:  granted,
+			xr:     testXR(finalizers(infrav1.Finalizer), provisioned),
+			objs:   []client.Object{clusterWith(metav1.Condition{Type: infrav1.CrossplaneInfrastructureReadyCondition, Status: metav1.ConditionFalse, Reason: infrav1.ProviderConfigNotGrantedReason})},
+			writes: []want{
+				{"apply status", "Cluster", "demo", []string{`"type":"CrossplaneInfrastructureReady"`, `"status":"True"`}},
+			},
+		},
+		"PausedByCAPI": {
+			reason: "a paused Cluster pauses its XR for Crossplane; nothing else is written",
+			creds:  granted,
+			xr:     testXR(finalizers(infrav1.Finalizer), provisioned),
+			objs:   []client.Object{testCluster(true)},
+			writes: []want{
+				{"patch", "CrossplaneCluster", "demo", []string{`"crossplane.io/paused":"true"`}},
+			},
+		},
+		"HeldForCredentials": {
+			reason: "credentials the namespace may not use keep the XR held, marked as the bridge's hold, and say why on the Cluster and in an event",
+			creds:  notGranted,
+			xr:     testXR(annotate(paused, "true")),
+			objs:   []client.Object{testCluster(false)},
+			writes: []want{
+				{"patch", "CrossplaneCluster", "demo", []string{`"capxp.dev/held-for-credentials":"true"`}},
+				{"apply status", "Cluster", "demo", []string{`"reason":"NotGranted"`, `a grant is missing`}},
+			},
+			events: []string{"Warning NotGranted spec.providerConfigRef: a grant is missing"},
+		},
+		"HeldForCredentialsPausesWhatWasComposed": {
+			reason: "a revoked grant pauses the composed resources too, marked as the bridge's",
+			creds:  notGranted,
+			xr:     testXR(finalizers(infrav1.Finalizer), provisioned, composing),
+			objs:   []client.Object{testCluster(false), composedPart()},
+			writes: []want{
+				{"patch", "ConfigMap", "demo-part", []string{`"capxp.dev/held-for-credentials":"true"`, `"crossplane.io/paused":"true"`}},
+				{"patch", "CrossplaneCluster", "demo", []string{`"capxp.dev/held-for-credentials":"true"`, `"crossplane.io/paused":"true"`}},
+				{"apply status", "Cluster", "demo", []string{`"reason":"NotGranted"`}},
+			},
+			events: []string{"Warning NotGranted spec.providerConfigRef: a grant is missing"},
+		},
+		"ExternallyManaged": {
+			reason: "an externally managed XR is granted: the hold it was admitted with is lifted, its finalizer dropped, its contract fields and Cluster left alone",
+			creds:  granted,
+			xr:     testXR(annotate(paused, "true", clusterv1.ManagedByAnnotation, "someone"), finalizers(infrav1.Finalizer)),
+			objs:   []client.Object{testCluster(false)},
+			writes: []want{
+				{"patch", "CrossplaneCluster", "demo", []string{`"crossplane.io/paused":null`, `"finalizers":[]`}},
+			},
+		},
+		"ExternallyManagedNotGranted": {
+			reason: "managed-by does not skip the credentials: held, with an event, and no Cluster condition",
+			creds:  notGranted,
+			xr:     testXR(annotate(paused, "true", clusterv1.ManagedByAnnotation, "someone")),
+			objs:   []client.Object{testCluster(false)},
+			writes: []want{
+				{"patch", "CrossplaneCluster", "demo", []string{`"capxp.dev/held-for-credentials":"true"`}},
+			},
+			events: []string{"Warning NotGranted spec.providerConfigRef: a grant is missing"},
+		},
+		"UnownedGranted": {
+			reason: "an XR CAPI does not own yet, granted, is released to Crossplane",
+			creds:  granted,
+			xr:     testXR(unowned, annotate(paused, "true")),
+			writes: []want{
+				{"patch", "CrossplaneCluster", "demo", []string{`"crossplane.io/paused":null`}},
+			},
+		},
+		"UnownedNotGranted": {
+			reason: "an XR CAPI does not own yet is checked all the same, and stays held",
+			creds:  notGranted,
+			xr:     testXR(unowned, annotate(paused, "true")),
+			writes: []want{
+				{"patch", "CrossplaneCluster", "demo", []string{`"capxp.dev/held-for-credentials":"true"`}},
+			},
+			events: []string{"Warning NotGranted spec.providerConfigRef: a grant is missing"},
+		},
+		"Deleting": {
+			reason: "a deleted XR's composed resources are deleted first; its finalizer stays until they are gone",
+			creds:  granted,
+			xr:     testXR(finalizers(infrav1.Finalizer), provisioned, composing, deleting),
+			objs:   []client.Object{testCluster(false), composedPart()},
+			writes: []want{
+				{"delete", "ConfigMap", "demo-part", nil},
+				{"apply status", "Cluster", "demo", []string{`"reason":"Deleting"`, `ConfigMap/demo-part`}},
+			},
+		},
+		"DeletingWhileNotGranted": {
+			reason: "what a revoked XR composed stays paused while it is deleted, and the Cluster says why",
+			creds:  notGranted,
+			xr:     testXR(finalizers(infrav1.Finalizer), provisioned, composing, deleting),
+			objs:   []client.Object{testCluster(false), composedPart()},
+			writes: []want{
+				{"patch", "ConfigMap", "demo-part", []string{`"crossplane.io/paused":"true"`}},
+				{"delete", "ConfigMap", "demo-part", nil},
+				{"apply status", "Cluster", "demo", []string{`"reason":"Deleting"`, `stay paused until a grant lets the provider delete them`}},
+			},
+		},
+		"DeletingWhenNothingIsLeft": {
+			reason: "with every composed resource gone, the finalizer goes",
+			creds:  granted,
+			xr:     testXR(finalizers(infrav1.Finalizer), provisioned, deleting),
+			objs:   []client.Object{testCluster(false)},
+			writes: []want{
+				{"patch", "CrossplaneCluster", "demo", []string{`"finalizers":["composite.apiextensions.crossplane.io"]`}},
+			},
+		},
+		"DeletingWithAForeignReference": {
+			reason: "a resource reference to what the XR does not control is not deleted, and said so once",
+			creds:  granted,
+			xr:     testXR(finalizers(infrav1.Finalizer), provisioned, composing, deleting),
+			objs: []client.Object{testCluster(false), func() client.Object {
+				o := composedPart()
+				o.OwnerReferences = nil
+				return o
+			}()},
+			writes: []want{
+				{"patch", "CrossplaneCluster", "demo", []string{`"finalizers":["composite.apiextensions.crossplane.io"]`}},
+				{"apply status", "Cluster", "demo", []string{`"reason":"NotControlled"`}},
+			},
+			events: []string{"Warning NotControlled Not deleting ConfigMap/demo-part: spec.crossplane.resourceRefs names them but this composite resource does not control them"},
+		},
+		"DeletedWhilePaused": {
+			reason: "an XR deleted while its Cluster is paused (clusterctl move) is paused and nothing it composed is deleted",
+			creds:  granted,
+			xr:     testXR(finalizers(infrav1.Finalizer), provisioned, composing, deleting),
+			objs:   []client.Object{testCluster(true), composedPart()},
+			writes: []want{
+				{"patch", "CrossplaneCluster", "demo", []string{`"crossplane.io/paused":"true"`}},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			writes, evs := reconcileOnce(t, tc.creds, tc.xr, tc.objs...)
+			// Each write is compared by verb, kind and name, and holds
+			// the parts of its body the case names.
+			got := make([]want, 0, len(writes))
+			for i, w := range writes {
+				g := want{verb: w.verb, kind: w.kind, name: w.name}
+				if i < len(tc.writes) {
+					for _, part := range tc.writes[i].contains {
+						if strings.Contains(w.body, part) {
+							g.contains = append(g.contains, part)
+						}
+					}
+				}
+				got = append(got, g)
+			}
+			if diff := cmp.Diff(tc.writes, got, cmp.AllowUnexported(want{}), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s\nwrites -want +got:\n%s\nbodies:\n%s", tc.reason, diff, bodies(writes))
+			}
+			if diff := cmp.Diff(tc.events, evs); diff != "" {
+				t.Errorf("%s\nevents -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func bodies(ws []sent) string {
+	var b strings.Builder
+	for _, w := range ws {
+		fmt.Fprintf(&b, "  %s %s %s: %s\n", w.verb, w.kind, w.name, w.body)
+	}
+	return b.String()
+}
