@@ -80,16 +80,16 @@ verify: verify-deps ## Fail when generated files are stale (regenerates and comp
 # envtest and CAPI's core controllers, which only capxp-dev runs
 # (in-process). CAPI's internal/contract is allowed: its public
 # controllers/external, which the bridge uses, wraps it.
-FORBIDDEN_DEPS := ^github\.com/capxp/cluster-api-provider-crossplane/test/|^sigs\.k8s\.io/controller-runtime/pkg/envtest|^sigs\.k8s\.io/cluster-api/core/|^sigs\.k8s\.io/cluster-api/internal/
+FORBIDDEN_DEPS := ^github\.com/capxp/cluster-api-provider-crossplane/(test|internal/dev)/|^sigs\.k8s\.io/controller-runtime/pkg/envtest|^sigs\.k8s\.io/cluster-api/core/|^sigs\.k8s\.io/cluster-api/internal/
 
 .PHONY: verify-deps
-verify-deps: ## Fail when cmd/capxp links test code, envtest or CAPI's core controllers, or internal/ or cmd/ import test/.
+verify-deps: ## Fail when cmd/capxp links test code, the development plane (internal/dev), envtest or CAPI's core controllers, or internal/ or cmd/ import test/.
 	@deps=$$(go list -deps ./cmd/capxp) || exit 1; \
 	bad=$$(echo "$$deps" | grep -E '$(FORBIDDEN_DEPS)' | grep -vx 'sigs.k8s.io/cluster-api/internal/contract'); \
 	if [ -n "$$bad" ]; then echo "cmd/capxp links packages only capxp-dev and the tests may use:"; echo "$$bad"; exit 1; fi; \
 	tests=$$(go list -deps -test ./internal/... ./cmd/... | grep '^github.com/capxp/cluster-api-provider-crossplane/test/'); \
 	if [ -n "$$tests" ]; then echo "internal/ or cmd/ import test/:"; echo "$$tests"; exit 1; fi; \
-	echo "cmd/capxp links $$(echo "$$deps" | wc -l) packages, none of test/, envtest or CAPI's core controllers"
+	echo "cmd/capxp links $$(echo "$$deps" | wc -l) packages, none of test/, internal/dev, envtest or CAPI's core controllers"
 
 .PHONY: lint
 lint: ## Run golangci-lint v2 (.golangci.yml: the linters, go vet among them, and gofmt/goimports); builds it pinned on first use.

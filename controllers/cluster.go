@@ -24,6 +24,7 @@ import (
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/contract"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/outputs"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
 )
 
 const errGetOwnerCluster = "cannot get the owner Cluster"
@@ -62,7 +63,7 @@ func (infraCluster) pauseUnowned(xr *composite.Unstructured) *bool {
 	return ptr.To(annotations.HasPaused(xr))
 }
 
-func (infraCluster) prepare(context.Context, *scope) (*contract.Verdict, error) { return nil, nil }
+func (infraCluster) prepare(context.Context, *scope) (*verdict.Verdict, error) { return nil, nil }
 
 func (infraCluster) outputs(xr *unstructured.Unstructured) (func(*unstructured.Unstructured), string, field.ErrorList) {
 	out, errs := outputs.MapCluster(xr)
@@ -75,7 +76,7 @@ func (infraCluster) outputs(xr *unstructured.Unstructured) (func(*unstructured.U
 // waitBeforeDelete holds a cluster XR's deletion while Machines of its
 // cluster exist: each Machine waits for its machine XR, so networking never
 // goes before the machines that use it.
-func (c infraCluster) waitBeforeDelete(ctx context.Context, xr *composite.Unstructured) (*contract.Verdict, error) {
+func (c infraCluster) waitBeforeDelete(ctx context.Context, xr *composite.Unstructured) (*verdict.Verdict, error) {
 	name := xr.GetLabels()[clusterv1.ClusterNameLabel]
 	if name == "" {
 		return nil, nil
@@ -92,7 +93,7 @@ func (c infraCluster) waitBeforeDelete(ctx context.Context, xr *composite.Unstru
 		names = append(names, machines.Items[i].Name)
 	}
 	sort.Strings(names)
-	return &contract.Verdict{Reason: infrav1.WaitingForMachinesReason, Message: contract.Waiting("Machines of Cluster "+name, names)}, nil
+	return &verdict.Verdict{Reason: infrav1.WaitingForMachinesReason, Message: contract.Waiting("Machines of Cluster "+name, names)}, nil
 }
 
 func (infraCluster) watches(k *kindControllers, gvk schema.GroupVersionKind, xr *unstructured.Unstructured) []watch {

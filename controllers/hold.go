@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
-	"time"
 
 	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	kmeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -149,62 +146,4 @@ func (r *xrReconciler) unreadableRef(ctx context.Context, xr *composite.Unstruct
 		return fmt.Sprintf("the bridge may not %s: grant it with a ClusterRole labelled capxp.dev/aggregate-to-manager: \"true\"", strings.Join(missing, ", ")), nil
 	}
 	return "", nil
-}
-
-// readAccess asks the API server, with SelfSubjectAccessReviews, which of
-// get, list and watch the bridge may not use on a resource. It remembers a
-// resource it may read for good, and one it may not for recheckAccessAfter,
-// so that a reference to it costs no review on every reconcile.
-type readAccess struct {
-	client client.Client
-
-	mu     sync.Mutex
-	ok     map[schema.GroupResource]bool
-	denied map[schema.GroupResource]deniedAt
-	now    func() time.Time
-}
-
-type deniedAt struct {
-	missing []string
-	at      time.Time
-}
-
-func newReadAccess(c client.Client) *readAccess {
-	return &readAccess{client: c, ok: map[schema.GroupResource]bool{}, denied: map[schema.GroupResource]deniedAt{}, now: time.Now}
-}
-
-func (a *readAccess) missing(ctx context.Context, gr schema.GroupResource) ([]string, error) {
-	a.mu.Lock()
-	ok, d, wasDenied := a.ok[gr], a.denied[gr], false
-	if _, found := a.denied[gr]; found {
-		wasDenied = a.now().Sub(d.at) < recheckAccessAfter
-	}
-	a.mu.Unlock()
-	switch {
-	case ok:
-		return nil, nil
-	case wasDenied:
-		return d.missing, nil
-	}
-	var missing []string
-	for _, verb := range []string{"get", "list", "watch"} {
-		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: gr.Group, Resource: gr.Resource},
-		}}
-		if err := a.client.Create(ctx, review); err != nil {
-			return nil, errors.Wrapf(err, "cannot ask whether the bridge may %s %s", verb, gr)
-		}
-		if !review.Status.Allowed {
-			missing = append(missing, fmt.Sprintf("%s %s", verb, gr))
-		}
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(missing) == 0 {
-		a.ok[gr] = true
-		delete(a.denied, gr)
-	} else {
-		a.denied[gr] = deniedAt{missing: missing, at: a.now()}
-	}
-	return missing, nil
 }

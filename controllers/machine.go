@@ -26,9 +26,9 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
-	"github.com/capxp/cluster-api-provider-crossplane/bridge/contract"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/gate"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/outputs"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/xrd"
 )
 
@@ -83,7 +83,7 @@ func (m infraMachine) owner(ctx context.Context, xr *composite.Unstructured) (cl
 // failure domain, the cluster's network and credentials), which the one
 // deferred patch sends together with the unpause, so Crossplane never
 // composes a half-configured machine.
-func (m infraMachine) prepare(ctx context.Context, s *scope) (*contract.Verdict, error) {
+func (m infraMachine) prepare(ctx context.Context, s *scope) (*verdict.Verdict, error) {
 	machine, ok := s.owner.(*clusterv1.Machine)
 	if !ok {
 		return nil, errors.Errorf("owner %T is not a Machine", s.owner)
@@ -108,14 +108,14 @@ func (m infraMachine) prepare(ctx context.Context, s *scope) (*contract.Verdict,
 			return nil, errors.Wrap(err, errGetClusterXR)
 		}
 		if len(missing) > 0 {
-			return &contract.Verdict{Reason: infrav1.ForbiddenReason, Message: fmt.Sprintf(
+			return &verdict.Verdict{Reason: infrav1.ForbiddenReason, Message: fmt.Sprintf(
 				"The bridge may not %s %s, the kind of Cluster %s's infrastructure, for the failure domains, network and credentials its machines inherit: grant it with a ClusterRole labelled %s: \"true\"",
 				strings.Join(missing, ", "), ref.Kind, s.cluster.Name, xrd.AggregateToBridgeLabel)}, nil
 		}
 	}
 	d := gate.Decide(gate.Inputs{Machine: machine, Cluster: s.cluster, ClusterXR: clusterXR, XR: &s.xr.Unstructured})
-	if !d.Open {
-		return &contract.Verdict{Reason: d.Reason, Message: d.Message}, nil
+	if !d.Ready {
+		return &verdict.Verdict{Reason: d.Reason, Message: d.Message}, nil
 	}
 	for k, v := range d.Spec {
 		// The network may complete what the machine holds.
@@ -159,7 +159,7 @@ func (infraMachine) outputs(xr *unstructured.Unstructured) (func(*unstructured.U
 	return set, "", errs
 }
 
-func (infraMachine) waitBeforeDelete(context.Context, *composite.Unstructured) (*contract.Verdict, error) {
+func (infraMachine) waitBeforeDelete(context.Context, *composite.Unstructured) (*verdict.Verdict, error) {
 	return nil, nil
 }
 

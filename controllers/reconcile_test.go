@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,9 +24,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
 )
 
 // sent is one write the reconciler sent: its verb, the object's kind and
@@ -34,18 +40,18 @@ type sent struct {
 }
 
 // resolverFunc resolves credentials with a function.
-type resolverFunc func(ref *infrav1.ProviderConfigReference) credentials.Result
+type resolverFunc func(ref *infrav1.ProviderConfigReference) verdict.Verdict
 
-func (f resolverFunc) Resolve(_ context.Context, _ string, ref *infrav1.ProviderConfigReference) (credentials.Result, error) {
+func (f resolverFunc) Resolve(_ context.Context, _ string, ref *infrav1.ProviderConfigReference) (verdict.Verdict, error) {
 	return f(ref), nil
 }
 
 var (
-	granted = resolverFunc(func(*infrav1.ProviderConfigReference) credentials.Result {
-		return credentials.Result{Ready: true, Reason: infrav1.CredentialsReadyReason}
+	granted = resolverFunc(func(*infrav1.ProviderConfigReference) verdict.Verdict {
+		return verdict.Verdict{Ready: true, Reason: infrav1.CredentialsReadyReason}
 	})
-	notGranted = resolverFunc(func(*infrav1.ProviderConfigReference) credentials.Result {
-		return credentials.Result{Reason: infrav1.ProviderConfigNotGrantedReason, Message: "spec.providerConfigRef: a grant is missing"}
+	notGranted = resolverFunc(func(*infrav1.ProviderConfigReference) verdict.Verdict {
+		return verdict.Verdict{Reason: infrav1.ProviderConfigNotGrantedReason, Message: "spec.providerConfigRef: a grant is missing"}
 	})
 )
 
@@ -132,6 +138,13 @@ func testCluster(paused bool) *clusterv1.Cluster {
 	return c
 }
 
+func clusterWith(c metav1.Condition) *clusterv1.Cluster {
+	cl := testCluster(false)
+	c.LastTransitionTime = metav1.NewTime(time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC))
+	cl.Status.Conditions = []metav1.Condition{c}
+	return cl
+}
+
 // reconcileOnce runs one reconcile of the XR against a fake API holding
 // objs, and returns every write it sent and every event it recorded.
 func reconcileOnce(t *testing.T, creds credentials.Resolver, xr *unstructured.Unstructured, objs ...client.Object) ([]sent, []string) {
@@ -167,7 +180,11 @@ func reconcileOnce(t *testing.T, creds credentials.Resolver, xr *unstructured.Un
 		}
 		writes = append(writes, sent{verb, kind, name, b})
 	}
-	c := fake.NewClientBuilder().WithScheme(NewScheme()).WithObjects(append(objs, xr)...).WithInterceptorFuncs(interceptor.Funcs{
+	mapper := meta.NewDefaultRESTMapper(nil)
+	for _, gvk := range []schema.GroupVersionKind{xr.GroupVersionKind(), composedGVK, clusterv1.GroupVersion.WithKind("Cluster"), clusterv1.GroupVersion.WithKind("Machine")} {
+		mapper.Add(gvk, meta.RESTScopeNamespace)
+	}
+	c := fake.NewClientBuilder().WithScheme(NewScheme()).WithRESTMapper(mapper).WithObjects(append(objs, xr)...).WithInterceptorFuncs(interceptor.Funcs{
 		Patch: func(_ context.Context, _ client.WithWatch, obj client.Object, p client.Patch, _ ...client.PatchOption) error {
 			record("patch", obj, p)
 			return nil
@@ -202,7 +219,7 @@ func reconcileOnce(t *testing.T, creds credentials.Resolver, xr *unstructured.Un
 	rec := events.NewFakeRecorder(10)
 	r := &xrReconciler{
 		client: c, gvk: xr.GroupVersionKind(), contract: infraCluster{client: c}, recorder: rec,
-		credentials: creds, crdLabels: &crdLabels{}, access: access,
+		credentials: creds, crdLabels: &crdLabels{}, access: access, tracker: nopWatcher{},
 	}
 	ctx := ctrl.LoggerInto(t.Context(), ctrl.Log)
 	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: xr.GetNamespace(), Name: xr.GetName()}}); err != nil {
@@ -214,6 +231,13 @@ func reconcileOnce(t *testing.T, creds credentials.Resolver, xr *unstructured.Un
 		evs = append(evs, e)
 	}
 	return writes, evs
+}
+
+// nopWatcher starts no watch: a unit test has no cache.
+type nopWatcher struct{}
+
+func (nopWatcher) Watch(logr.Logger, client.Object, handler.EventHandler, ...predicate.Predicate) error {
+	return nil
 }
 
 // want is one expected write: its verb, kind and name, and what its body
@@ -234,24 +258,29 @@ func TestReconcile(t *testing.T) {
 		events []string
 	}{
 		"Normal": {
-			reason: "an XR held at admission, owned, granted and ready is released, finalized, given its endpoint, marked provisioned, and its Cluster told",
+			reason: "an XR held at admission, owned, granted and ready is released, finalized, given its endpoint and marked provisioned; a ready verdict the Cluster never had is CAPI's own conditions' to show",
 			creds:  granted,
 			xr:     testXR(annotate(paused, "true")),
 			objs:   []client.Object{testCluster(false)},
 			writes: []want{
 				{"patch", "CrossplaneCluster", "demo", []string{`"crossplane.io/paused":null`, `"finalizers":["capxp.dev/bridge"]`, `"controlPlaneEndpoint":{"host":"lb.example.org","port":6443}`}},
 				{"apply status", "CrossplaneCluster", "demo", []string{`"provisioned":true`, `"ready":true`}},
-				{"apply status", "Cluster", "demo", []string{`"type":"CrossplaneInfrastructureReady"`, `"status":"True"`}},
 			},
 			events: []string{"Normal Provisioned Infrastructure provisioned; control plane endpoint lb.example.org:6443"},
 		},
 		"ProvisionedAndUnchanged": {
-			reason: "nothing changed, nothing is sent but the owner's verdict",
+			reason: "nothing changed, nothing is sent",
 			creds:  granted,
 			xr:     testXR(finalizers(infrav1.Finalizer), provisioned),
 			objs:   []client.Object{testCluster(false)},
+		},
+		"ReadyAgainAfterAVerdict": {
+			reason: "a Cluster that was told its infrastructure is not ready is told it is again",
+			creds:  granted,
+			xr:     testXR(finalizers(infrav1.Finalizer), provisioned),
+			objs:   []client.Object{clusterWith(metav1.Condition{Type: infrav1.CrossplaneInfrastructureReadyCondition, Status: metav1.ConditionFalse, Reason: infrav1.ProviderConfigNotGrantedReason})},
 			writes: []want{
-				{"apply status", "Cluster", "demo", []string{`"status":"True"`}},
+				{"apply status", "Cluster", "demo", []string{`"type":"CrossplaneInfrastructureReady"`, `"status":"True"`}},
 			},
 		},
 		"PausedByCAPI": {
@@ -292,7 +321,7 @@ func TestReconcile(t *testing.T) {
 			xr:     testXR(annotate(paused, "true", clusterv1.ManagedByAnnotation, "someone"), finalizers(infrav1.Finalizer)),
 			objs:   []client.Object{testCluster(false)},
 			writes: []want{
-				{"patch", "CrossplaneCluster", "demo", []string{`"crossplane.io/paused":null`, `"finalizers":null`}},
+				{"patch", "CrossplaneCluster", "demo", []string{`"crossplane.io/paused":null`, `"finalizers":[]`}},
 			},
 		},
 		"ExternallyManagedNotGranted": {
@@ -352,6 +381,21 @@ func TestReconcile(t *testing.T) {
 				{"patch", "CrossplaneCluster", "demo", []string{`"finalizers":["composite.apiextensions.crossplane.io"]`}},
 			},
 		},
+		"DeletingWithAForeignReference": {
+			reason: "a resource reference to what the XR does not control is not deleted, and said so once",
+			creds:  granted,
+			xr:     testXR(finalizers(infrav1.Finalizer), provisioned, composing, deleting),
+			objs: []client.Object{testCluster(false), func() client.Object {
+				o := composedPart()
+				o.OwnerReferences = nil
+				return o
+			}()},
+			writes: []want{
+				{"patch", "CrossplaneCluster", "demo", []string{`"finalizers":["composite.apiextensions.crossplane.io"]`}},
+				{"apply status", "Cluster", "demo", []string{`"reason":"NotControlled"`}},
+			},
+			events: []string{"Warning NotControlled Not deleting ConfigMap/demo-part: spec.crossplane.resourceRefs names them but this composite resource does not control them"},
+		},
 		"DeletedWhilePaused": {
 			reason: "an XR deleted while its Cluster is paused (clusterctl move) is paused and nothing it composed is deleted",
 			creds:  granted,
@@ -379,7 +423,7 @@ func TestReconcile(t *testing.T) {
 				}
 				got = append(got, g)
 			}
-			if diff := cmp.Diff(tc.writes, got, cmp.AllowUnexported(want{})); diff != "" {
+			if diff := cmp.Diff(tc.writes, got, cmp.AllowUnexported(want{}), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("%s\nwrites -want +got:\n%s\nbodies:\n%s", tc.reason, diff, bodies(writes))
 			}
 			if diff := cmp.Diff(tc.events, evs); diff != "" {

@@ -70,10 +70,11 @@ func (r *xrReconciler) reselect(ctx context.Context, s *scope) error {
 	if selector.Matches(labels.Set(comp.GetLabels())) {
 		return nil
 	}
-	key := string(s.xr.GetUID()) + "/" + ref.Name + "/" + selector.String()
-	if _, done := r.released.LoadOrStore(key, true); done {
+	key := ref.Name + "/" + selector.String()
+	if done, _ := r.released.Load(s.xr.GetUID()); done == key {
 		return nil
 	}
+	r.released.Store(s.xr.GetUID(), key)
 	p := fieldpath.Pave(s.xr.Object)
 	for _, f := range []string{"spec.crossplane.compositionRef", "spec.crossplane.compositionRevisionRef"} {
 		if err := p.DeleteField(f); err != nil {

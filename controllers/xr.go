@@ -2,35 +2,27 @@ package controllers
 
 import (
 	"context"
-	"maps"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
-	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/controllers/external"
 	"sigs.k8s.io/cluster-api/util/annotations"
-	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
@@ -40,6 +32,7 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/contract"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
 )
 
 const (
@@ -75,16 +68,22 @@ type seam interface {
 	// prepare readies a not paused, not deleting XR for composition: it
 	// returns a verdict to hold the XR paused with, or nil to go on. It may
 	// inject spec fields into s.xr.
-	prepare(ctx context.Context, s *scope) (*contract.Verdict, error)
+	prepare(ctx context.Context, s *scope) (*verdict.Verdict, error)
 	// outputs maps the composition's outputs: their field errors, and the
 	// spec fields to set once the XR satisfies its contract, with an event
 	// message for the first time it does (none when empty).
 	outputs(xr *unstructured.Unstructured) (set func(*unstructured.Unstructured), provisioned string, errs field.ErrorList)
 	// waitBeforeDelete names what must be gone before the XR's own
 	// composed resources go; nil when nothing.
-	waitBeforeDelete(ctx context.Context, xr *composite.Unstructured) (*contract.Verdict, error)
+	waitBeforeDelete(ctx context.Context, xr *composite.Unstructured) (*verdict.Verdict, error)
 	// watches are the CAPI objects whose changes concern XRs of the kind.
 	watches(k *kindControllers, gvk schema.GroupVersionKind, xr *unstructured.Unstructured) []watch
+}
+
+// watcher starts a watch once per kind, as the reconciler learns of kinds
+// (composed kinds, credentials kinds): CAPI's external.ObjectTracker.
+type watcher interface {
+	Watch(log logr.Logger, obj client.Object, h handler.EventHandler, p ...predicate.Predicate) error
 }
 
 // xrReconciler makes the XRs of one kind CAPI infrastructure objects, of the
@@ -94,7 +93,7 @@ type xrReconciler struct {
 	gvk         schema.GroupVersionKind
 	contract    seam
 	recorder    events.EventRecorder
-	tracker     *external.ObjectTracker
+	tracker     watcher
 	credentials credentials.Resolver
 	// written keeps a stale cache from sending a write twice.
 	written written
@@ -106,10 +105,20 @@ type xrReconciler struct {
 	crdLabels *crdLabels
 	// access says which kinds the bridge may read.
 	access *readAccess
-	// released remembers, per XR, the selector it released a Composition
-	// for, so that a read from a cache behind that write releases it (and
-	// says so) only once.
+	// released remembers, per XR UID, the Composition and selector it
+	// released the Composition for, so that a read from a cache behind
+	// that write releases it (and says so) only once.
 	released sync.Map
+}
+
+// forget drops everything the reconciler remembers of an object: what it
+// wrote, its mirrors, its newest conditions, its released Composition. It
+// is called once an XR is let go or gone, for the XR and its owner.
+func (r *xrReconciler) forget(uid types.UID) {
+	r.written.forget(uid)
+	r.mirrors.forget(uid)
+	r.newest.forget(uid)
+	r.released.Delete(uid)
 }
 
 // scope is one reconcile's working state. Phases change xr (metadata and
@@ -123,7 +132,7 @@ type scope struct {
 	cluster *clusterv1.Cluster
 	// verdict goes to the owner's CrossplaneInfrastructureReady condition
 	// and, when it changes, to an event on the XR; nil leaves it.
-	verdict *contract.Verdict
+	verdict *verdict.Verdict
 	// status holds the contract status fields to apply; nil applies none.
 	status *statusApply
 	// events are recorded on the XR once the writes succeed.
@@ -383,430 +392,4 @@ func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 		s.event(corev1.EventTypeNormal, "Provisioned", provisioned)
 	}
 	return result, nil
-}
-
-// reconcileDelete deletes every resource the XR composed (and controls) and
-// holds the XR until they are gone: Crossplane v2 leaves them to the garbage
-// collector, which would only act once the XR is gone. The seam may name
-// what must go first. The XR is released to Crossplane, which checks its
-// pause before it handles a deletion, so that its finalizer goes too.
-func (r *xrReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
-	s.pause(false)
-	if !controllerutil.ContainsFinalizer(s.xr, infrav1.Finalizer) {
-		return ctrl.Result{}, nil
-	}
-	wait, err := r.contract.waitBeforeDelete(ctx, s.xr)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if wait != nil {
-		s.verdict = wait
-		return ctrl.Result{}, nil
-	}
-	// What the XR composed is deleted by its provider, with the XR's
-	// credentials: where the namespace may no longer use them, it stays
-	// held, and a new grant lets the deletion go on.
-	denied, result, err := r.checkCredentials(ctx, s.xr)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.holdComposed(ctx, s, denied != nil); err != nil {
-		return ctrl.Result{}, err
-	}
-	remaining, foreign, err := r.deleteComposed(ctx, s.xr)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if len(foreign) > 0 {
-		v := contract.NotReady(infrav1.NotControlledReason,
-			"Not deleting %s: spec.crossplane.resourceRefs names them but this composite resource does not control them", contract.List(foreign))
-		s.event(corev1.EventTypeWarning, v.Reason, v.Message)
-		s.verdict = &v
-	}
-	if len(remaining) > 0 {
-		msg := contract.Waiting("composed resources", remaining)
-		if denied != nil {
-			msg += ", which stay paused until a grant lets the provider delete them with the XR's credentials: " + denied.Message
-		}
-		s.verdict = &contract.Verdict{Reason: infrav1.DeletingReason, Message: msg}
-		return result, nil
-	}
-	ctrl.LoggerFrom(ctx).Info("Every composed resource is gone; releasing the composite resource")
-	controllerutil.RemoveFinalizer(s.xr, infrav1.Finalizer)
-	if s.owner != nil {
-		r.written.forget(s.owner.GetUID())
-	}
-	r.written.forget(s.xr.GetUID())
-	r.mirrors.forget(s.xr.GetUID())
-	r.newest.forget(s.xr.GetUID())
-	return ctrl.Result{}, nil
-}
-
-// deleteComposed deletes the composed resources this XR controls and returns
-// those that still exist, and the referenced ones it does not control. It
-// watches their kinds (metadata only) so that their disappearance wakes the
-// bridge; nothing polls. A move guard left on one goes first: this is a
-// deletion, not a move, and the provider must delete what it manages.
-func (r *xrReconciler) deleteComposed(ctx context.Context, xr *composite.Unstructured) (remaining, foreign []string, err error) {
-	controlled, foreign, err := r.composedControlled(ctx, xr)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, obj := range controlled {
-		remaining = append(remaining, obj.Kind+"/"+obj.GetName())
-		if err := r.setGuard(ctx, obj, false); err != nil {
-			return nil, nil, err
-		}
-		if obj.GetDeletionTimestamp().IsZero() {
-			ctrl.LoggerFrom(ctx).Info("Deleting composed resource", "kind", obj.Kind, "name", obj.GetName())
-			if err := client.IgnoreNotFound(r.client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground))); err != nil {
-				return nil, nil, errors.Wrapf(err, "%s %s %s", errDeleteComposed, obj.Kind, obj.GetName())
-			}
-		}
-	}
-	sort.Strings(remaining)
-	return remaining, foreign, nil
-}
-
-// write sends what the reconcile decided, each part only when it differs
-// from what is stored: one merge patch of the XR's metadata and spec, one
-// server-side apply of its contract status fields, one of the owner's
-// condition; then the events.
-func (r *xrReconciler) write(ctx context.Context, s *scope) error {
-	var errs []error
-	gen := s.before.GetGeneration()
-	mirrorOnly := s.mirror != nil && equality.Semantic.DeepEqual(s.mirror.Object["spec"], s.xr.Object["spec"])
-	// The working copy is what is wanted: no copy of it to mutate.
-	if err := patchTo(ctx, r.client, &r.written, s.before, &unstructured.Unstructured{Object: s.xr.Object}); err != nil {
-		// Nothing else is written on a stale read.
-		return err
-	}
-	if mirrorOnly && s.before.GetGeneration() != gen && s.observed != 0 {
-		r.mirrors.record(s.xr.GetUID(), readiness.Mirror{From: s.observed, To: s.before.GetGeneration()})
-	}
-	if s.status != nil {
-		made, err := s.status.apply(ctx, r.client, &s.xr.Unstructured)
-		if err == nil && made != "" {
-			r.written.record(s.before, made, partProvisioned, "true")
-		}
-		errs = append(errs, err)
-	}
-	if s.verdict != nil && s.owner != nil {
-		errs = append(errs, r.writeVerdict(ctx, s))
-	}
-	for _, e := range s.events {
-		r.recorder.Eventf(s.xr, nil, e.kind, e.reason, actionReconcile, "%s", e.message)
-	}
-	return kerrors.NewAggregate(errs)
-}
-
-// writeVerdict applies the verdict as the owner's
-// CrossplaneInfrastructureReady condition when it says something new, and
-// records the change as an event on the XR.
-func (r *xrReconciler) writeVerdict(ctx context.Context, s *scope) error {
-	old, found := ownerCondition(s.owner)
-	if found && s.verdict.Same(&old) {
-		// The verdict is about the XR: a new generation of the owner (CAPI
-		// copying providerID or the bootstrap data secret name into its
-		// spec) that leaves it as it was is not written again.
-		return nil
-	}
-	if !found && s.verdict.Shown() {
-		// CAPI's own conditions say it already; the condition appears with
-		// the first verdict they do not, and follows every verdict after.
-		return nil
-	}
-	c := s.verdict.Condition(s.owner.GetGeneration())
-	if r.written.already(s.owner, partVerdict, verdictValue(c)) {
-		// The cache has not caught up with this very write yet: it was
-		// sent, and its event recorded, already.
-		return nil
-	}
-	// Converted only to be written: most reconciles write no verdict.
-	owner, err := toUnstructured(r.client, s.owner)
-	if err != nil {
-		return errors.Wrap(err, errWriteOwner)
-	}
-	st := &statusApply{}
-	st.condition(owner, c)
-	made, err := st.apply(ctx, r.client, owner)
-	if err != nil {
-		return errors.Wrap(err, errWriteOwner)
-	}
-	// Only a verdict someone must act on becomes an event too; progress is
-	// the condition's to say (and Provisioned, once, the XR's).
-	if (!found || !s.verdict.Same(&old)) && eventType(s.verdict.Reason) == corev1.EventTypeWarning {
-		r.recorder.Eventf(s.xr, nil, corev1.EventTypeWarning, s.verdict.Reason, actionReconcile, "%s", s.verdict.Message)
-	}
-	r.written.record(s.owner, made, partVerdict, verdictValue(c))
-	return nil
-}
-
-// ownerCondition is the bridge's condition on a CAPI owner, read from the
-// typed object.
-func ownerCondition(owner client.Object) (metav1.Condition, bool) {
-	g, ok := owner.(conditions.Getter)
-	if !ok {
-		return metav1.Condition{}, false
-	}
-	c := conditions.Get(g, infrav1.CrossplaneInfrastructureReadyCondition)
-	if c == nil {
-		return metav1.Condition{}, false
-	}
-	return *c, true
-}
-
-// eventType is Warning for verdicts that need someone to act, Normal for
-// progress.
-func eventType(reason string) string {
-	switch reason {
-	case infrav1.CompositionFailedReason, infrav1.InvalidOutputsReason, infrav1.InvalidFailureDomainReason,
-		infrav1.InvalidBootstrapDataRefReason, infrav1.NotControlledReason, infrav1.ProviderConfigNotFoundReason,
-		infrav1.ProviderConfigNotGrantedReason, infrav1.CredentialsSecretNotFoundReason, infrav1.SecretOutsideNamespaceReason:
-		return corev1.EventTypeWarning
-	}
-	return corev1.EventTypeNormal
-}
-
-// checkCredentials resolves the credentials an XR composes with; a verdict
-// to hold it paused with when they may not be used. It watches the
-// referenced config's kind so that its creation or change wakes the XR. A
-// missing Secret is looked for again after a while: the bridge does not
-// watch Secrets.
-func (r *xrReconciler) checkCredentials(ctx context.Context, xr *composite.Unstructured) (*contract.Verdict, ctrl.Result, error) {
-	ref := providerConfigRef(&xr.Unstructured)
-	if ref != nil {
-		if err := r.watchConfig(ctx, ref); err != nil {
-			return nil, ctrl.Result{}, err
-		}
-	}
-	res, err := r.credentials.Resolve(ctx, xr.GetNamespace(), ref)
-	if err != nil {
-		return nil, ctrl.Result{}, errors.Wrap(err, errResolveCreds)
-	}
-	if res.Ready {
-		return nil, ctrl.Result{}, nil
-	}
-	var result ctrl.Result
-	if res.Reason == infrav1.CredentialsSecretNotFoundReason {
-		result.RequeueAfter = credentials.RecheckSecretAfter
-	}
-	return &contract.Verdict{Reason: res.Reason, Message: res.Message}, result, nil
-}
-
-// watchConfig watches (metadata only) the kind of a referenced credentials
-// config, mapping each config to the XRs of this kind that name it.
-func (r *xrReconciler) watchConfig(ctx context.Context, ref *infrav1.ProviderConfigReference) error {
-	m, err := r.client.RESTMapper().RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: string(ref.Kind)})
-	if err != nil {
-		// The resolver reports a kind the API does not serve; nothing to
-		// watch yet.
-		return nil //nolint:nilerr // reported by the resolver as a verdict.
-	}
-	obj := &metav1.PartialObjectMetadata{}
-	obj.SetGroupVersionKind(m.GroupVersionKind)
-	kind := ref.Kind
-	// A config's creation, deletion and spec (its secret) concern the XRs
-	// that name it; its status does not. A provider updates a config's
-	// status (its users) as managed resources start and stop using it:
-	// every XR of a fleet sharing one config would be woken by every other.
-	return errors.Wrap(r.tracker.Watch(ctrl.LoggerFrom(ctx), obj, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		return referencing(ctx, r.client, r.gvk, o.GetNamespace(), func(ref *infrav1.ProviderConfigReference) bool {
-			return ref.APIGroup == m.GroupVersionKind.Group && ref.Kind == kind && ref.Name == o.GetName()
-		})
-	}), predicate.GenerationChangedPredicate{}), "cannot watch credentials configs")
-}
-
-// providerConfigRef reads an XR's spec.providerConfigRef; nil when unset.
-func providerConfigRef(u *unstructured.Unstructured) *infrav1.ProviderConfigReference {
-	m, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "providerConfigRef")
-	fields, _ := m.(map[string]any)
-	if !ok || fields == nil {
-		return nil
-	}
-	ref := &infrav1.ProviderConfigReference{}
-	ref.APIGroup, _ = fields["apiGroup"].(string)
-	kind, _ := fields["kind"].(string)
-	ref.Kind = infrav1.ProviderConfigKind(kind)
-	ref.Name, _ = fields["name"].(string)
-	if ref.Name == "" {
-		return nil
-	}
-	return ref
-}
-
-// referencing lists the XRs of a kind, in a namespace or all, whose
-// providerConfigRef matches.
-func referencing(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, namespace string, match func(*infrav1.ProviderConfigReference) bool) []reconcile.Request {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range list.Items {
-		if ref := providerConfigRef(&list.Items[i]); ref != nil && match(ref) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-		}
-	}
-	return reqs
-}
-
-func isProvisioned(u *unstructured.Unstructured) bool {
-	p, _, _ := unstructured.NestedBool(u.Object, "status", "initialization", "provisioned")
-	return p
-}
-
-// xrChanged passes the XR updates that change something the bridge reads:
-// its spec, the metadata it reads or writes (its labels, annotations and
-// finalizer, owner references, deletion), its status but for the
-// conditions, and what Crossplane's Ready and Synced tell the bridge
-// (readiness.Observe, given the XR's mirror, and whether Crossplane
-// acknowledged a pause). Crossplane updates an XR some 30 times while
-// composing it; updates that only move Responsive, a transition time, a
-// managed field, put back a condition Crossplane had replaced
-// (readiness.Replaced), or write Crossplane's own metadata and Composition
-// references (crossplaneOwn) wake no one, and neither does the bridge's own
-// write when nothing else came between (written.echo). While the XR is
-// being deleted every change wakes it.
-func (r *xrReconciler) xrChanged(e event.UpdateEvent) bool {
-	o, ok := e.ObjectOld.(*unstructured.Unstructured)
-	n, ok2 := e.ObjectNew.(*unstructured.Unstructured)
-	if !ok || !ok2 {
-		return true
-	}
-	// The old object was read as the new one of the event before; read
-	// again, it seeds what a restarted bridge remembers.
-	before, now := r.newest.read(o), r.newest.read(n)
-	if !equality.Semantic.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp()) {
-		return true
-	}
-	deleting := n.GetDeletionTimestamp() != nil
-	if !deleting && r.written.echo(n.GetUID(), o.GetResourceVersion(), n.GetResourceVersion()) {
-		// The reconcile that wrote it knew it.
-		return false
-	}
-	own := r.crossplaneOwn()
-	if deleting {
-		own = crossplaneOwnNothing
-	}
-	if !equality.Semantic.DeepEqual(own.metadata(o), own.metadata(n)) {
-		return true
-	}
-	a, _, _ := unstructured.NestedFieldNoCopy(o.Object, "spec")
-	b, _, _ := unstructured.NestedFieldNoCopy(n.Object, "spec")
-	if !equality.Semantic.DeepEqual(own.spec(a), own.spec(b)) {
-		return true
-	}
-	// A new generation made only by Crossplane's own references is not one
-	// the bridge waits for Crossplane to observe.
-	gen := n.GetGeneration()
-	if own.compositionRefs {
-		gen = o.GetGeneration()
-	} else if gen != o.GetGeneration() {
-		return true
-	}
-	m := r.mirrors.get(n.GetUID())
-	return !equality.Semantic.DeepEqual(statusRead(o, o.GetGeneration(), before, m), statusRead(n, gen, now, m))
-}
-
-// crossplaneOwn is what of an XR's metadata and spec is Crossplane's alone,
-// written by Crossplane and read by no one else the bridge answers to.
-type crossplaneOwn struct {
-	// keys: labels and annotations under crossplane.io/ (the composite
-	// label), but crossplane.io/paused, which the bridge sets; and every
-	// finalizer but the bridge's.
-	keys bool
-	// compositionRefs: spec.crossplane's Composition and revision
-	// references and update policy, which Crossplane writes as it selects.
-	compositionRefs bool
-}
-
-var crossplaneOwnNothing = crossplaneOwn{}
-
-// crossplaneOwn is what the bridge need not wake for on this kind: an
-// InfraCluster's Composition reference is read to re-select it (reselect).
-func (r *xrReconciler) crossplaneOwn() crossplaneOwn {
-	_, cluster := r.contract.(infraCluster)
-	return crossplaneOwn{keys: true, compositionRefs: !cluster}
-}
-
-// metadata is the metadata of u the bridge reads.
-func (c crossplaneOwn) metadata(u *unstructured.Unstructured) [4]any {
-	labels, annotations, finalizers := u.GetLabels(), u.GetAnnotations(), any(u.GetFinalizers())
-	if c.keys {
-		labels, annotations = withoutCrossplaneKeys(labels), withoutCrossplaneKeys(annotations)
-		finalizers = controllerutil.ContainsFinalizer(u, infrav1.Finalizer)
-	}
-	return [4]any{labels, annotations, finalizers, u.GetOwnerReferences()}
-}
-
-// withoutCrossplaneKeys returns m without Crossplane's keys; m itself when it
-// has none.
-func withoutCrossplaneKeys(m map[string]string) map[string]string {
-	var out map[string]string
-	for k := range m {
-		if !strings.HasPrefix(k, "crossplane.io/") || k == infrav1.CrossplanePausedAnnotation {
-			continue
-		}
-		if out == nil {
-			out = maps.Clone(m)
-		}
-		delete(out, k)
-	}
-	if out == nil {
-		return m
-	}
-	return out
-}
-
-// spec is the spec the bridge reads, without Crossplane's Composition
-// references when c says so.
-func (c crossplaneOwn) spec(v any) any {
-	spec, ok := v.(map[string]any)
-	if !c.compositionRefs || !ok {
-		return v
-	}
-	xp, ok := spec["crossplane"].(map[string]any)
-	if !ok {
-		return v
-	}
-	trimmed := maps.Clone(xp)
-	for _, k := range compositionRefFields {
-		delete(trimmed, k)
-	}
-	out := maps.Clone(spec)
-	out["crossplane"] = trimmed
-	if len(trimmed) == 0 {
-		delete(out, "crossplane")
-	}
-	return out
-}
-
-// compositionRefFields are the fields of spec.crossplane Crossplane writes
-// as it selects a Composition and its revision.
-var compositionRefFields = []string{"compositionRef", "compositionRevisionRef", "compositionUpdatePolicy"}
-
-// xrDeleted forgets what the bridge remembers of a deleted XR's conditions.
-func (r *xrReconciler) xrDeleted(e event.DeleteEvent) bool {
-	r.newest.forget(e.Object.GetUID())
-	return true
-}
-
-// statusRead is what the bridge reads of an XR's status: all of it but the
-// conditions, and what its Ready and Synced c say of generation gen
-// (readiness.Observe) and whether Crossplane acknowledged a pause, which
-// readies the XR for a move.
-func statusRead(u *unstructured.Unstructured, gen int64, c xrConditions, m readiness.Mirror) map[string]any {
-	status, _, _ := unstructured.NestedFieldNoCopy(u.Object, "status")
-	fields, _ := status.(map[string]any)
-	out := make(map[string]any, len(fields)+2)
-	for k, v := range fields {
-		if k != "conditions" {
-			out[k] = v
-		}
-	}
-	out["observed"] = readiness.ObserveConditions(gen, meta.IsPaused(u), c.synced, c.ready, m)
-	out["pause acknowledged"] = meta.IsPaused(u) && c.synced.Reason == xpv2.ReasonReconcilePaused
-	return out
 }

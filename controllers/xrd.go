@@ -10,7 +10,6 @@ import (
 	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	admissionregv1 "k8s.io/api/admissionregistration/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kmeta "k8s.io/apimachinery/pkg/api/meta"
@@ -188,30 +187,12 @@ func (r *xrdReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 const recheckAccessAfter = 15 * time.Second
 
 // xrVerbs are what the bridge does with an adapted kind's XRs.
-var xrVerbs = []struct{ verb, subresource string }{
-	{"get", ""}, {"list", ""}, {"watch", ""}, {"patch", ""}, {"patch", "status"},
-}
+var xrVerbs = []string{"get", "list", "watch", "patch", "patch/status"}
 
 // denied asks the API server which of xrVerbs the bridge may not use on the
 // XRD's kind, each as "<verb> <plural>[/status].<group>".
 func (r *xrdReconciler) denied(ctx context.Context, x *xpextv2.CompositeResourceDefinition) ([]string, error) {
-	var missing []string
-	for _, v := range xrVerbs {
-		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: v.verb, Group: x.Spec.Group, Resource: x.Spec.Names.Plural, Subresource: v.subresource},
-		}}
-		if err := r.client.Create(ctx, review); err != nil {
-			return nil, errors.Wrapf(err, "cannot ask whether the bridge may %s %s", v.verb, x.Name)
-		}
-		if !review.Status.Allowed {
-			resource := x.Spec.Names.Plural
-			if v.subresource != "" {
-				resource += "/" + v.subresource
-			}
-			missing = append(missing, fmt.Sprintf("%s %s.%s", v.verb, resource, x.Spec.Group))
-		}
-	}
-	return missing, nil
+	return mayNot(ctx, r.client, schema.GroupResource{Group: x.Spec.Group, Resource: x.Spec.Names.Plural}, xrVerbs...)
 }
 
 // release stops adapting an XRD that no longer declares the contract, or

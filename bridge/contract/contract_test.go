@@ -4,11 +4,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
-	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
 )
 
 func TestEvaluate(t *testing.T) {
@@ -16,48 +15,48 @@ func TestEvaluate(t *testing.T) {
 	providerID := field.NewPath("status", "outputs", "providerID")
 	cases := map[string]struct {
 		reason string
-		obs    readiness.Observation
+		obs    verdict.Verdict
 		errs   field.ErrorList
-		want   Verdict
+		want   verdict.Verdict
 	}{
 		"CrossplaneFirst": {
 			reason: "Crossplane's words win over output errors: they say what stops composition.",
-			obs:    readiness.Observation{Reason: infrav1.CompositionFailedReason, Message: "Synced is False (ReconcileError): boom"},
+			obs:    verdict.Verdict{Reason: infrav1.CompositionFailedReason, Message: "Synced is False (ReconcileError): boom"},
 			errs:   field.ErrorList{field.Required(endpoint, "not reported")},
-			want:   Verdict{Reason: infrav1.CompositionFailedReason, Message: "Synced is False (ReconcileError): boom"},
+			want:   verdict.Verdict{Reason: infrav1.CompositionFailedReason, Message: "Synced is False (ReconcileError): boom"},
 		},
 		"Ready": {
 			reason: "Ready and valid outputs satisfy the contract.",
-			obs:    readiness.Observation{Ready: true},
-			want:   Verdict{Ready: true, Reason: infrav1.ContractReadyReason},
+			obs:    verdict.Verdict{Ready: true},
+			want:   verdict.Verdict{Ready: true, Reason: infrav1.ContractReadyReason},
 		},
 		"MissingEndpoint": {
 			reason: "A whole output not reported yet is missing, not invalid.",
-			obs:    readiness.Observation{Ready: true},
+			obs:    verdict.Verdict{Ready: true},
 			errs:   field.ErrorList{field.Required(endpoint, "the composition has not reported the control plane endpoint")},
-			want: Verdict{Reason: infrav1.MissingOutputsReason,
+			want: verdict.Verdict{Reason: infrav1.MissingOutputsReason,
 				Message: "status.outputs.controlPlaneEndpoint: Required value: the composition has not reported the control plane endpoint"},
 		},
 		"MissingProviderID": {
 			reason: "The machine's provider ID not reported yet is missing.",
-			obs:    readiness.Observation{Ready: true},
+			obs:    verdict.Verdict{Ready: true},
 			errs:   field.ErrorList{field.Required(providerID, "not reported")},
-			want:   Verdict{Reason: infrav1.MissingOutputsReason, Message: "status.outputs.providerID: Required value: not reported"},
+			want:   verdict.Verdict{Reason: infrav1.MissingOutputsReason, Message: "status.outputs.providerID: Required value: not reported"},
 		},
 		"RequiredPartIsInvalid": {
 			reason: "An output reported without one of its parts is malformed, though the error is a Required one.",
-			obs:    readiness.Observation{Ready: true},
+			obs:    verdict.Verdict{Ready: true},
 			errs:   field.ErrorList{field.Required(endpoint.Child("host"), "must not be empty")},
-			want:   Verdict{Reason: infrav1.InvalidOutputsReason, Message: "status.outputs.controlPlaneEndpoint.host: Required value: must not be empty"},
+			want:   verdict.Verdict{Reason: infrav1.InvalidOutputsReason, Message: "status.outputs.controlPlaneEndpoint.host: Required value: must not be empty"},
 		},
 		"MissingAndInvalid": {
 			reason: "One malformed output makes the verdict invalid even when another is only missing.",
-			obs:    readiness.Observation{Ready: true},
+			obs:    verdict.Verdict{Ready: true},
 			errs: field.ErrorList{
 				field.Required(endpoint, "not reported"),
 				field.Invalid(field.NewPath("status", "failureDomains"), "", "name must not be empty"),
 			},
-			want: Verdict{Reason: infrav1.InvalidOutputsReason,
+			want: verdict.Verdict{Reason: infrav1.InvalidOutputsReason,
 				Message: `[status.outputs.controlPlaneEndpoint: Required value: not reported, status.failureDomains: Invalid value: "": name must not be empty]`},
 		},
 	}
@@ -75,44 +74,20 @@ func TestProvisioned(t *testing.T) {
 	cases := map[string]struct {
 		reason string
 		was    bool
-		v      Verdict
+		v      verdict.Verdict
 		want   bool
 	}{
-		"FirstTime":       {reason: "A ready verdict reaches the milestone.", v: Verdict{Ready: true}, want: true},
-		"NotYet":          {reason: "No milestone before the first ready verdict.", v: Verdict{Reason: infrav1.WaitingForCompositionReason}, want: false},
-		"KeptWhenPaused":  {reason: "Once reached it stays, whatever the verdict says later.", was: true, v: Verdict{Reason: infrav1.CompositionFailedReason}, want: true},
-		"KeptWhenReady":   {reason: "Reached and still ready.", was: true, v: Verdict{Ready: true}, want: true},
-		"KeptWhenHeld":    {reason: "A credentials hold does not undo it.", was: true, v: Verdict{Reason: infrav1.ProviderConfigNotGrantedReason}, want: true},
-		"KeptWhenDeleted": {reason: "Deletion does not undo it.", was: true, v: Verdict{Reason: infrav1.DeletingReason}, want: true},
+		"FirstTime":       {reason: "A ready verdict reaches the milestone.", v: verdict.Verdict{Ready: true}, want: true},
+		"NotYet":          {reason: "No milestone before the first ready verdict.", v: verdict.Verdict{Reason: infrav1.WaitingForCompositionReason}, want: false},
+		"KeptWhenPaused":  {reason: "Once reached it stays, whatever the verdict says later.", was: true, v: verdict.Verdict{Reason: infrav1.CompositionFailedReason}, want: true},
+		"KeptWhenReady":   {reason: "Reached and still ready.", was: true, v: verdict.Verdict{Ready: true}, want: true},
+		"KeptWhenHeld":    {reason: "A credentials hold does not undo it.", was: true, v: verdict.Verdict{Reason: infrav1.ProviderConfigNotGrantedReason}, want: true},
+		"KeptWhenDeleted": {reason: "Deletion does not undo it.", was: true, v: verdict.Verdict{Reason: infrav1.DeletingReason}, want: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			if got := Provisioned(tc.was, tc.v); got != tc.want {
 				t.Errorf("%s\nProvisioned(%t, %+v) = %t, want %t", tc.reason, tc.was, tc.v, got, tc.want)
-			}
-		})
-	}
-}
-
-func TestCondition(t *testing.T) {
-	cases := map[string]struct {
-		v    Verdict
-		gen  int64
-		want metav1.Condition
-	}{
-		"Ready": {v: Verdict{Ready: true, Reason: infrav1.ContractReadyReason}, gen: 3,
-			want: metav1.Condition{Type: infrav1.CrossplaneInfrastructureReadyCondition, Status: metav1.ConditionTrue, Reason: infrav1.ContractReadyReason, ObservedGeneration: 3}},
-		"NotReady": {v: NotReady(infrav1.WaitingForBootstrapDataReason, "Waiting for %s", "m"), gen: 1,
-			want: metav1.Condition{Type: infrav1.CrossplaneInfrastructureReadyCondition, Status: metav1.ConditionFalse, Reason: infrav1.WaitingForBootstrapDataReason, Message: "Waiting for m", ObservedGeneration: 1}},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			got := tc.v.Condition(tc.gen)
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("Condition(): -want, +got:\n%s", diff)
-			}
-			if !tc.v.Same(&got) {
-				t.Errorf("Same(Condition()) = false, want true")
 			}
 		})
 	}
@@ -137,23 +112,23 @@ func TestWaiting(t *testing.T) {
 
 func TestShown(t *testing.T) {
 	cases := map[string]struct {
-		v    Verdict
+		v    verdict.Verdict
 		want bool
 	}{
-		"Ready":                           {v: Verdict{Ready: true, Reason: infrav1.ContractReadyReason}, want: true},
-		"WaitingForComposition":           {v: Verdict{Reason: infrav1.WaitingForCompositionReason}, want: true},
-		"WaitingForBootstrapData":         {v: Verdict{Reason: infrav1.WaitingForBootstrapDataReason}, want: true},
-		"WaitingForClusterInfrastructure": {v: Verdict{Reason: infrav1.WaitingForClusterInfrastructureReason}, want: true},
-		"CompositionFailed":               {v: Verdict{Reason: infrav1.CompositionFailedReason}, want: false},
-		"MissingOutputs":                  {v: Verdict{Reason: infrav1.MissingOutputsReason}, want: false},
-		"InvalidOutputs":                  {v: Verdict{Reason: infrav1.InvalidOutputsReason}, want: false},
-		"InvalidFailureDomain":            {v: Verdict{Reason: infrav1.InvalidFailureDomainReason}, want: false},
-		"InvalidBootstrapDataRef":         {v: Verdict{Reason: infrav1.InvalidBootstrapDataRefReason}, want: false},
-		"NotGranted":                      {v: Verdict{Reason: infrav1.ProviderConfigNotGrantedReason}, want: false},
-		"SecretNotFound":                  {v: Verdict{Reason: infrav1.CredentialsSecretNotFoundReason}, want: false},
-		"Deleting":                        {v: Verdict{Reason: infrav1.DeletingReason}, want: false},
-		"WaitingForMachines":              {v: Verdict{Reason: infrav1.WaitingForMachinesReason}, want: false},
-		"NotControlled":                   {v: Verdict{Reason: infrav1.NotControlledReason}, want: false},
+		"Ready":                           {v: verdict.Verdict{Ready: true, Reason: infrav1.ContractReadyReason}, want: true},
+		"WaitingForComposition":           {v: verdict.Verdict{Reason: infrav1.WaitingForCompositionReason}, want: true},
+		"WaitingForBootstrapData":         {v: verdict.Verdict{Reason: infrav1.WaitingForBootstrapDataReason}, want: true},
+		"WaitingForClusterInfrastructure": {v: verdict.Verdict{Reason: infrav1.WaitingForClusterInfrastructureReason}, want: true},
+		"CompositionFailed":               {v: verdict.Verdict{Reason: infrav1.CompositionFailedReason}, want: false},
+		"MissingOutputs":                  {v: verdict.Verdict{Reason: infrav1.MissingOutputsReason}, want: false},
+		"InvalidOutputs":                  {v: verdict.Verdict{Reason: infrav1.InvalidOutputsReason}, want: false},
+		"InvalidFailureDomain":            {v: verdict.Verdict{Reason: infrav1.InvalidFailureDomainReason}, want: false},
+		"InvalidBootstrapDataRef":         {v: verdict.Verdict{Reason: infrav1.InvalidBootstrapDataRefReason}, want: false},
+		"NotGranted":                      {v: verdict.Verdict{Reason: infrav1.ProviderConfigNotGrantedReason}, want: false},
+		"SecretNotFound":                  {v: verdict.Verdict{Reason: infrav1.CredentialsSecretNotFoundReason}, want: false},
+		"Deleting":                        {v: verdict.Verdict{Reason: infrav1.DeletingReason}, want: false},
+		"WaitingForMachines":              {v: verdict.Verdict{Reason: infrav1.WaitingForMachinesReason}, want: false},
+		"NotControlled":                   {v: verdict.Verdict{Reason: infrav1.NotControlledReason}, want: false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
 )
 
 // RecheckSecretAfter is how long the bridge waits before looking for a
@@ -32,7 +33,7 @@ const RecheckSecretAfter = 30 * time.Second
 
 // Resolver resolves an XR's credentials.
 type Resolver interface {
-	Resolve(ctx context.Context, namespace string, ref *infrav1.ProviderConfigReference) (Result, error)
+	Resolve(ctx context.Context, namespace string, ref *infrav1.ProviderConfigReference) (verdict.Verdict, error)
 }
 
 // APIResolver resolves credentials against the API server.
@@ -80,19 +81,19 @@ func NewAPIResolver(c client.Client, secrets client.Reader, opts ...APIResolverO
 // Resolve checks the referenced config exists where it may be looked up,
 // is granted when shared (a cluster-scoped config, or an ambient identity
 // named by a namespaced one), and has its credentials secrets.
-func (r *APIResolver) Resolve(ctx context.Context, namespace string, ref *infrav1.ProviderConfigReference) (Result, error) {
+func (r *APIResolver) Resolve(ctx context.Context, namespace string, ref *infrav1.ProviderConfigReference) (verdict.Verdict, error) {
 	if ref == nil {
-		return Result{Ready: true, Reason: infrav1.CompositionDefaultCredentialsReason,
+		return verdict.Verdict{Ready: true, Reason: infrav1.CompositionDefaultCredentialsReason,
 			Message: "spec.providerConfigRef is not set: the composition's default credentials apply"}, nil
 	}
 	gk := schema.GroupKind{Group: ref.APIGroup, Kind: string(ref.Kind)}
 	m, err := r.client.RESTMapper().RESTMapping(gk)
 	if meta.IsNoMatchError(err) {
-		return Result{Reason: infrav1.ProviderConfigNotFoundReason,
+		return verdict.Verdict{Reason: infrav1.ProviderConfigNotFoundReason,
 			Message: fmt.Sprintf("spec.providerConfigRef: the API serves no kind %s in group %s: is the provider installed?", ref.Kind, ref.APIGroup)}, nil
 	}
 	if err != nil {
-		return Result{}, errors.Wrapf(err, "cannot map %s", gk)
+		return verdict.Verdict{}, errors.Wrapf(err, "cannot map %s", gk)
 	}
 	cfg := &unstructured.Unstructured{}
 	cfg.SetGroupVersionKind(m.GroupVersionKind)
@@ -116,19 +117,19 @@ func (r *APIResolver) Resolve(ctx context.Context, namespace string, ref *infrav
 	if r.mayNotRead != nil {
 		missing, err := r.mayNotRead(ctx, m.Resource.GroupResource())
 		if err != nil {
-			return Result{}, err
+			return verdict.Verdict{}, err
 		}
 		if len(missing) > 0 {
-			return Result{Reason: infrav1.ForbiddenReason, Message: fmt.Sprintf("spec.providerConfigRef: the bridge may not %s, so it cannot check %s %s/%s%s: "+
+			return verdict.Verdict{Reason: infrav1.ForbiddenReason, Message: fmt.Sprintf("spec.providerConfigRef: the bridge may not %s, so it cannot check %s %s/%s%s: "+
 				"grant it to the manager's ClusterRole (or use a provider whose credentials kinds it may read)", strings.Join(missing, ", "), ref.Kind, ref.APIGroup, ref.Name, where)}, nil
 		}
 	}
 	if err := r.client.Get(ctx, key, cfg); err != nil {
 		if apierrors.IsNotFound(err) {
-			return Result{Reason: infrav1.ProviderConfigNotFoundReason,
+			return verdict.Verdict{Reason: infrav1.ProviderConfigNotFoundReason,
 				Message: fmt.Sprintf("spec.providerConfigRef: %s %s/%s not found%s", ref.Kind, ref.APIGroup, ref.Name, where)}, nil
 		}
-		return Result{}, errors.Wrapf(err, "cannot get %s %s", ref.Kind, ref.Name)
+		return verdict.Verdict{}, errors.Wrapf(err, "cannot get %s %s", ref.Kind, ref.Name)
 	}
 
 	c.obj = fieldpath.Pave(cfg.Object)
@@ -142,7 +143,7 @@ func (r *APIResolver) Resolve(ctx context.Context, namespace string, ref *infrav
 			return res, err
 		}
 	}
-	return Result{Ready: true, Reason: infrav1.CredentialsReadyReason,
+	return verdict.Verdict{Ready: true, Reason: infrav1.CredentialsReadyReason,
 		Message: fmt.Sprintf("%s %s/%s%s may be used", ref.Kind, ref.APIGroup, ref.Name, where)}, nil
 }
 
@@ -167,13 +168,13 @@ const sourceSecret = "Secret"
 // cluster-scoped, else every source other than a Secret (an ambient
 // identity: every namespace's ProviderConfig naming it gets the provider's
 // own identity).
-func (r *APIResolver) granted(ctx context.Context, c config) (Result, bool, error) {
+func (r *APIResolver) granted(ctx context.Context, c config) (verdict.Verdict, bool, error) {
 	if c.shared {
 		ok, msg, err := r.Granted(ctx, c.namespace, Config(c.ref.APIGroup, string(c.ref.Kind), c.ref.Name))
 		if err != nil || ok {
-			return Result{}, ok, err
+			return verdict.Verdict{}, ok, err
 		}
-		return Result{Reason: infrav1.ProviderConfigNotGrantedReason, Message: "spec.providerConfigRef: " + msg}, false, nil
+		return verdict.Verdict{Reason: infrav1.ProviderConfigNotGrantedReason, Message: "spec.providerConfigRef: " + msg}, false, nil
 	}
 	for _, b := range credentialBlocks {
 		src, err := c.obj.GetString(b + ".source")
@@ -185,21 +186,21 @@ func (r *APIResolver) granted(ctx context.Context, c config) (Result, bool, erro
 			continue
 		}
 		if src == "" {
-			return Result{Reason: infrav1.ProviderConfigNotGrantedReason, Message: fmt.Sprintf(
+			return verdict.Verdict{Reason: infrav1.ProviderConfigNotGrantedReason, Message: fmt.Sprintf(
 				"spec.providerConfigRef: %s %s %s.source is not set: only credentials from a Secret of namespace %s are the namespace's own",
 				c.ref.Kind, c.ref.Name, b, c.namespace)}, false, nil
 		}
 		ok, msg, err := r.Granted(ctx, c.namespace, Ambient(c.ref.APIGroup, src))
 		if err != nil {
-			return Result{}, false, err
+			return verdict.Verdict{}, false, err
 		}
 		if !ok {
-			return Result{Reason: infrav1.ProviderConfigNotGrantedReason, Message: fmt.Sprintf(
+			return verdict.Verdict{Reason: infrav1.ProviderConfigNotGrantedReason, Message: fmt.Sprintf(
 				"spec.providerConfigRef: %s %s in namespace %s uses %s.source %s, an identity every namespace shares: %s",
 				c.ref.Kind, c.ref.Name, c.namespace, b, src, msg)}, false, nil
 		}
 	}
-	return Result{}, true, nil
+	return verdict.Verdict{}, true, nil
 }
 
 // Granted reports whether a namespace may use shared credentials.
@@ -220,9 +221,9 @@ func (r *APIResolver) Granted(ctx context.Context, namespace string, s Shared) (
 
 // secret checks the credentials secret a block of the config names, when
 // its credentials come from a Secret. It reads only the Secret's metadata.
-func (r *APIResolver) secret(ctx context.Context, c config, block string) (Result, bool, error) {
+func (r *APIResolver) secret(ctx context.Context, c config, block string) (verdict.Verdict, bool, error) {
 	if src, _ := c.obj.GetString(block + ".source"); src != sourceSecret {
-		return Result{}, true, nil
+		return verdict.Verdict{}, true, nil
 	}
 	name, _ := c.obj.GetString(block + ".secretRef.name")
 	ns, _ := c.obj.GetString(block + ".secretRef.namespace")
@@ -232,19 +233,19 @@ func (r *APIResolver) secret(ctx context.Context, c config, block string) (Resul
 		// A tenant's own ProviderConfig may only use a Secret of its own
 		// namespace. Looking the Secret up would tell the tenant whether it
 		// exists elsewhere; the provider would not use it either.
-		return Result{Reason: infrav1.SecretOutsideNamespaceReason,
+		return verdict.Verdict{Reason: infrav1.SecretOutsideNamespaceReason,
 			Message: fmt.Sprintf("%s %s %s.secretRef names namespace %s; a ProviderConfig in namespace %s may only use Secrets of its own namespace", ref.Kind, ref.Name, block, ns, c.namespace)}, false, nil
 	case c.shared && ns == "":
 		// A shared config's Secret is the platform's, in a namespace it
 		// names: never one of the XR's namespace.
-		return Result{Reason: infrav1.CredentialsSecretNotFoundReason,
+		return verdict.Verdict{Reason: infrav1.CredentialsSecretNotFoundReason,
 			Message: fmt.Sprintf("%s %s %s.secretRef names no namespace: a cluster-scoped config's Secret must name its namespace", ref.Kind, ref.Name, block)}, false, nil
 	case ns == "":
 		ns = c.namespace
 	}
 	key := types.NamespacedName{Namespace: ns, Name: name}
 	if r.recentlyFound(key) {
-		return Result{}, true, nil
+		return verdict.Verdict{}, true, nil
 	}
 	s := &metav1.PartialObjectMetadata{}
 	s.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
@@ -254,12 +255,12 @@ func (r *APIResolver) secret(ctx context.Context, c config, block string) (Resul
 		r.mu.Lock()
 		r.found[key] = r.now()
 		r.mu.Unlock()
-		return Result{}, true, nil
+		return verdict.Verdict{}, true, nil
 	case apierrors.IsNotFound(err):
-		return Result{Reason: infrav1.CredentialsSecretNotFoundReason,
+		return verdict.Verdict{Reason: infrav1.CredentialsSecretNotFoundReason,
 			Message: fmt.Sprintf("Secret %s/%s named by %s %s %s.secretRef does not exist", ns, name, ref.Kind, ref.Name, block)}, false, nil
 	default:
-		return Result{}, false, errors.Wrapf(err, "cannot get Secret %s/%s", ns, name)
+		return verdict.Verdict{}, false, errors.Wrapf(err, "cannot get Secret %s/%s", ns, name)
 	}
 }
 

@@ -23,16 +23,6 @@ import (
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 )
 
-// Result is the outcome of resolving an XR's credentials.
-type Result struct {
-	// Ready is true when the credentials may be used.
-	Ready bool
-	// Reason is a stable CamelCase reason.
-	Reason string
-	// Message says what was found, or what is missing.
-	Message string
-}
-
 // Shared is credentials a namespace does not own: a cluster-scoped
 // credentials config (Name set), or a provider's ambient identity (Source
 // set), of the provider whose credentials kinds are in APIGroup. A grant

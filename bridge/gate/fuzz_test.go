@@ -36,7 +36,7 @@ func FuzzDecide(f *testing.F) {
 			in.ClusterXR = &unstructured.Unstructured{Object: cxr}
 		}
 		d := Decide(in)
-		if d.Open {
+		if d.Ready {
 			spec, _ := xr["spec"].(map[string]any)
 			if d.Reason != "" || d.Message != "" {
 				t.Errorf("open with a reason: %+v", d)

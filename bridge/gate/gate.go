@@ -19,6 +19,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
 )
 
 // BootstrapDataKey is the key of CAPI's bootstrap data secrets.
@@ -39,10 +40,9 @@ type Inputs struct {
 
 // Decision is the gate's verdict.
 type Decision struct {
-	// Open is true when the machine XR may be composed.
-	Open bool
-	// Reason and Message say why not, when closed.
-	Reason, Message string
+	// Verdict is Ready when the machine XR may be composed (the gate is
+	// open); its Reason and Message say why not, when closed.
+	verdict.Verdict
 	// Spec holds the spec fields to inject, keyed by their name under spec;
 	// empty when there is nothing to inject (the gate opened before).
 	Spec map[string]any
@@ -77,18 +77,18 @@ func Decide(in Inputs) Decision {
 			if secret != "" {
 				want = fmt.Sprintf("Machine %s's bootstrap data is %s/%s", in.Machine.Name, secret, BootstrapDataKey)
 			}
-			return Decision{Reason: infrav1.InvalidBootstrapDataRefReason,
-				Message: fmt.Sprintf("spec.bootstrap.dataSecretRef %s/%s is set by the bridge, not preset: %s; recreate the machine without it", name, key, want)}
+			return Decision{Verdict: verdict.Verdict{Reason: infrav1.InvalidBootstrapDataRefReason,
+				Message: fmt.Sprintf("spec.bootstrap.dataSecretRef %s/%s is set by the bridge, not preset: %s; recreate the machine without it", name, key, want)}}
 		}
 		injected = true
 	}
 	if !injected && !ptr.Deref(in.Cluster.Status.Initialization.InfrastructureProvisioned, false) {
-		return Decision{Reason: infrav1.WaitingForClusterInfrastructureReason,
-			Message: fmt.Sprintf("Waiting for the infrastructure of Cluster %s to be provisioned", in.Cluster.Name)}
+		return Decision{Verdict: verdict.Verdict{Reason: infrav1.WaitingForClusterInfrastructureReason,
+			Message: fmt.Sprintf("Waiting for the infrastructure of Cluster %s to be provisioned", in.Cluster.Name)}}
 	}
 	if secret == "" {
-		return Decision{Reason: infrav1.WaitingForBootstrapDataReason,
-			Message: fmt.Sprintf("Waiting for the bootstrap data secret of Machine %s", in.Machine.Name)}
+		return Decision{Verdict: verdict.Verdict{Reason: infrav1.WaitingForBootstrapDataReason,
+			Message: fmt.Sprintf("Waiting for the bootstrap data secret of Machine %s", in.Machine.Name)}}
 	}
 
 	spec := map[string]any{
@@ -101,16 +101,16 @@ func Decide(in Inputs) Decision {
 
 	fd := in.Machine.Spec.FailureDomain
 	if preset, _ := xr.GetString("spec.failureDomain"); preset != "" && preset != fd {
-		return Decision{Reason: infrav1.InvalidFailureDomainReason,
-			Message: fmt.Sprintf("spec.failureDomain %q differs from Machine.spec.failureDomain %q, where CAPI placed the machine", preset, fd)}
+		return Decision{Verdict: verdict.Verdict{Reason: infrav1.InvalidFailureDomainReason,
+			Message: fmt.Sprintf("spec.failureDomain %q differs from Machine.spec.failureDomain %q, where CAPI placed the machine", preset, fd)}}
 	}
 	// A host that already exists (spec.parameters.host) stays where it is:
 	// CAPI may place its Machine only there, or nowhere in particular.
 	placed, field := fd, "Machine.spec.failureDomain"
 	if host, _ := xr.GetString("spec.parameters.host.failureDomain"); host != "" {
 		if fd != "" && fd != host {
-			return Decision{Reason: infrav1.InvalidFailureDomainReason,
-				Message: fmt.Sprintf("Machine.spec.failureDomain %q is not where the existing host is (spec.parameters.host.failureDomain %q): place the Machine in %q or in no failure domain", fd, host, host)}
+			return Decision{Verdict: verdict.Verdict{Reason: infrav1.InvalidFailureDomainReason,
+				Message: fmt.Sprintf("Machine.spec.failureDomain %q is not where the existing host is (spec.parameters.host.failureDomain %q): place the Machine in %q or in no failure domain", fd, host, host)}}
 		}
 		placed, field = host, "spec.parameters.host.failureDomain"
 	}
@@ -125,7 +125,7 @@ func Decide(in Inputs) Decision {
 			} else {
 				msg += ": " + strings.Join(known, ", ")
 			}
-			return Decision{Reason: infrav1.InvalidFailureDomainReason, Message: msg}
+			return Decision{Verdict: verdict.Verdict{Reason: infrav1.InvalidFailureDomainReason, Message: msg}}
 		}
 	}
 	if fd != "" {
@@ -176,7 +176,7 @@ func Decide(in Inputs) Decision {
 		}
 	}
 	if len(spec) == 0 {
-		return Decision{Open: true}
+		return Decision{Verdict: verdict.Verdict{Ready: true}}
 	}
 	// Where each field the composition gets comes from.
 	for _, k := range []string{"bootstrap", "failureDomain", "providerConfigRef"} {
@@ -196,7 +196,7 @@ func Decide(in Inputs) Decision {
 		}
 	}
 	sort.Strings(sources)
-	return Decision{Open: true, Spec: spec, Sources: sources}
+	return Decision{Verdict: verdict.Verdict{Ready: true}, Spec: spec, Sources: sources}
 }
 
 func has(p *fieldpath.Paved, path string) bool {

@@ -13,18 +13,8 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
 )
-
-// Observation is what Crossplane reports about an XR.
-type Observation struct {
-	// Ready is true when Crossplane reports the XR Ready and Synced for its
-	// current generation.
-	Ready bool
-	// Reason is a stable CamelCase reason when not Ready.
-	Reason string
-	// Message says why not Ready, in Crossplane's words where it has some.
-	Message string
-}
 
 // Mirror is a generation change the bridge made itself by copying the XR's
 // own outputs into its spec (the control plane endpoint, the provider ID):
@@ -40,13 +30,13 @@ type Mirror struct {
 // it counts as not ready (as CAPZ does for Azure Service Operator). A failed
 // sync is reported first: it is what stops composition, and Crossplane puts a
 // failing composition's message there rather than in Ready.
-func Observe(xr *composite.Unstructured, m Mirror) Observation {
+func Observe(xr *composite.Unstructured, m Mirror) verdict.Verdict {
 	return ObserveConditions(xr.GetGeneration(), meta.IsPaused(xr), Condition(xr.Object, xpv2.TypeSynced), Condition(xr.Object, xpv2.TypeReady), m)
 }
 
 // ObserveConditions is Observe given an XR's generation, whether it is
 // paused, and its Synced and Ready conditions.
-func ObserveConditions(gen int64, paused bool, synced, ready xpv2.Condition, m Mirror) Observation {
+func ObserveConditions(gen int64, paused bool, synced, ready xpv2.Condition, m Mirror) verdict.Verdict {
 	stale := func(c xpv2.Condition, gen int64) bool {
 		if m.To == gen && m.From != 0 && c.ObservedGeneration >= m.From {
 			return false
@@ -65,22 +55,22 @@ func ObserveConditions(gen int64, paused bool, synced, ready xpv2.Condition, m M
 	case synced.Status == corev1.ConditionFalse && synced.Reason == xpv2.ReasonReconcilePaused:
 		// Paused is not failed: the bridge reports its own pauses, and a
 		// just-unpaused XR keeps this until Crossplane reconciles it again.
-		return Observation{Reason: infrav1.WaitingForCompositionReason, Message: describe("Synced", synced)}
+		return verdict.Verdict{Reason: infrav1.WaitingForCompositionReason, Message: describe("Synced", synced)}
 	case synced.Status == corev1.ConditionFalse:
-		return Observation{Reason: infrav1.CompositionFailedReason, Message: describe("Synced", synced)}
+		return verdict.Verdict{Reason: infrav1.CompositionFailedReason, Message: describe("Synced", synced)}
 	case ready.Status != corev1.ConditionTrue:
 		if ready.Status == "" || ready.Status == corev1.ConditionUnknown && ready.Reason == "" {
-			return Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Ready yet"}
+			return verdict.Verdict{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Ready yet"}
 		}
-		return Observation{Reason: infrav1.WaitingForCompositionReason, Message: describe("Ready", ready)}
+		return verdict.Verdict{Reason: infrav1.WaitingForCompositionReason, Message: describe("Ready", ready)}
 	case stale(ready, gen):
-		return Observation{Reason: infrav1.WaitingForCompositionReason, Message: fmt.Sprintf("Crossplane reported Ready for generation %d; waiting for generation %d", ready.ObservedGeneration, gen)}
+		return verdict.Verdict{Reason: infrav1.WaitingForCompositionReason, Message: fmt.Sprintf("Crossplane reported Ready for generation %d; waiting for generation %d", ready.ObservedGeneration, gen)}
 	case synced.Status != corev1.ConditionTrue:
-		return Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Synced yet"}
+		return verdict.Verdict{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Synced yet"}
 	case stale(synced, gen):
-		return Observation{Reason: infrav1.WaitingForCompositionReason, Message: fmt.Sprintf("Crossplane reported Synced for generation %d; waiting for generation %d", synced.ObservedGeneration, gen)}
+		return verdict.Verdict{Reason: infrav1.WaitingForCompositionReason, Message: fmt.Sprintf("Crossplane reported Synced for generation %d; waiting for generation %d", synced.ObservedGeneration, gen)}
 	}
-	return Observation{Ready: true}
+	return verdict.Verdict{Ready: true}
 }
 
 // Condition reads one of an object's status conditions in place, as

@@ -12,6 +12,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
 )
 
 func xr(gen int64, cs ...xpv2.Condition) *composite.Unstructured {
@@ -30,17 +31,17 @@ func TestObserve(t *testing.T) {
 		reason string
 		xr     *composite.Unstructured
 		mirror Mirror
-		want   Observation
+		want   verdict.Verdict
 	}{
 		"ReadyAndSynced": {
 			reason: "Ready and Synced for the current generation is ready",
 			xr:     xr(2, cond(xpv2.TypeReady, corev1.ConditionTrue, "Available", "", 2), cond(xpv2.TypeSynced, corev1.ConditionTrue, "ReconcileSuccess", "", 2)),
-			want:   Observation{Ready: true},
+			want:   verdict.Verdict{Ready: true},
 		},
 		"NoConditions": {
 			reason: "a new XR is waiting for Crossplane",
 			xr:     xr(1),
-			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Ready yet"},
+			want:   verdict.Verdict{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Ready yet"},
 		},
 		"NoStatus": {
 			reason: "an XR without any status yet is not reported as an empty Ready condition",
@@ -49,76 +50,76 @@ func TestObserve(t *testing.T) {
 				u.SetGeneration(1)
 				return u
 			}(),
-			want: Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Ready yet"},
+			want: verdict.Verdict{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Ready yet"},
 		},
 		"Unready": {
 			reason: "Crossplane's words about unready resources are kept",
 			xr:     xr(1, cond(xpv2.TypeReady, corev1.ConditionFalse, "Creating", "Unready resources: vpc, subnet-a", 1), cond(xpv2.TypeSynced, corev1.ConditionTrue, "ReconcileSuccess", "", 1)),
-			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Ready is False (Creating): Unready resources: vpc, subnet-a"},
+			want:   verdict.Verdict{Reason: infrav1.WaitingForCompositionReason, Message: "Ready is False (Creating): Unready resources: vpc, subnet-a"},
 		},
 		"CompositionFailed": {
 			reason: "a failing composition's message (in Synced) wins over Ready",
 			xr: xr(1, cond(xpv2.TypeReady, corev1.ConditionTrue, "Available", "", 1),
 				cond(xpv2.TypeSynced, corev1.ConditionFalse, "ReconcileError", `cannot compose resources: pipeline step "patch-and-transform" returned a fatal result: bad patch`, 1)),
-			want: Observation{Reason: infrav1.CompositionFailedReason, Message: `Synced is False (ReconcileError): cannot compose resources: pipeline step "patch-and-transform" returned a fatal result: bad patch`},
+			want: verdict.Verdict{Reason: infrav1.CompositionFailedReason, Message: `Synced is False (ReconcileError): cannot compose resources: pipeline step "patch-and-transform" returned a fatal result: bad patch`},
 		},
 		"ReadyForOldGeneration": {
 			reason: "Ready observed for an older spec says nothing about the current one",
 			xr:     xr(3, cond(xpv2.TypeReady, corev1.ConditionTrue, "Available", "", 2), cond(xpv2.TypeSynced, corev1.ConditionTrue, "ReconcileSuccess", "", 3)),
-			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane reported Ready for generation 2; waiting for generation 3"},
+			want:   verdict.Verdict{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane reported Ready for generation 2; waiting for generation 3"},
 		},
 		"SyncedForOldGeneration": {
 			reason: "Synced observed for an older spec is stale too",
 			xr:     xr(3, cond(xpv2.TypeReady, corev1.ConditionTrue, "Available", "", 3), cond(xpv2.TypeSynced, corev1.ConditionTrue, "ReconcileSuccess", "", 1)),
-			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane reported Synced for generation 1; waiting for generation 3"},
+			want:   verdict.Verdict{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane reported Synced for generation 1; waiting for generation 3"},
 		},
 		"ReadyButNotSyncedYet": {
 			reason: "both conditions are needed",
 			xr:     xr(1, cond(xpv2.TypeReady, corev1.ConditionTrue, "Available", "", 1)),
-			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Synced yet"},
+			want:   verdict.Verdict{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Synced yet"},
 		},
 		"OwnMirrorOfOutputs": {
 			reason: "the bridge's own copy of the outputs into spec is not waited for",
 			xr:     xr(4, cond(xpv2.TypeReady, corev1.ConditionTrue, "Available", "", 3), cond(xpv2.TypeSynced, corev1.ConditionTrue, "ReconcileSuccess", "", 3)),
 			mirror: Mirror{From: 3, To: 4},
-			want:   Observation{Ready: true},
+			want:   verdict.Verdict{Ready: true},
 		},
 		"ChangedAfterOwnMirror": {
 			reason: "a change after the bridge's copy is waited for",
 			xr:     xr(5, cond(xpv2.TypeReady, corev1.ConditionTrue, "Available", "", 3), cond(xpv2.TypeSynced, corev1.ConditionTrue, "ReconcileSuccess", "", 3)),
 			mirror: Mirror{From: 3, To: 4},
-			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane reported Ready for generation 3; waiting for generation 5"},
+			want:   verdict.Verdict{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane reported Ready for generation 3; waiting for generation 5"},
 		},
 		"OlderThanOwnMirror": {
 			reason: "conditions older than the generation the copy was made over are stale",
 			xr:     xr(4, cond(xpv2.TypeReady, corev1.ConditionTrue, "Available", "", 2), cond(xpv2.TypeSynced, corev1.ConditionTrue, "ReconcileSuccess", "", 2)),
 			mirror: Mirror{From: 3, To: 4},
-			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane reported Ready for generation 2; waiting for generation 4"},
+			want:   verdict.Verdict{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane reported Ready for generation 2; waiting for generation 4"},
 		},
 		"PausedByCrossplane": {
 			reason: "a paused XR reports why, and waits: paused is not failed",
 			xr:     xr(1, cond(xpv2.TypeSynced, corev1.ConditionFalse, "ReconcilePaused", "Reconciliation is paused via the pause annotation", 1)),
-			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Synced is False (ReconcilePaused): Reconciliation is paused via the pause annotation"},
+			want:   verdict.Verdict{Reason: infrav1.WaitingForCompositionReason, Message: "Synced is False (ReconcilePaused): Reconciliation is paused via the pause annotation"},
 		},
 		"PausedAtTheCurrentGeneration": {
 			reason: "a pause Crossplane acknowledged for the current spec is still reported once the XR is unpaused",
 			xr:     xr(2, cond(xpv2.TypeReady, corev1.ConditionTrue, "Available", "", 2), cond(xpv2.TypeSynced, corev1.ConditionFalse, "ReconcilePaused", "Reconciliation is paused via the pause annotation", 2)),
-			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Synced is False (ReconcilePaused): Reconciliation is paused via the pause annotation"},
+			want:   verdict.Verdict{Reason: infrav1.WaitingForCompositionReason, Message: "Synced is False (ReconcilePaused): Reconciliation is paused via the pause annotation"},
 		},
 		"StalePauseOfAnUnpausedXR": {
 			reason: "a pause of an older generation on an unpaused XR is not reported: Ready says what Crossplane composes now",
 			xr:     xr(5, cond(xpv2.TypeReady, corev1.ConditionFalse, "Creating", "Unready resources: node", 5), cond(xpv2.TypeSynced, corev1.ConditionFalse, "ReconcilePaused", "Reconciliation is paused via the pause annotation", 1)),
-			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Ready is False (Creating): Unready resources: node"},
+			want:   verdict.Verdict{Reason: infrav1.WaitingForCompositionReason, Message: "Ready is False (Creating): Unready resources: node"},
 		},
 		"StalePauseJustUnpaused": {
 			reason: "right after the unpause, before Crossplane composes, the XR waits for Ready",
 			xr:     xr(5, cond(xpv2.TypeSynced, corev1.ConditionFalse, "ReconcilePaused", "Reconciliation is paused via the pause annotation", 1)),
-			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Ready yet"},
+			want:   verdict.Verdict{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Ready yet"},
 		},
 		"StalePauseWhileReady": {
 			reason: "Ready with a stale pause in Synced waits for Synced",
 			xr:     xr(5, cond(xpv2.TypeReady, corev1.ConditionTrue, "Available", "", 5), cond(xpv2.TypeSynced, corev1.ConditionFalse, "ReconcilePaused", "Reconciliation is paused via the pause annotation", 1)),
-			want:   Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Synced yet"},
+			want:   verdict.Verdict{Reason: infrav1.WaitingForCompositionReason, Message: "Crossplane has not reported the composite resource Synced yet"},
 		},
 		"StalePauseOfAPausedXR": {
 			reason: "on an XR still paused, the pause is reported whatever its generation",
@@ -127,7 +128,7 @@ func TestObserve(t *testing.T) {
 				x.SetAnnotations(map[string]string{"crossplane.io/paused": "true"})
 				return x
 			}(),
-			want: Observation{Reason: infrav1.WaitingForCompositionReason, Message: "Synced is False (ReconcilePaused): Reconciliation is paused via the pause annotation"},
+			want: verdict.Verdict{Reason: infrav1.WaitingForCompositionReason, Message: "Synced is False (ReconcilePaused): Reconciliation is paused via the pause annotation"},
 		},
 	}
 	for name, tc := range cases {

@@ -19,7 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/test/wait"
 )
 
 // machinesPerCluster is the example's: a control-plane machine and a
@@ -195,23 +196,6 @@ func gone(ctx context.Context) error {
 	return nil
 }
 
-// eventually waits up to within for f to succeed.
-func eventually(t *testing.T, what string, within time.Duration, f func() error) {
-	t.Helper()
-	start := time.Now()
-	for {
-		err := f()
-		if err == nil {
-			t.Logf("%s: after %s", what, time.Since(start).Round(100*time.Millisecond))
-			return
-		}
-		if time.Since(start) > within {
-			t.Fatalf("%s: not after %s: %v (plane logs in %s)", what, within, err, p.Dir())
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
 // applyFleet applies the example once per name.
 func applyFleet(ctx context.Context, fleet []string) error {
 	for _, name := range fleet {
@@ -302,3 +286,7 @@ func (h history) flapped(t *testing.T, while string, trueHolds bool) {
 		t.Errorf("no condition was seen %s", while)
 	}
 }
+
+// eventually waits as every fault test does, naming the plane's logs when
+// what it waits for does not come.
+var eventually = wait.Options{Logs: func() string { return p.Dir() }}.Eventually

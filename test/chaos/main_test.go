@@ -1,5 +1,5 @@
 // Package chaos runs CAPXP under faults on the real local management plane
-// (internal/plane): the manager killed outright again and again, replicas
+// (internal/dev/plane): the manager killed outright again and again, replicas
 // that lose their leader, and components that go away. Each test counts what
 // a user would count after the faults, in the management and the workload
 // API servers: clusters converged, composed resources neither orphaned nor
@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capxp/cluster-api-provider-crossplane/internal/lifeline"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/lifeline"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )

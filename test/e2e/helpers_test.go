@@ -13,40 +13,17 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/capxp/cluster-api-provider-crossplane/internal/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/test/wait"
 )
 
 const interval = 250 * time.Millisecond
 
-// eventually waits up to within for f to succeed. Each wait's bound is a few
-// times what it takes on a loaded 2-core machine: a reaction that slows
-// down (Crossplane throttling an XR, say) fails the test rather than
-// passing late.
-func eventually(t *testing.T, what string, within time.Duration, f func() error) {
-	t.Helper()
-	start := time.Now()
-	deadline := start.Add(within)
-	for {
-		err := f()
-		if err == nil {
-			t.Logf("%s: after %s", what, time.Since(start).Round(100*time.Millisecond))
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %s: %v (plane logs in %s)", what, within, err, p.Dir())
-		}
-		time.Sleep(interval)
-	}
-}
+// eventually and consistently wait as every e2e test does: polling every
+// interval, naming the plane's logs when what they wait for fails.
+var eventually, consistently = waits.Eventually, waits.Consistently
 
-func consistently(t *testing.T, what string, d time.Duration, f func() error) {
-	t.Helper()
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(interval) {
-		if err := f(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-}
+var waits = wait.Options{Every: interval, Logs: func() string { return p.Dir() }}
 
 // patch merge-patches an object.
 func patch(t *testing.T, o *unstructured.Unstructured, p map[string]any) {

@@ -24,11 +24,12 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/capxp/cluster-api-provider-crossplane/internal/lifeline"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/lifeline"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
+	"github.com/capxp/cluster-api-provider-crossplane/test/wait"
 )
 
 // clusterctlVersion is the clusterctl hack/ensure-tools.sh builds.
@@ -315,21 +316,6 @@ func leftovers(ctx context.Context, c client.Client) error {
 	return nil
 }
 
-func eventually(t *testing.T, what string, within time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, within, err)
-		}
-		time.Sleep(time.Second)
-	}
-}
-
 // startPlane starts the local plane in dir/plane with the tools directory
 // and the test's log, and stops it when the test ends, removing dir unless
 // the test failed (its logs are kept then).
@@ -352,3 +338,7 @@ func startPlane(ctx context.Context, t *testing.T, dir string, o plane.Options) 
 	})
 	return p
 }
+
+// eventually polls every second, quietly: the install tests log what they
+// run instead.
+var eventually = wait.Options{Every: time.Second, Quiet: true}.Eventually

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
 )
 
 // TestClusterctlMove pivots a cluster between two management planes with

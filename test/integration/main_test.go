@@ -23,7 +23,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/capxp/cluster-api-provider-crossplane/internal/lifeline"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/lifeline"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
 

@@ -27,8 +27,8 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
-	"github.com/capxp/cluster-api-provider-crossplane/internal/lifeline"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/localkube"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/lifeline"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/localkube"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 )
 

@@ -1,0 +1,120 @@
+package controllers
+
+// The one deferred write of a reconcile: the XR, its status, its owner's verdict, events.
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
+)
+
+// write sends what the reconcile decided, each part only when it differs
+// from what is stored: one merge patch of the XR's metadata and spec, one
+// server-side apply of its contract status fields, one of the owner's
+// condition; then the events.
+func (r *xrReconciler) write(ctx context.Context, s *scope) error {
+	var errs []error
+	gen := s.before.GetGeneration()
+	mirrorOnly := s.mirror != nil && equality.Semantic.DeepEqual(s.mirror.Object["spec"], s.xr.Object["spec"])
+	// The working copy is what is wanted: no copy of it to mutate.
+	if err := patchTo(ctx, r.client, &r.written, s.before, &unstructured.Unstructured{Object: s.xr.Object}); err != nil {
+		// Nothing else is written on a stale read.
+		return err
+	}
+	if mirrorOnly && s.before.GetGeneration() != gen && s.observed != 0 {
+		r.mirrors.record(s.xr.GetUID(), readiness.Mirror{From: s.observed, To: s.before.GetGeneration()})
+	}
+	if s.status != nil {
+		made, err := s.status.apply(ctx, r.client, &s.xr.Unstructured)
+		if err == nil && made != "" {
+			r.written.record(s.before, made, partProvisioned, "true")
+		}
+		errs = append(errs, err)
+	}
+	if s.verdict != nil && s.owner != nil {
+		errs = append(errs, r.writeVerdict(ctx, s))
+	}
+	for _, e := range s.events {
+		r.recorder.Eventf(s.xr, nil, e.kind, e.reason, actionReconcile, "%s", e.message)
+	}
+	return kerrors.NewAggregate(errs)
+}
+
+// writeVerdict applies the verdict as the owner's
+// CrossplaneInfrastructureReady condition when it says something new, and
+// records the change as an event on the XR.
+func (r *xrReconciler) writeVerdict(ctx context.Context, s *scope) error {
+	old, found := ownerCondition(s.owner)
+	if found && s.verdict.Same(&old) {
+		// The verdict is about the XR: a new generation of the owner (CAPI
+		// copying providerID or the bootstrap data secret name into its
+		// spec) that leaves it as it was is not written again.
+		return nil
+	}
+	if !found && s.verdict.Shown() {
+		// CAPI's own conditions say it already; the condition appears with
+		// the first verdict they do not, and follows every verdict after.
+		return nil
+	}
+	c := s.verdict.Condition(s.owner.GetGeneration())
+	if r.written.already(s.owner, partVerdict, verdictValue(c)) {
+		// The cache has not caught up with this very write yet: it was
+		// sent, and its event recorded, already.
+		return nil
+	}
+	// Converted only to be written: most reconciles write no verdict.
+	owner, err := toUnstructured(r.client, s.owner)
+	if err != nil {
+		return errors.Wrap(err, errWriteOwner)
+	}
+	st := &statusApply{}
+	st.condition(owner, c)
+	made, err := st.apply(ctx, r.client, owner)
+	if err != nil {
+		return errors.Wrap(err, errWriteOwner)
+	}
+	// Only a verdict someone must act on becomes an event too; progress is
+	// the condition's to say (and Provisioned, once, the XR's).
+	if (!found || !s.verdict.Same(&old)) && eventType(s.verdict.Reason) == corev1.EventTypeWarning {
+		r.recorder.Eventf(s.xr, nil, corev1.EventTypeWarning, s.verdict.Reason, actionReconcile, "%s", s.verdict.Message)
+	}
+	r.written.record(s.owner, made, partVerdict, verdictValue(c))
+	return nil
+}
+
+// ownerCondition is the bridge's condition on a CAPI owner, read from the
+// typed object.
+func ownerCondition(owner client.Object) (metav1.Condition, bool) {
+	g, ok := owner.(conditions.Getter)
+	if !ok {
+		return metav1.Condition{}, false
+	}
+	c := conditions.Get(g, infrav1.CrossplaneInfrastructureReadyCondition)
+	if c == nil {
+		return metav1.Condition{}, false
+	}
+	return *c, true
+}
+
+// eventType is Warning for verdicts that need someone to act, Normal for
+// progress.
+func eventType(reason string) string {
+	switch reason {
+	case infrav1.CompositionFailedReason, infrav1.InvalidOutputsReason, infrav1.InvalidFailureDomainReason,
+		infrav1.InvalidBootstrapDataRefReason, infrav1.NotControlledReason, infrav1.ProviderConfigNotFoundReason,
+		infrav1.ProviderConfigNotGrantedReason, infrav1.CredentialsSecretNotFoundReason, infrav1.SecretOutsideNamespaceReason:
+		return corev1.EventTypeWarning
+	}
+	return corev1.EventTypeNormal
+}
