@@ -11,16 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -62,14 +59,7 @@ func TestBench(t *testing.T) {
 		t.Skip("the benchmark runs with `make bench` (CAPXP_BENCH=1)")
 	}
 	// CAPXP_BENCH_LOGS=4 shows the controllers' logs, chatty lines too.
-	if v := os.Getenv("CAPXP_BENCH_LOGS"); v != "" {
-		fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-		klog.InitFlags(fs)
-		_ = fs.Set("v", v)
-		ctrl.SetLogger(klog.Background())
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
+	envtest.ControllerLogs("CAPXP_BENCH_LOGS")
 	ctx := t.Context()
 	env, err := envtest.Start(ctx)
 	if err != nil {
@@ -288,36 +278,7 @@ func createWorkload(ctx context.Context, c client.Client, ns string, clusters, m
 				APIGroup: clusterGVK.Group, Kind: clusterGVK.Kind, Name: name,
 			}},
 		}
-		labels := map[string]string{clusterv1.ClusterNameLabel: name, clusterv1.MachineDeploymentNameLabel: name + "-workers"}
-		md := &clusterv1.MachineDeployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-workers"},
-			Spec: clusterv1.MachineDeploymentSpec{
-				ClusterName: name,
-				Replicas:    ptr.To(int32(machines)),
-				Selector:    metav1.LabelSelector{MatchLabels: labels},
-				Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
-					Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
-					RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
-						MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1)),
-					},
-				}},
-				Deletion: clusterv1.MachineDeploymentDeletionSpec{Order: clusterv1.NewestMachineSetDeletionOrder},
-				Template: clusterv1.MachineTemplateSpec{
-					ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
-					Spec: clusterv1.MachineSpec{
-						ClusterName:   name,
-						Version:       "v1.36.0",
-						FailureDomain: "zone-a",
-						Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
-							APIGroup: bootstrapGVK.Group, Kind: "TestBootstrapConfigTemplate", Name: "workers",
-						}},
-						InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-							APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.CrossplaneMachineTemplateKind, Name: "workers",
-						},
-					},
-				},
-			},
-		}
+		md := envtest.MachineDeployment(ns, name, name+"-workers", "workers", "zone-a", int32(machines))
 		for _, o := range []client.Object{xr, cluster, md} {
 			if err := c.Create(ctx, o); err != nil {
 				return err

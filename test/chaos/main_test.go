@@ -10,19 +10,13 @@
 package chaos
 
 import (
-	"context"
 	"flag"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/lifeline"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
-	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
+	"github.com/capxp/cluster-api-provider-crossplane/test/planesuite"
 )
 
 var (
@@ -40,38 +34,8 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "capxp-chaos-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	bin = filepath.Join(dir, "bin")
-	build := exec.CommandContext(context.Background(), "go", "build", "-o", bin+string(filepath.Separator), "./cmd/capxp") //nolint:gosec // fixed arguments.
-	build.Dir = envtest.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "cannot build capxp: %v\n%s", err, out)
-		return 1
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	p, err = plane.Start(ctx, plane.Options{
-		Dir:           filepath.Join(dir, "plane"),
-		ManagerBinary: filepath.Join(bin, "capxp"),
-		Tools:         tools.Dir(envtest.ToolsDir()),
-		// The replicas test reads who wrote what.
-		AuditManagement: true,
-		Progress:        func(f string, a ...any) { fmt.Fprintf(os.Stderr, "plane: "+f+"\n", a...) },
+	// The replicas test reads who wrote what.
+	return planesuite.Run(m, "chaos", []string{"./cmd/capxp"}, plane.Options{AuditManagement: true}, func(s planesuite.Suite) {
+		p, bin = s.Plane, s.Bin
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	p.Stop()
-	if code == 0 {
-		_ = os.RemoveAll(dir)
-	} else {
-		fmt.Fprintf(os.Stderr, "the plane's logs are in %s\n", p.Dir())
-	}
-	return code
 }

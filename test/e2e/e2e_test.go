@@ -5,7 +5,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,8 +21,8 @@ import (
 
 	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/lifeline"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
+	"github.com/capxp/cluster-api-provider-crossplane/test/planesuite"
 )
 
 var (
@@ -40,38 +39,9 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "capxp-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	bin = filepath.Join(dir, "bin")
-	build := exec.CommandContext(context.Background(), "go", "build", "-o", bin+string(filepath.Separator), "./cmd/capxp", "./cmd/capxp-dev") //nolint:gosec // fixed arguments.
-	build.Dir = envtest.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "cannot build capxp and capxp-dev: %v\n%s", err, out)
-		return 1
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	p, err = plane.Start(ctx, plane.Options{
-		Dir:           filepath.Join(dir, "plane"),
-		ManagerBinary: filepath.Join(bin, "capxp"),
-		Tools:         tools.Dir(envtest.ToolsDir()),
-		Progress:      func(f string, a ...any) { fmt.Fprintf(os.Stderr, "plane: "+f+"\n", a...) },
+	return planesuite.Run(m, "e2e", []string{"./cmd/capxp", "./cmd/capxp-dev"}, plane.Options{}, func(s planesuite.Suite) {
+		p, bin = s.Plane, s.Bin
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	p.Stop()
-	if code == 0 {
-		_ = os.RemoveAll(dir)
-	} else {
-		fmt.Fprintf(os.Stderr, "the plane's logs are in %s\n", p.Dir())
-	}
-	return code
 }
 
 // TestDevBinary runs capxp-dev outside the checkout: it finds the tools

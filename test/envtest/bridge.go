@@ -3,6 +3,7 @@ package envtest
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"runtime/pprof"
@@ -11,7 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -294,4 +297,19 @@ func start(ctx context.Context, name string, mgr ctrl.Manager, w *Writes) (*Mana
 		return nil, errors.New("the manager's cache did not sync")
 	}
 	return m, nil
+}
+
+// ControllerLogs sends the controllers' logs to klog at the verbosity the
+// environment variable env names (4 shows the chatty lines too), or
+// discards them when it is unset: they are noise in a passing run.
+func ControllerLogs(env string) {
+	v := os.Getenv(env)
+	if v == "" {
+		ctrl.SetLogger(logr.Discard())
+		return
+	}
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("v", v)
+	ctrl.SetLogger(klog.Background())
 }

@@ -41,13 +41,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestClusterctl(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
-	defer cancel()
-	// Kept when the test fails, for the plane's logs.
-	dir, err := os.MkdirTemp("", "capxp-install-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, dir := begin(t, "install", 15*time.Minute)
 	clusterctl, bin := installFromRelease(ctx, t, dir)
 	p := startPlane(ctx, t, dir, plane.Options{Clusterctl: true, AuditManagement: true})
 	c := p.Management().Client
@@ -97,15 +91,7 @@ func generateTopology(t *testing.T, run func(...string) string, ns string) {
 		out := run("generate", "cluster", "classy-"+flavor, "--flavor", "topology-"+flavor, "--infrastructure", "crossplane", "-n", ns)
 		kinds := map[string]int{}
 		var classRef string
-		d := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
-		for {
-			u := &unstructured.Unstructured{}
-			if err := d.Decode(&u.Object); err != nil {
-				break
-			}
-			if len(u.Object) == 0 {
-				continue
-			}
+		for _, u := range decodeAll(out) {
 			kinds[u.GetKind()]++
 			if u.GetNamespace() != ns {
 				t.Errorf("flavor topology-%s: %s %s in namespace %q, want %s", flavor, u.GetKind(), u.GetName(), u.GetNamespace(), ns)
@@ -154,15 +140,7 @@ func provisionLocal(ctx context.Context, t *testing.T, p *plane.Plane, clusterct
 		}
 	}
 	manifest := clusterctl(p, "generate", "cluster", name, "--flavor", "local", "--infrastructure", "crossplane", "-n", ns, "--worker-machine-count", "2")
-	d := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := d.Decode(&u.Object); err != nil {
-			break
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
+	for _, u := range decodeAll(manifest) {
 		objs = append(objs, u.DeepCopy())
 		// The client discovers kinds lazily: a kind Crossplane has just
 		// started serving can take a moment to be known, as with kubectl;
@@ -342,3 +320,31 @@ func startPlane(ctx context.Context, t *testing.T, dir string, o plane.Options) 
 // eventually polls every second, quietly: the install tests log what they
 // run instead.
 var eventually = wait.Options{Every: time.Second, Quiet: true}.Eventually
+
+// decodeAll decodes every object of a YAML stream, as clusterctl prints one.
+func decodeAll(manifest string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	d := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := d.Decode(&u.Object); err != nil {
+			return out
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+}
+
+// begin bounds an install test in time and gives it a folder for the
+// release and the plane, kept when the test fails, for the plane's logs.
+func begin(t *testing.T, name string, within time.Duration) (context.Context, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), within)
+	t.Cleanup(cancel)
+	dir, err := os.MkdirTemp("", "capxp-"+name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, dir
+}

@@ -28,12 +28,7 @@ import (
 // `crossplane xpkg install configuration` bringing the XRDs, Compositions,
 // functions, providers and the bridge, which then provisions a cluster.
 func TestCrossplanePackages(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
-	defer cancel()
-	dir, err := os.MkdirTemp("", "capxp-packages-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, dir := begin(t, "packages", 15*time.Minute)
 	cli, err := tools.Dir(envtest.ToolsDir()).Binary("crossplane-cli", plane.CrossplaneCLIVersion)
 	if err != nil {
 		t.Fatal(err)

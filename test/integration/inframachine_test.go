@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -181,37 +180,7 @@ func node(g Gomega, w *envtest.Workload, name, providerID string) {
 }
 
 func machineDeployment(ns, cluster, name, infraTemplate string, replicas int32) *clusterv1.MachineDeployment {
-	labels := map[string]string{clusterv1.ClusterNameLabel: cluster, clusterv1.MachineDeploymentNameLabel: name}
-	return &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: cluster,
-			Replicas:    ptr.To(replicas),
-			Selector:    metav1.LabelSelector{MatchLabels: labels},
-			// What CAPI's defaulting webhook would set; no webhook runs here.
-			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
-				Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
-				RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
-					MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1)),
-				},
-			}},
-			Deletion: clusterv1.MachineDeploymentDeletionSpec{Order: clusterv1.NewestMachineSetDeletionOrder},
-			Template: clusterv1.MachineTemplateSpec{
-				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
-				Spec: clusterv1.MachineSpec{
-					ClusterName:   cluster,
-					Version:       "v1.36.0",
-					FailureDomain: "eu-west-1a",
-					Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: bootstrapGVK.Group, Kind: "TestBootstrapConfigTemplate", Name: "workers",
-					}},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.CrossplaneMachineTemplateKind, Name: infraTemplate,
-					},
-				},
-			},
-		},
-	}
+	return envtest.MachineDeployment(ns, cluster, name, infraTemplate, "eu-west-1a", replicas)
 }
 
 func machineTemplate(ns, name string, status map[string]any) *infrav1.CrossplaneMachineTemplate {

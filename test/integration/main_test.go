@@ -9,18 +9,14 @@ package integration
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/lifeline"
@@ -47,16 +43,9 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	// Controller logs are noise in a passing run; CAPXP_TEST_LOGS=1 shows them.
-	if v := os.Getenv("CAPXP_TEST_LOGS"); v != "" {
-		// CAPXP_TEST_LOGS=4 shows the chatty lines too.
-		fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-		klog.InitFlags(fs)
-		_ = fs.Set("v", v)
-		ctrl.SetLogger(klog.Background())
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
+	// Controller logs are noise in a passing run; CAPXP_TEST_LOGS=1 shows
+	// them, CAPXP_TEST_LOGS=4 the chatty lines too.
+	envtest.ControllerLogs("CAPXP_TEST_LOGS")
 	var cancel context.CancelFunc
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
