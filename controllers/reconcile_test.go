@@ -396,6 +396,22 @@ func TestReconcile(t *testing.T) {
 			},
 			events: []string{"Warning NotControlled Not deleting ConfigMap/demo-part: spec.crossplane.resourceRefs names them but this composite resource does not control them"},
 		},
+		"DeletingWithAForeignReferenceAndWaiting": {
+			reason: "a foreign reference is said in an event also while the deletion waits for what the XR controls, whose wait is the verdict",
+			creds:  granted,
+			xr: testXR(finalizers(infrav1.Finalizer), provisioned, deleting, func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedSlice(u.Object, []any{
+					map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "demo-part"},
+					map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "not-mine"},
+				}, "spec", "crossplane", "resourceRefs")
+			}),
+			objs: []client.Object{testCluster(false), composedPart(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "not-mine"}}},
+			writes: []want{
+				{"delete", "ConfigMap", "demo-part", nil},
+				{"apply status", "Cluster", "demo", []string{`"reason":"Deleting"`}},
+			},
+			events: []string{"Warning NotControlled Not deleting ConfigMap/not-mine: spec.crossplane.resourceRefs names them but this composite resource does not control them"},
+		},
 		"DeletedWhilePaused": {
 			reason: "an XR deleted while its Cluster is paused (clusterctl move) is paused and nothing it composed is deleted",
 			creds:  granted,

@@ -55,8 +55,9 @@ func (r *xrReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Resu
 	if len(foreign) > 0 {
 		v := verdict.NotReady(infrav1.NotControlledReason,
 			"Not deleting %s: spec.crossplane.resourceRefs names them but this composite resource does not control them", contract.List(foreign))
-		if s.owner == nil {
-			// With an owner, the verdict's change is the event.
+		if s.owner == nil || len(remaining) > 0 {
+			// The verdict's change is the event, when an owner shows it
+			// and no wait below replaces it.
 			s.event(corev1.EventTypeWarning, v.Reason, v.Message)
 		}
 		s.verdict = &v
