@@ -95,8 +95,9 @@ func labelCRD(ctx context.Context, c client.Client, w *written, name string, wan
 	patch.SetGroupVersionKind(crd.GroupVersionKind())
 	patch.SetName(name)
 	patch.SetLabels(maps.Clone(want))
-	//nolint:staticcheck // client.Apply of an unstructured patch: the typed ApplyConfiguration of a CRD would send its whole spec.
-	if err := c.Patch(ctx, patch, client.Apply, client.FieldOwner(owner)); err != nil {
+	// Only the labels are applied: an unstructured apply configuration
+	// sends what it holds, where a typed CRD one would send its whole spec.
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(patch), client.FieldOwner(owner)); err != nil {
 		return false, errors.Wrapf(err, "cannot label CustomResourceDefinition %s", name)
 	}
 	if w != nil {

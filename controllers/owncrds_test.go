@@ -10,6 +10,7 @@ import (
 
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -110,11 +111,12 @@ func TestCRDLabelledOnce(t *testing.T) {
 					reads++
 					return nil
 				},
-				Patch: func(_ context.Context, _ client.WithWatch, obj client.Object, _ client.Patch, _ ...client.PatchOption) error {
+				Apply: func(_ context.Context, _ client.WithWatch, obj runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
 					mu.Lock()
 					defer mu.Unlock()
 					applies++
-					obj.SetResourceVersion(strconv.Itoa(10 + applies))
+					// The server's answer, written back into the applied object.
+					obj.(interface{ SetResourceVersion(string) }).SetResourceVersion(strconv.Itoa(10 + applies))
 					return nil
 				},
 			}).Build()

@@ -5,9 +5,11 @@ import (
 	"sort"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -34,11 +36,13 @@ type statusApply struct {
 // from the object when the status did not change, so a condition only moves
 // when its meaning does.
 func (s *statusApply) condition(obj *unstructured.Unstructured, c metav1.Condition) {
-	c.LastTransitionTime = metav1.Now()
-	if old, ok := findCondition(obj, c.Type); ok && old.Status == c.Status {
-		c.LastTransitionTime = old.LastTransitionTime
+	// apimachinery's rule: the transition time moves only with the status.
+	var conds []metav1.Condition
+	if old, ok := findCondition(obj, c.Type); ok {
+		conds = append(conds, old)
 	}
-	s.conditions = append(s.conditions, c)
+	meta.SetStatusCondition(&conds, c)
+	s.conditions = append(s.conditions, conds[0])
 }
 
 // changed reports whether applying s would change obj.
@@ -97,27 +101,14 @@ func (s *statusApply) apply(ctx context.Context, c client.Client, obj *unstructu
 	return u.GetResourceVersion(), nil
 }
 
+// findCondition reads a condition of an unstructured object with CAPI's
+// reader (status.conditions, or a v1beta1 object's status.v1beta2.conditions).
 func findCondition(obj *unstructured.Unstructured, t string) (metav1.Condition, bool) {
-	cs, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, raw := range cs {
-		m, ok := raw.(map[string]any)
-		if !ok || m["type"] != t {
-			continue
-		}
-		c := metav1.Condition{Type: t}
-		status, _ := m["status"].(string)
-		c.Status = metav1.ConditionStatus(status)
-		c.Reason, _ = m["reason"].(string)
-		c.Message, _ = m["message"].(string)
-		if g, ok := m["observedGeneration"].(int64); ok {
-			c.ObservedGeneration = g
-		}
-		if ts, ok := m["lastTransitionTime"].(string); ok {
-			_ = c.LastTransitionTime.UnmarshalQueryParameter(ts)
-		}
-		return c, true
+	c, err := conditions.UnstructuredGet(obj, t)
+	if err != nil || c == nil {
+		return metav1.Condition{}, false
 	}
-	return metav1.Condition{}, false
+	return *c, true
 }
 
 func splitPath(p string) []string { return strings.Split(p, ".") }
