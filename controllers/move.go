@@ -231,7 +231,7 @@ func (r *xrReconciler) labelComposedCRDs(ctx context.Context, s *scope) {
 // label missing in the cache and apply it.
 type crdLabels struct {
 	mu      sync.Mutex
-	written written
+	written memory
 	// labelled are the kinds whose CRDs carry the label (or have none):
 	// their references cost no walk of the composed resources.
 	labelled sync.Map

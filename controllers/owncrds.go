@@ -81,14 +81,14 @@ func (r *ownCRDs) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 // when the CRD has them, or (with w) when it applied them over the version
 // cached; it says whether it wrote. A missing CRD is an error
 // apierrors.IsNotFound recognises.
-func labelCRD(ctx context.Context, c client.Client, w *written, name string, want map[string]string, owner string) (bool, error) {
+func labelCRD(ctx context.Context, c client.Client, w *memory, name string, want map[string]string, owner string) (bool, error) {
 	crd := &metav1.PartialObjectMetadata{}
 	crd.SetGroupVersionKind(extv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
 	if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
 		return false, errors.Wrap(err, errGetCRD)
 	}
 	value := labels.Set(want).String()
-	if hasLabels(crd.GetLabels(), want) || (w != nil && w.already(crd, partLabels, value)) {
+	if labels.SelectorFromSet(want).Matches(labels.Set(crd.GetLabels())) || (w != nil && w.already(crd, partLabels, value)) {
 		return false, nil
 	}
 	patch := &unstructured.Unstructured{}
@@ -104,14 +104,4 @@ func labelCRD(ctx context.Context, c client.Client, w *written, name string, wan
 		w.record(crd, patch.GetResourceVersion(), partLabels, value)
 	}
 	return true, nil
-}
-
-// hasLabels reports whether have holds every label of want, with its value.
-func hasLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		if hv, ok := have[k]; !ok || hv != v {
-			return false
-		}
-	}
-	return true
 }

@@ -23,7 +23,7 @@ import (
 // make it fail. With w, a patch is not sent again over a cache that does not
 // show it yet (a reconcile woken by another kind's informer may read the
 // object from one behind): what it writes is already there.
-func patchIfChanged(ctx context.Context, c client.Client, w *written, obj *unstructured.Unstructured, mutate func(*unstructured.Unstructured)) error {
+func patchIfChanged(ctx context.Context, c client.Client, w *memory, obj *unstructured.Unstructured, mutate func(*unstructured.Unstructured)) error {
 	want := obj.DeepCopy()
 	mutate(want)
 	return patchTo(ctx, c, w, obj, want)
@@ -31,7 +31,7 @@ func patchIfChanged(ctx context.Context, c client.Client, w *written, obj *unstr
 
 // patchTo is patchIfChanged for a caller that holds the object it wants
 // already: want, which the patch's answer overwrites.
-func patchTo(ctx context.Context, c client.Client, w *written, obj, want *unstructured.Unstructured) error {
+func patchTo(ctx context.Context, c client.Client, w *memory, obj, want *unstructured.Unstructured) error {
 	if equality.Semantic.DeepEqual(obj.Object, want.Object) {
 		return nil
 	}

@@ -136,7 +136,7 @@ func TestPatchIfChangedSendsAPatchOnce(t *testing.T) {
 			if err := c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: "m"}, stale); err != nil {
 				t.Fatal(err)
 			}
-			w := &written{}
+			w := &memory{}
 			first := stale.DeepCopy()
 			if err := patchIfChanged(t.Context(), c, w, first, setID("a")); err != nil {
 				t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -124,6 +125,37 @@ func composing(u *unstructured.Unstructured) {
 		"spec", "crossplane", "resourceRefs")
 }
 
+// testMachineXR is a CrossplaneMachine of team-a that Crossplane reports
+// ready with a providerID, owned by Machine demo-md-0 of Cluster demo.
+func testMachineXR(mutate ...func(u *unstructured.Unstructured)) *unstructured.Unstructured {
+	u := testXR()
+	u.SetKind(infrav1.CrossplaneMachineKind)
+	u.SetName("demo-md-0")
+	u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "demo-md-0", UID: "machine-uid"}})
+	_ = unstructured.SetNestedMap(u.Object, map[string]any{"providerID": "local:///team-a/demo-md-0"}, "status", "outputs")
+	for _, m := range mutate {
+		m(u)
+	}
+	return u
+}
+
+// testMachine is Machine demo-md-0 of Cluster demo; with bootstrap data it
+// names its secret.
+func testMachine(bootstrapData bool) *clusterv1.Machine {
+	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo-md-0", UID: "machine-uid",
+		Labels: map[string]string{clusterv1.ClusterNameLabel: "demo"}}, Spec: clusterv1.MachineSpec{ClusterName: "demo"}}
+	if bootstrapData {
+		m.Spec.Bootstrap.DataSecretName = ptr.To("demo-md-0-bootstrap")
+	}
+	return m
+}
+
+// bootstrapInjected is a machine XR the bridge already gave its bootstrap
+// data reference.
+func bootstrapInjected(u *unstructured.Unstructured) {
+	_ = unstructured.SetNestedMap(u.Object, map[string]any{"name": "demo-md-0-bootstrap", "key": "value"}, "spec", "bootstrap", "dataSecretRef")
+}
+
 func composedPart() *corev1.ConfigMap {
 	yes := true
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo-part",
@@ -217,8 +249,12 @@ func reconcileOnce(t *testing.T, creds credentials.Resolver, xr *unstructured.Un
 	access := newReadAccess(c)
 	access.ok[schema.GroupResource{Resource: "configmaps"}] = true
 	rec := events.NewFakeRecorder(10)
+	var contract seam = infraCluster{client: c}
+	if xr.GetKind() == infrav1.CrossplaneMachineKind {
+		contract = infraMachine{client: c, access: access}
+	}
 	r := &xrReconciler{
-		client: c, gvk: xr.GroupVersionKind(), contract: infraCluster{client: c}, recorder: rec,
+		client: c, gvk: xr.GroupVersionKind(), contract: contract, recorder: rec,
 		credentials: creds, crdLabels: &crdLabels{}, access: access, tracker: nopWatcher{},
 	}
 	ctx := ctrl.LoggerInto(t.Context(), ctrl.Log)
@@ -281,6 +317,34 @@ func TestReconcile(t *testing.T) {
 			objs:   []client.Object{clusterWith(metav1.Condition{Type: infrav1.CrossplaneInfrastructureReadyCondition, Status: metav1.ConditionFalse, Reason: infrav1.ProviderConfigNotGrantedReason})},
 			writes: []want{
 				{"apply status", "Cluster", "demo", []string{`"type":"CrossplaneInfrastructureReady"`, `"status":"True"`}},
+			},
+		},
+		"MachineWaitsForTheClusterInfrastructure": {
+			reason: "a machine XR stays held until its Cluster's infrastructure is provisioned; CAPI's own conditions say so on the Machine, so nothing is written",
+			creds:  granted,
+			xr:     testMachineXR(annotate(paused, "true")),
+			objs:   []client.Object{testCluster(false), testMachine(true)},
+		},
+		"MachineWithAPresetBootstrapReference": {
+			reason: "a bootstrap data reference preset to another Machine's data keeps the XR held; the Machine's condition and a warning say why",
+			creds:  granted,
+			xr: testMachineXR(annotate(paused, "true"), func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedMap(u.Object, map[string]any{"name": "someone-elses", "key": "value"}, "spec", "bootstrap", "dataSecretRef")
+			}),
+			objs: []client.Object{testCluster(false), testMachine(true)},
+			writes: []want{
+				{"apply status", "Machine", "demo-md-0", []string{`"status":"False"`, `"reason":"InvalidBootstrapDataRef"`}},
+			},
+			events: []string{"Warning InvalidBootstrapDataRef spec.bootstrap.dataSecretRef someone-elses/value is set by the bridge, not preset: Machine demo-md-0's bootstrap data is demo-md-0-bootstrap/value; recreate the machine without it"},
+		},
+		"MachineNormal": {
+			reason: "a machine XR given its bootstrap data is released, given its providerID and marked provisioned; CAPI reports the provisioning on the Machine",
+			creds:  granted,
+			xr:     testMachineXR(annotate(paused, "true"), bootstrapInjected),
+			objs:   []client.Object{testCluster(false), testMachine(true)},
+			writes: []want{
+				{"patch", "CrossplaneMachine", "demo-md-0", []string{`"crossplane.io/paused":null`, `"providerID":"local:///team-a/demo-md-0"`}},
+				{"apply status", "CrossplaneMachine", "demo-md-0", []string{`"provisioned":true`, `"ready":true`}},
 			},
 		},
 		"PausedByCAPI": {

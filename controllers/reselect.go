@@ -71,10 +71,9 @@ func (r *xrReconciler) reselect(ctx context.Context, s *scope) error {
 		return nil
 	}
 	key := ref.Name + "/" + selector.String()
-	if done, _ := r.released.Load(s.xr.GetUID()); done == key {
+	if r.memory.release(s.xr.GetUID(), key) {
 		return nil
 	}
-	r.released.Store(s.xr.GetUID(), key)
 	p := fieldpath.Pave(s.xr.Object)
 	for _, f := range []string{"spec.crossplane.compositionRef", "spec.crossplane.compositionRevisionRef"} {
 		if err := p.DeleteField(f); err != nil {

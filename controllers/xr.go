@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -95,30 +94,18 @@ type xrReconciler struct {
 	recorder    events.EventRecorder
 	tracker     watcher
 	credentials credentials.Resolver
-	// written keeps a stale cache from sending a write twice.
-	written written
-	// mirrors are the bridge's own copies of outputs into XRs' specs.
-	mirrors mirrors
-	// newest are the newest Ready and Synced read of each XR.
-	newest newest
+	// memory is what the reconciler remembers of each object.
+	memory memory
 	// crdLabels labels the CRDs of composed kinds once.
 	crdLabels *crdLabels
 	// access says which kinds the bridge may read.
 	access *readAccess
-	// released remembers, per XR UID, the Composition and selector it
-	// released the Composition for, so that a read from a cache behind
-	// that write releases it (and says so) only once.
-	released sync.Map
 }
 
-// forget drops everything the reconciler remembers of an object: what it
-// wrote, its mirrors, its newest conditions, its released Composition. It
-// is called once an XR is let go or gone, for the XR and its owner.
+// forget drops everything the reconciler remembers of an object. It is
+// called once an XR is let go or gone, for the XR and its owner.
 func (r *xrReconciler) forget(uid types.UID) {
-	r.written.forget(uid)
-	r.mirrors.forget(uid)
-	r.newest.forget(uid)
-	r.released.Delete(uid)
+	r.memory.forget(uid)
 }
 
 // scope is one reconcile's working state. Phases change xr (metadata and
@@ -363,8 +350,8 @@ func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 	set, provisioned, errs := r.contract.outputs(u)
 	// The newest Ready and Synced read, not one Crossplane put back from a
 	// stale read (readiness.Replaced).
-	c := r.newest.read(u)
-	v := contract.Evaluate(readiness.ObserveConditions(u.GetGeneration(), false, c.synced, c.ready, r.mirrors.get(s.xr.GetUID())), errs)
+	c := r.memory.read(u)
+	v := contract.Evaluate(readiness.ObserveConditions(u.GetGeneration(), false, c.synced, c.ready, r.memory.mirror(s.xr.GetUID())), errs)
 	if v.Ready {
 		set(u)
 		s.mirror = s.before.DeepCopy()
@@ -375,7 +362,7 @@ func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 	// A cache behind the bridge's own write of the milestone still shows
 	// the XR not provisioned: it is, and is neither written nor announced
 	// again.
-	stale := !isProvisioned(u) && r.written.already(s.xr, partProvisioned, "true")
+	stale := !isProvisioned(u) && r.memory.already(s.xr, partProvisioned, "true")
 	was := isProvisioned(u) || stale
 	now := contract.Provisioned(was, v)
 	r.blockMove(ctx, s, now)

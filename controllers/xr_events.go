@@ -43,12 +43,12 @@ func (r *xrReconciler) xrChanged(e event.UpdateEvent) bool {
 	}
 	// The old object was read as the new one of the event before; read
 	// again, it seeds what a restarted bridge remembers.
-	before, now := r.newest.read(o), r.newest.read(n)
+	before, now := r.memory.read(o), r.memory.read(n)
 	if !equality.Semantic.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp()) {
 		return true
 	}
 	deleting := n.GetDeletionTimestamp() != nil
-	if !deleting && r.written.echo(n.GetUID(), o.GetResourceVersion(), n.GetResourceVersion()) {
+	if !deleting && r.memory.echo(n.GetUID(), o.GetResourceVersion(), n.GetResourceVersion()) {
 		// The reconcile that wrote it knew it.
 		return false
 	}
@@ -72,7 +72,7 @@ func (r *xrReconciler) xrChanged(e event.UpdateEvent) bool {
 	} else if gen != o.GetGeneration() {
 		return true
 	}
-	m := r.mirrors.get(n.GetUID())
+	m := r.memory.mirror(n.GetUID())
 	return !equality.Semantic.DeepEqual(statusRead(o, o.GetGeneration(), before, m), statusRead(n, gen, now, m))
 }
 

@@ -229,7 +229,7 @@ func TestXRChangedIgnoresTheBridgesOwnWrite(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := &xrReconciler{contract: infraMachine{}}
 			// The bridge patched version 10 of XR 1 into version 11.
-			r.written.record(xr("10", nil), "11", partPatch, `{"spec":{"providerID":"aws:///i-1"}}`)
+			r.memory.record(xr("10", nil), "11", partPatch, `{"spec":{"providerID":"aws:///i-1"}}`)
 			if got := r.xrChanged(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
 				t.Errorf("xrChanged() = %v, want %v", got, tc.want)
 			}

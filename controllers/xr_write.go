@@ -28,17 +28,17 @@ func (r *xrReconciler) write(ctx context.Context, s *scope) error {
 	gen := s.before.GetGeneration()
 	mirrorOnly := s.mirror != nil && equality.Semantic.DeepEqual(s.mirror.Object["spec"], s.xr.Object["spec"])
 	// The working copy is what is wanted: no copy of it to mutate.
-	if err := patchTo(ctx, r.client, &r.written, s.before, &unstructured.Unstructured{Object: s.xr.Object}); err != nil {
+	if err := patchTo(ctx, r.client, &r.memory, s.before, &unstructured.Unstructured{Object: s.xr.Object}); err != nil {
 		// Nothing else is written on a stale read.
 		return err
 	}
 	if mirrorOnly && s.before.GetGeneration() != gen && s.observed != 0 {
-		r.mirrors.record(s.xr.GetUID(), readiness.Mirror{From: s.observed, To: s.before.GetGeneration()})
+		r.memory.mirrored(s.xr.GetUID(), readiness.Mirror{From: s.observed, To: s.before.GetGeneration()})
 	}
 	if s.status != nil {
 		made, err := s.status.apply(ctx, r.client, &s.xr.Unstructured)
 		if err == nil && made != "" {
-			r.written.record(s.before, made, partProvisioned, "true")
+			r.memory.record(s.before, made, partProvisioned, "true")
 		}
 		errs = append(errs, err)
 	}
@@ -68,7 +68,7 @@ func (r *xrReconciler) writeVerdict(ctx context.Context, s *scope) error {
 		return nil
 	}
 	c := s.verdict.Condition(s.owner.GetGeneration())
-	if r.written.already(s.owner, partVerdict, verdictValue(c)) {
+	if r.memory.already(s.owner, partVerdict, verdictValue(c)) {
 		// The cache has not caught up with this very write yet: it was
 		// sent, and its event recorded, already.
 		return nil
@@ -89,7 +89,7 @@ func (r *xrReconciler) writeVerdict(ctx context.Context, s *scope) error {
 	if (!found || !s.verdict.Same(&old)) && eventType(s.verdict.Reason) == corev1.EventTypeWarning {
 		r.recorder.Eventf(s.xr, nil, corev1.EventTypeWarning, s.verdict.Reason, actionReconcile, "%s", s.verdict.Message)
 	}
-	r.written.record(s.owner, made, partVerdict, verdictValue(c))
+	r.memory.record(s.owner, made, partVerdict, verdictValue(c))
 	return nil
 }
 

@@ -133,32 +133,27 @@ func run(ctx context.Context, env *envtest.Environment, level string, clusters, 
 
 	switch level {
 	case "L0":
-		p, err := newManager(r.provider.wrap(env.Config))
+		// The ideal provider: the contract's fields, nothing else.
+		stop, err := startActors(ctx, r.provider.wrap(env.Config), func(c client.Client, gvk schema.GroupVersionKind) actor {
+			return &ideal{client: c, gvk: gvk}
+		})
 		if err != nil {
 			return r, err
 		}
-		for _, gvk := range []schema.GroupVersionKind{clusterGVK, machineGVK} {
-			if err := (&ideal{client: p.GetClient(), gvk: gvk}).setup(p); err != nil {
-				return r, err
-			}
-		}
-		defer start(ctx, p)()
+		defer stop()
 	case "L2":
 		b, err := env.StartBridgeAs(ctx, r.provider.wrap(env.Config), controllers.Options{Concurrency: 10})
 		if err != nil {
 			return r, err
 		}
 		defer func() { _ = b.Stop() }()
-		e, err := newManager(r.engine.wrap(env.Config))
+		stop, err := startActors(ctx, r.engine.wrap(env.Config), func(c client.Client, gvk schema.GroupVersionKind) actor {
+			return &engine{client: c, gvk: gvk}
+		})
 		if err != nil {
 			return r, err
 		}
-		for _, gvk := range []schema.GroupVersionKind{clusterGVK, machineGVK} {
-			if err := (&engine{client: e.GetClient(), gvk: gvk}).setup(e); err != nil {
-				return r, err
-			}
-		}
-		defer start(ctx, e)()
+		defer stop()
 	}
 
 	ns, err := env.NewNamespace(ctx, "bench-"+strings.ToLower(level))
@@ -224,6 +219,24 @@ func deleteWorkload(ctx context.Context, c client.Client, ns string, within time
 }
 
 // newManager is a manager for the benchmark's own actors.
+// actor is one simulated controller of the benchmark.
+type actor interface{ setup(ctrl.Manager) error }
+
+// startActors starts a manager as cfg's user running one actor for each of
+// the cluster and machine kinds; it returns what stops it.
+func startActors(ctx context.Context, cfg *rest.Config, of func(client.Client, schema.GroupVersionKind) actor) (func(), error) {
+	mgr, err := newManager(cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, gvk := range []schema.GroupVersionKind{clusterGVK, machineGVK} {
+		if err := of(mgr.GetClient(), gvk).setup(mgr); err != nil {
+			return nil, err
+		}
+	}
+	return start(ctx, mgr), nil
+}
+
 func newManager(cfg *rest.Config) (ctrl.Manager, error) {
 	return ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 controllers.NewScheme(),

@@ -22,9 +22,8 @@ import (
 // where every field came from; the bridge leaves the InfraCluster alone.
 func TestExternalInfraCluster(t *testing.T) {
 	ctx := t.Context()
-	e := applyExample(t, "external")
+	e := provisionedExample(t, "external", 90*time.Second)
 	ns := e.Namespace()
-	waitForMachines(t, e, e.Machines, 90*time.Second)
 
 	xrs := &infrav1.CrossplaneMachineList{}
 	if err := mgmt().List(ctx, xrs, client.InNamespace(ns)); err != nil {
@@ -66,12 +65,8 @@ func TestExternalInfraCluster(t *testing.T) {
 	// Deleting the cluster deletes the machines; CAPI deletes the
 	// InfraCluster object as it does any, and nothing is left.
 	deleteExampleCluster(t, e, 90*time.Second, func() error {
-		left := &infrav1.CrossplaneMachineList{}
-		if err := mgmt().List(ctx, left, client.InNamespace(ns)); err != nil {
+		if err := noneLeft(ctx, mgmt(), &infrav1.CrossplaneMachineList{}, client.InNamespace(ns)); err != nil {
 			return err
-		}
-		if len(left.Items) != 0 {
-			return fmt.Errorf("%d CrossplaneMachines remain", len(left.Items))
 		}
 		if err := mgmt().Get(ctx, client.ObjectKeyFromObject(legacy), legacy.DeepCopy()); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("the LegacyCluster still exists (%v)", err)

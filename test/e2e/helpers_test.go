@@ -1,13 +1,16 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -146,6 +149,15 @@ func applyExample(t *testing.T, name string) plane.Example {
 	return e
 }
 
+// provisionedExample applies one of plane.Examples and waits up to within
+// for all its machines to be provisioned.
+func provisionedExample(t *testing.T, name string, within time.Duration) plane.Example {
+	t.Helper()
+	e := applyExample(t, name)
+	waitForMachines(t, e, e.Machines, within)
+	return e
+}
+
 // waitForMachines waits up to within for an example to have machines
 // provisioned Machines with Nodes, logging its state as it changes.
 func waitForMachines(t *testing.T, e plane.Example, machines int, within time.Duration) {
@@ -159,6 +171,29 @@ func waitForMachines(t *testing.T, e plane.Example, machines int, within time.Du
 		t.Fatal(err)
 	}
 	t.Logf("examples/%s: %d machines provisioned after %s", e.Name, machines, time.Since(start).Round(100*time.Millisecond))
+}
+
+// noneLeft says how many objects of a list's kind remain, if any do.
+func noneLeft(ctx context.Context, c client.Client, list client.ObjectList, opts ...client.ListOption) error {
+	if err := c.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	if n := meta.LenList(list); n != 0 {
+		return fmt.Errorf("%d %s remain", n, strings.TrimSuffix(reflect.TypeOf(list).Elem().Name(), "List")+"s")
+	}
+	return nil
+}
+
+// listOf lists the objects of an unstructured kind in a namespace.
+func listOf(t *testing.T, ns, apiVersion, kind string) []unstructured.Unstructured {
+	t.Helper()
+	l := &unstructured.UnstructuredList{}
+	l.SetAPIVersion(apiVersion)
+	l.SetKind(kind + "List")
+	if err := mgmt().List(t.Context(), l, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
 }
 
 // deleteExampleCluster deletes an example's Cluster and waits up to within

@@ -18,19 +18,11 @@ import (
 // deployment scales; deleting the cluster leaves nothing.
 func TestPlatformKind(t *testing.T) {
 	ctx := t.Context()
-	e := applyExample(t, "platform")
+	e := provisionedExample(t, "platform", 90*time.Second)
 	ns := e.Namespace()
-	waitForMachines(t, e, e.Machines, 90*time.Second)
 
 	vms := func() []unstructured.Unstructured {
-		t.Helper()
-		l := &unstructured.UnstructuredList{}
-		l.SetAPIVersion("compute.platform.example.org/v1alpha1")
-		l.SetKind("VirtualMachineList")
-		if err := mgmt().List(ctx, l, client.InNamespace(ns)); err != nil {
-			t.Fatal(err)
-		}
-		return l.Items
+		return listOf(t, ns, "compute.platform.example.org/v1alpha1", "VirtualMachine")
 	}
 	// Each VirtualMachine is the template's clone: its labels, its
 	// parameters, the Composition the XRD defaults to; its Node carries the
@@ -71,13 +63,6 @@ func TestPlatformKind(t *testing.T) {
 		if n := len(vms()); n != 0 {
 			return fmt.Errorf("%d VirtualMachines remain", n)
 		}
-		nodes := &corev1.NodeList{}
-		if err := p.Workload.Client.List(ctx, nodes, client.HasLabels{"platform.example.org/vm"}); err != nil {
-			return err
-		}
-		if len(nodes.Items) != 0 {
-			return fmt.Errorf("%d Nodes of VirtualMachines remain", len(nodes.Items))
-		}
-		return nil
+		return noneLeft(ctx, p.Workload.Client, &corev1.NodeList{}, client.HasLabels{"platform.example.org/vm"})
 	})
 }

@@ -25,9 +25,8 @@ import (
 // template for each, and a machine of the new size).
 func TestClusterClass(t *testing.T) {
 	ctx := t.Context()
-	e := applyExample(t, "topology")
+	e := provisionedExample(t, "topology", 3*time.Minute)
 	ns := e.Namespace()
-	waitForMachines(t, e, e.Machines, 3*time.Minute)
 
 	cluster := &clusterv1.Cluster{}
 	if err := mgmt().Get(ctx, client.ObjectKey{Namespace: ns, Name: e.Cluster}, cluster); err != nil {
@@ -53,14 +52,7 @@ func TestClusterClass(t *testing.T) {
 	// Machines take the cluster's region, as any machine without one of its
 	// own does.
 	machineXRs := func() []unstructured.Unstructured {
-		t.Helper()
-		l := &unstructured.UnstructuredList{}
-		l.SetAPIVersion("infrastructure.cluster.x-k8s.io/v1alpha1")
-		l.SetKind("CrossplaneMachineList")
-		if err := mgmt().List(ctx, l, client.InNamespace(ns)); err != nil {
-			t.Fatal(err)
-		}
-		return l.Items
+		return listOf(t, ns, "infrastructure.cluster.x-k8s.io/v1alpha1", "CrossplaneMachine")
 	}
 	for _, m := range machineXRs() {
 		if r, _, _ := unstructured.NestedString(m.Object, "spec", "network", "region"); r != "dc-1" {
@@ -203,14 +195,7 @@ func TestClusterClass(t *testing.T) {
 
 	// Deleting the Cluster deletes everything the topology created.
 	deleteExampleCluster(t, e, 2*time.Minute, func() error {
-		l := &clusterv1.MachineList{}
-		if err := mgmt().List(ctx, l, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		if len(l.Items) != 0 {
-			return fmt.Errorf("%d Machines remain", len(l.Items))
-		}
-		return nil
+		return noneLeft(ctx, mgmt(), &clusterv1.MachineList{}, client.InNamespace(ns))
 	})
 }
 

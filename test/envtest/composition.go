@@ -56,27 +56,28 @@ func Composition(xr schema.GroupVersionKind) (*xpextv1.Composition, error) {
 	fail := fromXR("metadata.annotations["+FailAnnotation+"]", "spec.failure")
 	// Only the empty value maps: any other fails the pipeline, naming it.
 	fail["transforms"] = []any{map[string]any{"type": "map", "map": map[string]any{"": ""}}}
-	input := map[string]any{
-		"apiVersion": "pt.fn.crossplane.io/v1beta1",
-		"kind":       "Resources",
-		"resources": []any{map[string]any{
-			"name": "stub",
-			"base": map[string]any{"apiVersion": StubGVK.GroupVersion().String(), "kind": StubGVK.Kind, "spec": map[string]any{}},
-			"patches": []any{
-				fromXR("metadata.annotations["+ObserveAnnotation+"]", "spec.observe"),
-				fromXR("spec.providerConfigRef", "spec.providerConfigRef"),
-				fail,
-				toXR("outputs"), toXR("failureDomains"), toXR("addresses"), toXR("failureDomain"),
-			},
-		}},
-	}
-	raw, err := json.Marshal(input)
+	return PatchAndTransform(CompositionName(xr), xr, map[string]any{
+		"name": "stub",
+		"base": map[string]any{"apiVersion": StubGVK.GroupVersion().String(), "kind": StubGVK.Kind, "spec": map[string]any{}},
+		"patches": []any{
+			fromXR("metadata.annotations["+ObserveAnnotation+"]", "spec.observe"),
+			fromXR("spec.providerConfigRef", "spec.providerConfigRef"),
+			fail,
+			toXR("outputs"), toXR("failureDomains"), toXR("addresses"), toXR("failureDomain"),
+		},
+	})
+}
+
+// PatchAndTransform is a Composition named name, for XRs of kind xr, of one
+// step: function-patch-and-transform composing resources.
+func PatchAndTransform(name string, xr schema.GroupVersionKind, resources ...any) (*xpextv1.Composition, error) {
+	raw, err := json.Marshal(map[string]any{"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources", "resources": resources})
 	if err != nil {
 		return nil, errors.Wrap(err, "cannot encode the test Composition's input")
 	}
 	return &xpextv1.Composition{
 		TypeMeta:   metav1.TypeMeta{APIVersion: xpextv1.SchemeGroupVersion.String(), Kind: xpextv1.CompositionKind},
-		ObjectMeta: metav1.ObjectMeta{Name: CompositionName(xr)},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: xpextv1.CompositionSpec{
 			CompositeTypeRef: xpextv1.TypeReferenceTo(xr),
 			Mode:             xpextv1.CompositionModePipeline,

@@ -91,6 +91,32 @@ func clusterUsing(t *testing.T, ns, name string, kind infrav1.ProviderConfigKind
 	return xr, nil
 }
 
+// grantedClusterProviderConfig is a new ClusterProviderConfig granted to
+// the namespace alone, named prefix and a suffix unique to the namespace,
+// once the credentials webhook answers for it; it returns the config's name
+// and its grant.
+func grantedClusterProviderConfig(t *testing.T, prefix, ns string) (string, *infrav1.ClusterProviderConfigGrant) {
+	t.Helper()
+	config := prefix + uniqueGroup(ns, "")
+	clusterProviderConfig(t, config, ns)
+	grant := grantTo(t, config, config, infrav1.AllowedNamespaces{Names: []string{ns}})
+	waitForCredentialsWebhook(t, ns)
+	return config, grant
+}
+
+// tenantBesideSharedCredentials is a new tenant namespace, a suffix unique
+// to it, and two ClusterProviderConfigs it names: one to be granted to it,
+// one never.
+func tenantBesideSharedCredentials(t *testing.T) (ns, suffix, granted, ungranted string) {
+	t.Helper()
+	ns = tenant(t, nil)
+	suffix = uniqueGroup(ns, "")
+	granted, ungranted = "granted"+suffix, "ungranted"+suffix
+	clusterProviderConfig(t, granted, ns)
+	clusterProviderConfig(t, ungranted, ns)
+	return ns, suffix, granted, ungranted
+}
+
 func tenant(t *testing.T, labels map[string]string) string {
 	t.Helper()
 	g := NewWithT(t)
@@ -197,10 +223,7 @@ func revokeAndRegrant(t *testing.T, filter string) {
 	if filter != "" {
 		labels = map[string]string{clusterv1.WatchLabel: filter}
 	}
-	config := "revocable" + uniqueGroup(ns, "")
-	clusterProviderConfig(t, config, ns)
-	grant := grantTo(t, "revocable"+uniqueGroup(ns, ""), config, infrav1.AllowedNamespaces{Names: []string{ns}})
-	waitForCredentialsWebhook(t, ns)
+	config, grant := grantedClusterProviderConfig(t, "revocable", ns)
 	xr, err := clusterUsing(t, ns, "revoked", infrav1.ProviderConfigKindCluster, config, labels)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func(g Gomega) { g.Expect(provisioned(getXR(g, xr))).To(BeTrue()) }, timeout, interval).Should(Succeed())
@@ -321,10 +344,7 @@ func TestAnXRHeldForCredentialsIsDeletedCompletely(t *testing.T) {
 	stack(t)
 	g := NewWithT(t)
 	ns := tenant(t, nil)
-	config := "held" + uniqueGroup(ns, "")
-	clusterProviderConfig(t, config, ns)
-	grant := grantTo(t, "held"+uniqueGroup(ns, ""), config, infrav1.AllowedNamespaces{Names: []string{ns}})
-	waitForCredentialsWebhook(t, ns)
+	config, grant := grantedClusterProviderConfig(t, "held", ns)
 	xr, err := clusterUsing(t, ns, "held", infrav1.ProviderConfigKindCluster, config, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func(g Gomega) {

@@ -149,13 +149,29 @@ func noVerdict(g Gomega, o conditions.Getter) {
 	g.Expect(conditions.Get(o, infrav1.CrossplaneInfrastructureReadyCondition)).To(BeNil(), "the bridge's condition on a happy path")
 }
 
+// goodCluster is a new namespace and a Cluster in it whose XR Crossplane
+// reports ready.
+func goodCluster(t *testing.T, name string) (string, *clusterv1.Cluster, *unstructured.Unstructured) {
+	t.Helper()
+	ns := namespace(t)
+	cluster, xr := newCluster(t, ns, name, clusterGVK, map[string]string{envtest.ObserveAnnotation: script(goodStatus)})
+	return ns, cluster, xr
+}
+
+// provisionedCluster is a goodCluster once its XR is provisioned.
+func provisionedCluster(t *testing.T, name string) (string, *clusterv1.Cluster, *unstructured.Unstructured) {
+	t.Helper()
+	ns, cluster, xr := goodCluster(t, name)
+	NewWithT(t).Eventually(func(g Gomega) { g.Expect(provisioned(getXR(g, xr))).To(BeTrue()) }, timeout, interval).Should(Succeed())
+	return ns, cluster, xr
+}
+
 // A CAPI Cluster whose composition reports an endpoint becomes provisioned,
 // with the endpoint and failure domains, and says so in its conditions.
 func TestClusterInfrastructureIsProvisioned(t *testing.T) {
 	stack(t)
 	g := NewWithT(t)
-	ns := namespace(t)
-	cluster, xr := newCluster(t, ns, "alpha", clusterGVK, map[string]string{envtest.ObserveAnnotation: script(goodStatus)})
+	_, cluster, xr := goodCluster(t, "alpha")
 
 	g.Eventually(func(g Gomega) {
 		c := getCluster(g, cluster)
@@ -285,13 +301,10 @@ func TestBadOutputsGiveAClearCondition(t *testing.T) {
 func TestPausedClusterPausesComposition(t *testing.T) {
 	stack(t)
 	g := NewWithT(t)
-	ns := namespace(t)
-	cluster, xr := newCluster(t, ns, "pausing", clusterGVK, map[string]string{envtest.ObserveAnnotation: script(goodStatus)})
+	_, cluster, xr := provisionedCluster(t, "pausing")
 	g.Eventually(func(g Gomega) {
-		got := getXR(g, xr)
-		g.Expect(provisioned(got)).To(BeTrue())
 		g.Expect(ptr.Deref(getCluster(g, cluster).Status.Initialization.InfrastructureProvisioned, false)).To(BeTrue())
-		g.Expect(got.GetAnnotations()).To(HaveKey(infrav1.BlockMoveAnnotation))
+		g.Expect(getXR(g, xr).GetAnnotations()).To(HaveKey(infrav1.BlockMoveAnnotation))
 		g.Expect(composedCRD(g, composedOf(g, xr)).GetLabels()).To(HaveKey(infrav1.ClusterctlLabel), "clusterctl moves the composed kind")
 		g.Expect(composedOf(g, xr).GetFinalizers()).NotTo(ContainElement(infrav1.MoveGuardFinalizer))
 	}, timeout, interval).Should(Succeed())
@@ -368,9 +381,7 @@ func TestExternallyManagedInfrastructureIsLeftAlone(t *testing.T) {
 func TestDeletionWaitsForComposedResources(t *testing.T) {
 	stack(t)
 	g := NewWithT(t)
-	ns := namespace(t)
-	cluster, xr := newCluster(t, ns, "deleting", clusterGVK, map[string]string{envtest.ObserveAnnotation: script(goodStatus)})
-	g.Eventually(func(g Gomega) { g.Expect(provisioned(getXR(g, xr))).To(BeTrue()) }, timeout, interval).Should(Succeed())
+	_, cluster, xr := provisionedCluster(t, "deleting")
 
 	g.Expect(env.Client.Delete(ctx, cluster)).To(Succeed())
 
@@ -410,8 +421,7 @@ func getEmpty(xr *unstructured.Unstructured) *unstructured.Unstructured {
 func TestNothingIsWrittenWhenNothingChanged(t *testing.T) {
 	bridge := stack(t)
 	g := NewWithT(t)
-	ns := namespace(t)
-	cluster, xr := newCluster(t, ns, "steady", clusterGVK, map[string]string{envtest.ObserveAnnotation: script(goodStatus)})
+	ns, cluster, xr := goodCluster(t, "steady")
 	g.Eventually(func(g Gomega) {
 		c := getCluster(g, cluster)
 		g.Expect(ptr.Deref(c.Status.Initialization.InfrastructureProvisioned, false)).To(BeTrue())
@@ -466,9 +476,7 @@ func TestNothingIsWrittenWhenNothingChanged(t *testing.T) {
 func TestAPausedClusterIsNotTornDown(t *testing.T) {
 	stack(t)
 	g := NewWithT(t)
-	ns := namespace(t)
-	cluster, xr := newCluster(t, ns, "moving", clusterGVK, map[string]string{envtest.ObserveAnnotation: script(goodStatus)})
-	g.Eventually(func(g Gomega) { g.Expect(provisioned(getXR(g, xr))).To(BeTrue()) }, timeout, interval).Should(Succeed())
+	_, cluster, xr := provisionedCluster(t, "moving")
 
 	change(g, cluster, func() { cluster.Spec.Paused = ptr.To(true) })
 	g.Eventually(func(g Gomega) {
@@ -521,9 +529,7 @@ func TestAPausedClusterIsNotTornDown(t *testing.T) {
 func TestOnlyWhatTheXRControlsIsDeleted(t *testing.T) {
 	stack(t)
 	g := NewWithT(t)
-	ns := namespace(t)
-	cluster, xr := newCluster(t, ns, "owner-check", clusterGVK, map[string]string{envtest.ObserveAnnotation: script(goodStatus)})
-	g.Eventually(func(g Gomega) { g.Expect(provisioned(getXR(g, xr))).To(BeTrue()) }, timeout, interval).Should(Succeed())
+	ns, cluster, xr := provisionedCluster(t, "owner-check")
 	notMine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "not-mine"}}
 	g.Expect(env.Client.Create(ctx, notMine)).To(Succeed())
 

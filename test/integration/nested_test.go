@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -9,7 +8,6 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -97,29 +95,14 @@ func nestingComposition(t *testing.T, outer, inner schema.GroupVersionKind) *xpe
 	fromXR := func(path string) map[string]any {
 		return map[string]any{"type": "FromCompositeFieldPath", "fromFieldPath": path, "toFieldPath": path}
 	}
-	raw, err := json.Marshal(map[string]any{
-		"apiVersion": "pt.fn.crossplane.io/v1beta1",
-		"kind":       "Resources",
-		"resources": []any{map[string]any{
-			"name": "network",
-			"base": map[string]any{"apiVersion": inner.GroupVersion().String(), "kind": inner.Kind, "spec": map[string]any{}},
-			"patches": []any{
-				fromXR("spec.providerConfigRef"),
-				fromXR("metadata.annotations[" + envtest.ObserveAnnotation + "]"),
-			},
-		}},
+	comp, err := envtest.PatchAndTransform(envtest.CompositionName(outer), outer, map[string]any{
+		"name": "network",
+		"base": map[string]any{"apiVersion": inner.GroupVersion().String(), "kind": inner.Kind, "spec": map[string]any{}},
+		"patches": []any{
+			fromXR("spec.providerConfigRef"),
+			fromXR("metadata.annotations[" + envtest.ObserveAnnotation + "]"),
+		},
 	})
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	return &xpextv1.Composition{
-		ObjectMeta: metav1.ObjectMeta{Name: envtest.CompositionName(outer)},
-		Spec: xpextv1.CompositionSpec{
-			CompositeTypeRef: xpextv1.TypeReferenceTo(outer),
-			Mode:             xpextv1.CompositionModePipeline,
-			Pipeline: []xpextv1.PipelineStep{{
-				Step:        "patch-and-transform",
-				FunctionRef: xpextv1.FunctionReference{Name: "crossplane-contrib-function-patch-and-transform"},
-				Input:       &runtime.RawExtension{Raw: raw},
-			}},
-		},
-	}
+	return comp
 }

@@ -27,11 +27,7 @@ import (
 func TestNoAttemptComposesWithUngrantedCredentials(t *testing.T) {
 	stack(t)
 	g := NewWithT(t)
-	ns := tenant(t, nil)
-	suffix := uniqueGroup(ns, "")
-	granted, ungranted := "granted"+suffix, "ungranted"+suffix
-	clusterProviderConfig(t, granted, ns)
-	clusterProviderConfig(t, ungranted, ns)
+	ns, suffix, granted, ungranted := tenantBesideSharedCredentials(t)
 	providerConfig(t, ns, "own", true)
 	grantTo(t, "granted"+suffix, granted, infrav1.AllowedNamespaces{Names: []string{ns}})
 	waitForCredentialsWebhook(t, ns)

@@ -18,8 +18,10 @@ import (
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 )
 
-func validCluster() *infrav1.CrossplaneCluster {
-	return &infrav1.CrossplaneCluster{
+// validCluster is a CrossplaneCluster the API server admits, changed by
+// mutate.
+func validCluster(mutate ...func(*infrav1.CrossplaneCluster)) *infrav1.CrossplaneCluster {
+	c := &infrav1.CrossplaneCluster{
 		Spec: infrav1.CrossplaneClusterSpec{
 			Parameters: infrav1.CrossplaneClusterParameters{
 				Region: "eu-west-1",
@@ -40,6 +42,10 @@ func validCluster() *infrav1.CrossplaneCluster {
 			},
 		},
 	}
+	for _, f := range mutate {
+		f(c)
+	}
+	return c
 }
 
 // validGrant is a grant by name and by selector, changed by mutate.
@@ -59,8 +65,10 @@ func validGrant(mutate func(*infrav1.ClusterProviderConfigGrant)) *infrav1.Clust
 	return g
 }
 
-func validMachine() *infrav1.CrossplaneMachine {
-	return &infrav1.CrossplaneMachine{
+// validMachine is a CrossplaneMachine the API server admits, changed by
+// mutate.
+func validMachine(mutate ...func(*infrav1.CrossplaneMachine)) *infrav1.CrossplaneMachine {
+	m := &infrav1.CrossplaneMachine{
 		Spec: infrav1.CrossplaneMachineSpec{
 			Parameters: infrav1.CrossplaneMachineParameters{
 				Size:       "m6i.large",
@@ -68,6 +76,10 @@ func validMachine() *infrav1.CrossplaneMachine {
 			},
 		},
 	}
+	for _, f := range mutate {
+		f(m)
+	}
+	return m
 }
 
 // Bad input is refused by the API server with a message naming the field,
@@ -84,56 +96,38 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 	}{
 		"LoadBalancerPortTooHigh": {
 			reason: "ports are 1-65535",
-			create: func() client.Object {
-				c := validCluster()
-				c.Spec.Parameters.ControlPlaneLoadBalancer.Port = 65536
-				return c
-			}(),
-			want: []string{"spec.parameters.controlPlaneLoadBalancer.port", "65535"},
+			create: validCluster(func(c *infrav1.CrossplaneCluster) { c.Spec.Parameters.ControlPlaneLoadBalancer.Port = 65536 }),
+			want:   []string{"spec.parameters.controlPlaneLoadBalancer.port", "65535"},
 		},
 		"LoadBalancerPortNegative": {
 			reason: "ports are 1-65535",
-			create: func() client.Object {
-				c := validCluster()
-				c.Spec.Parameters.ControlPlaneLoadBalancer.Port = -1
-				return c
-			}(),
-			want: []string{"spec.parameters.controlPlaneLoadBalancer.port", "greater than or equal to 1"},
+			create: validCluster(func(c *infrav1.CrossplaneCluster) { c.Spec.Parameters.ControlPlaneLoadBalancer.Port = -1 }),
+			want:   []string{"spec.parameters.controlPlaneLoadBalancer.port", "greater than or equal to 1"},
 		},
 		"LoadBalancerSchemeUnknown": {
 			reason: "the scheme is an enum",
-			create: func() client.Object {
-				c := validCluster()
-				c.Spec.Parameters.ControlPlaneLoadBalancer.Scheme = "Public"
-				return c
-			}(),
-			want: []string{"spec.parameters.controlPlaneLoadBalancer.scheme", `supported values: "InternetFacing", "Internal"`},
+			create: validCluster(func(c *infrav1.CrossplaneCluster) { c.Spec.Parameters.ControlPlaneLoadBalancer.Scheme = "Public" }),
+			want:   []string{"spec.parameters.controlPlaneLoadBalancer.scheme", `supported values: "InternetFacing", "Internal"`},
 		},
 		"EndpointPortOutOfRange": {
 			reason: "a user-provided endpoint is validated like any port",
-			create: func() client.Object {
-				c := validCluster()
+			create: validCluster(func(c *infrav1.CrossplaneCluster) {
 				c.Spec.ControlPlaneEndpoint = infrav1.APIEndpoint{Host: "api.example.org", Port: 70000}
-				return c
-			}(),
+			}),
 			want: []string{"spec.controlPlaneEndpoint.port"},
 		},
 		"EndpointHostWithoutPort": {
 			reason: "an endpoint is a host and a port",
-			create: func() client.Object {
-				c := validCluster()
+			create: validCluster(func(c *infrav1.CrossplaneCluster) {
 				c.Spec.ControlPlaneEndpoint = infrav1.APIEndpoint{Host: "api.example.org"}
-				return c
-			}(),
+			}),
 			want: []string{"spec.controlPlaneEndpoint", "host and port must be set together"},
 		},
 		"EndpointChangedOnceSet": {
 			reason: "CAPI never moves a cluster's endpoint",
-			create: func() client.Object {
-				c := validCluster()
+			create: validCluster(func(c *infrav1.CrossplaneCluster) {
 				c.Spec.ControlPlaneEndpoint = infrav1.APIEndpoint{Host: "api.example.org", Port: 6443}
-				return c
-			}(),
+			}),
 			update: func(o client.Object) {
 				o.(*infrav1.CrossplaneCluster).Spec.ControlPlaneEndpoint.Host = "other.example.org"
 			},
@@ -141,47 +135,29 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		},
 		"ProviderConfigKindUnknown": {
 			reason: "credentials are a ProviderConfig or a ClusterProviderConfig",
-			create: func() client.Object {
-				c := validCluster()
-				c.Spec.ProviderConfigRef.Kind = "Secret"
-				return c
-			}(),
-			want: []string{"spec.providerConfigRef.kind", `supported values: "ProviderConfig", "ClusterProviderConfig"`},
+			create: validCluster(func(c *infrav1.CrossplaneCluster) { c.Spec.ProviderConfigRef.Kind = "Secret" }),
+			want:   []string{"spec.providerConfigRef.kind", `supported values: "ProviderConfig", "ClusterProviderConfig"`},
 		},
 		"ProviderConfigNameMissing": {
 			reason: "a reference needs a name",
-			create: func() client.Object {
-				c := validCluster()
-				c.Spec.ProviderConfigRef.Name = ""
-				return c
-			}(),
-			want: []string{"spec.providerConfigRef.name"},
+			create: validCluster(func(c *infrav1.CrossplaneCluster) { c.Spec.ProviderConfigRef.Name = "" }),
+			want:   []string{"spec.providerConfigRef.name"},
 		},
 		"ProviderConfigGroupMalformed": {
 			reason: "the API group is a DNS subdomain",
-			create: func() client.Object {
-				c := validCluster()
-				c.Spec.ProviderConfigRef.APIGroup = "AWS Provider"
-				return c
-			}(),
-			want: []string{"spec.providerConfigRef.apiGroup"},
+			create: validCluster(func(c *infrav1.CrossplaneCluster) { c.Spec.ProviderConfigRef.APIGroup = "AWS Provider" }),
+			want:   []string{"spec.providerConfigRef.apiGroup"},
 		},
 		"NetworkCIDRMalformed": {
 			reason: "CIDR blocks are checked",
-			create: func() client.Object {
-				c := validCluster()
-				c.Spec.Parameters.Network.CIDRBlock = "10.0.0.0/33"
-				return c
-			}(),
-			want: []string{"spec.parameters.network.cidrBlock", "must be a CIDR block"},
+			create: validCluster(func(c *infrav1.CrossplaneCluster) { c.Spec.Parameters.Network.CIDRBlock = "10.0.0.0/33" }),
+			want:   []string{"spec.parameters.network.cidrBlock", "must be a CIDR block"},
 		},
 		"SubnetWithoutIDOrCIDR": {
 			reason: "a subnet is either existing or to be created",
-			create: func() client.Object {
-				c := validCluster()
+			create: validCluster(func(c *infrav1.CrossplaneCluster) {
 				c.Spec.Parameters.Network.Subnets = []infrav1.SubnetParameters{{FailureDomain: "eu-west-1a"}}
-				return c
-			}(),
+			}),
 			want: []string{"spec.parameters.network.subnets[0]", "a subnet needs an id"},
 		},
 		"SubnetIDsDuplicated": {
@@ -197,38 +173,26 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		},
 		"FailureDomainsDuplicated": {
 			reason: "failure domains are keyed by name",
-			create: func() client.Object {
-				c := validCluster()
+			create: validCluster(func(c *infrav1.CrossplaneCluster) {
 				c.Spec.Parameters.FailureDomains = []infrav1.FailureDomainParameters{{Name: "a"}, {Name: "a", ControlPlane: ptr.To(false)}}
-				return c
-			}(),
+			}),
 			want: []string{"spec.parameters.failureDomains[1]", "Duplicate value"},
 		},
 		"MachineSizeMissing": {
 			reason: "a machine needs a size",
-			create: func() client.Object {
-				m := validMachine()
-				m.Spec.Parameters.Size = ""
-				return m
-			}(),
-			want: []string{"spec.parameters.size"},
+			create: validMachine(func(m *infrav1.CrossplaneMachine) { m.Spec.Parameters.Size = "" }),
+			want:   []string{"spec.parameters.size"},
 		},
 		"MachineRootVolumeTooSmall": {
 			reason: "root volumes have a minimum size",
-			create: func() client.Object {
-				m := validMachine()
-				m.Spec.Parameters.RootVolume.SizeGiB = 4
-				return m
-			}(),
-			want: []string{"spec.parameters.rootVolume.sizeGiB", "greater than or equal to 8"},
+			create: validMachine(func(m *infrav1.CrossplaneMachine) { m.Spec.Parameters.RootVolume.SizeGiB = 4 }),
+			want:   []string{"spec.parameters.rootVolume.sizeGiB", "greater than or equal to 8"},
 		},
 		"MachineBootstrapSecretNameEmpty": {
 			reason: "a secret reference needs a name",
-			create: func() client.Object {
-				m := validMachine()
+			create: validMachine(func(m *infrav1.CrossplaneMachine) {
 				m.Spec.Bootstrap.DataSecretRef = &infrav1.SecretKeyReference{Key: "value"}
-				return m
-			}(),
+			}),
 			want: []string{"spec.bootstrap.dataSecretRef.name"},
 		},
 		"MachineParametersChanged": {
@@ -241,11 +205,7 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		},
 		"MachineProviderIDChanged": {
 			reason: "a machine's identity never changes",
-			create: func() client.Object {
-				m := validMachine()
-				m.Spec.ProviderID = "aws:///eu-west-1a/i-0123"
-				return m
-			}(),
+			create: validMachine(func(m *infrav1.CrossplaneMachine) { m.Spec.ProviderID = "aws:///eu-west-1a/i-0123" }),
 			update: func(o client.Object) {
 				o.(*infrav1.CrossplaneMachine).Spec.ProviderID = "aws:///eu-west-1a/i-4567"
 			},
@@ -253,11 +213,9 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		},
 		"MachineBootstrapSecretChanged": {
 			reason: "bootstrap data is consumed once",
-			create: func() client.Object {
-				m := validMachine()
+			create: validMachine(func(m *infrav1.CrossplaneMachine) {
 				m.Spec.Bootstrap.DataSecretRef = &infrav1.SecretKeyReference{Name: "alpha-md-0-abc", Key: "value"}
-				return m
-			}(),
+			}),
 			update: func(o client.Object) {
 				o.(*infrav1.CrossplaneMachine).Spec.Bootstrap.DataSecretRef.Name = "other"
 			},

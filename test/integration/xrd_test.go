@@ -19,6 +19,18 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
 
+// installedPlatformXRD installs, in a new namespace's own group, a platform
+// XRD of kind; it returns the namespace, the kind's version and the XRD.
+func installedPlatformXRD(t *testing.T, prefix, kind, plural string) (string, schema.GroupVersionKind, *xpextv2.CompositeResourceDefinition) {
+	t.Helper()
+	ns := namespace(t)
+	group := uniqueGroup(ns, prefix)
+	x := platformXRD(t, group, kind, plural)
+	_, err := env.InstallXRD(ctx, x)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	return ns, schema.GroupVersionKind{Group: group, Version: "v1alpha1", Kind: kind}, x
+}
+
 // platformXRD is a platform team's own cluster abstraction: CAPXP's cluster
 // schema under another group and kind, declaring only capxp.dev/contract.
 func platformXRD(t *testing.T, group, kind, plural string) *xpextv2.CompositeResourceDefinition {
@@ -54,12 +66,7 @@ func xrdCondition(g Gomega, name string) *metav1.Condition {
 // CAPI Cluster can then use the new kind exactly like CrossplaneCluster.
 func TestAPlatformTeamsOwnXRDWorksTheSame(t *testing.T) {
 	g := NewWithT(t)
-	ns := namespace(t)
-	group := uniqueGroup(ns, "platform")
-	x := platformXRD(t, group, "EKSCluster", "eksclusters")
-	_, err := env.InstallXRD(ctx, x)
-	g.Expect(err).NotTo(HaveOccurred())
-	gvk := schema.GroupVersionKind{Group: group, Version: "v1alpha1", Kind: "EKSCluster"}
+	ns, gvk, x := installedPlatformXRD(t, "platform", "EKSCluster", "eksclusters")
 	stack(t)
 
 	// The bridge labels the XRD with CAPI's contract version; Crossplane's
@@ -76,7 +83,7 @@ func TestAPlatformTeamsOwnXRDWorksTheSame(t *testing.T) {
 		c := xrdCondition(g, x.Name)
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(c.Message).To(Equal("EKSCluster " + group + "/v1alpha1 is a CAPI InfraCluster"))
+		g.Expect(c.Message).To(Equal("EKSCluster " + gvk.Group + "/v1alpha1 is a CAPI InfraCluster"))
 	}, timeout, interval).Should(Succeed())
 
 	cluster, xr := newCluster(t, ns, "eks", gvk, map[string]string{envtest.ObserveAnnotation: script(goodStatus)})
@@ -109,12 +116,7 @@ func TestAPlatformTeamsOwnXRDWorksTheSame(t *testing.T) {
 // them, as docs/bridge.md says.
 func TestDeletingAnAdaptedXRDFinishes(t *testing.T) {
 	g := NewWithT(t)
-	ns := namespace(t)
-	group := uniqueGroup(ns, "gone")
-	x := platformXRD(t, group, "GoneCluster", "goneclusters")
-	_, err := env.InstallXRD(ctx, x)
-	g.Expect(err).NotTo(HaveOccurred())
-	gvk := schema.GroupVersionKind{Group: group, Version: "v1alpha1", Kind: "GoneCluster"}
+	ns, gvk, x := installedPlatformXRD(t, "gone", "GoneCluster", "goneclusters")
 	stack(t)
 	g.Eventually(func(g Gomega) {
 		g.Expect(xrdCondition(g, x.Name)).To(HaveField("Status", metav1.ConditionTrue))
@@ -223,19 +225,15 @@ func uniqueGroup(ns, prefix string) string {
 // one, which CAPI then resolves through the CRD's contract label.
 func TestAChangedReferenceableVersionReplacesTheController(t *testing.T) {
 	g := NewWithT(t)
-	ns := namespace(t)
-	group := uniqueGroup(ns, "moving")
-	x := platformXRD(t, group, "MovingCluster", "movingclusters")
-	_, err := env.InstallXRD(ctx, x)
-	g.Expect(err).NotTo(HaveOccurred())
+	ns, gvk, x := installedPlatformXRD(t, "moving", "MovingCluster", "movingclusters")
 	bridge := stack(t)
 	g.Eventually(func(g Gomega) {
-		g.Expect(xrdCondition(g, x.Name)).To(HaveField("Message", "MovingCluster "+group+"/v1alpha1 is a CAPI InfraCluster"))
+		g.Expect(xrdCondition(g, x.Name)).To(HaveField("Message", "MovingCluster "+gvk.Group+"/v1alpha1 is a CAPI InfraCluster"))
 	}, timeout, interval).Should(Succeed())
 
 	// A Composition's type reference names a version: the team publishes
 	// one for the new version and makes it the default.
-	comp, err := envtest.Composition(schema.GroupVersionKind{Group: group, Version: "v1alpha2", Kind: "MovingCluster"})
+	comp, err := envtest.Composition(schema.GroupVersionKind{Group: gvk.Group, Version: "v1alpha2", Kind: "MovingCluster"})
 	g.Expect(err).NotTo(HaveOccurred())
 	comp.Name += "-v1alpha2"
 	g.Expect(env.Client.Create(ctx, comp)).To(Succeed())
@@ -249,15 +247,15 @@ func TestAChangedReferenceableVersionReplacesTheController(t *testing.T) {
 		got.Spec.DefaultCompositionRef = &xpextv2.CompositionReference{Name: comp.Name}
 	})
 	g.Eventually(func(g Gomega) {
-		g.Expect(xrdCondition(g, x.Name)).To(HaveField("Message", "MovingCluster "+group+"/v1alpha2 is a CAPI InfraCluster"))
-		g.Expect(bridge.Logs.Containing("Stopped adapting composite resource kind", group+"/v1alpha1")).To(HaveLen(1), "the old version's controller is stopped")
-		g.Expect(bridge.Logs.Containing("Adapted composite resource kind", group+"/v1alpha2")).To(HaveLen(1))
+		g.Expect(xrdCondition(g, x.Name)).To(HaveField("Message", "MovingCluster "+gvk.Group+"/v1alpha2 is a CAPI InfraCluster"))
+		g.Expect(bridge.Logs.Containing("Stopped adapting composite resource kind", gvk.Group+"/v1alpha1")).To(HaveLen(1), "the old version's controller is stopped")
+		g.Expect(bridge.Logs.Containing("Adapted composite resource kind", gvk.Group+"/v1alpha2")).To(HaveLen(1))
 	}, timeout, interval).Should(Succeed())
 
 	// CAPI follows the contract label to the new version (once the API
 	// server's admission policies resolve it: they answer 503 for a moment).
-	admitted(t, ns, schema.GroupVersionKind{Group: group, Version: "v1alpha2", Kind: "MovingCluster"})
-	cluster, _ := newCluster(t, ns, "moved", schema.GroupVersionKind{Group: group, Version: "v1alpha2", Kind: "MovingCluster"},
+	admitted(t, ns, schema.GroupVersionKind{Group: gvk.Group, Version: "v1alpha2", Kind: "MovingCluster"})
+	cluster, _ := newCluster(t, ns, "moved", schema.GroupVersionKind{Group: gvk.Group, Version: "v1alpha2", Kind: "MovingCluster"},
 		map[string]string{envtest.ObserveAnnotation: script(goodStatus)})
 	g.Eventually(func(g Gomega) {
 		g.Expect(ptr.Deref(getCluster(g, cluster).Status.Initialization.InfrastructureProvisioned, false)).To(BeTrue())

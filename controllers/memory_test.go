@@ -3,10 +3,15 @@ package controllers
 import (
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-func TestWrittenSkipsOnlyTheSameVerdictOverTheSameObject(t *testing.T) {
+func TestMemorySkipsOnlyTheSameVerdictOverTheSameObject(t *testing.T) {
 	ready := metav1.Condition{Type: "CrossplaneInfrastructureReady", Status: metav1.ConditionTrue, Reason: "Ready", ObservedGeneration: 2}
 	owner := func(rv string) *metav1.ObjectMeta { return &metav1.ObjectMeta{UID: "u1", ResourceVersion: rv} }
 	cases := map[string]struct {
@@ -28,7 +33,7 @@ func TestWrittenSkipsOnlyTheSameVerdictOverTheSameObject(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			w := &written{}
+			w := &memory{}
 			if tc.recorded {
 				w.record(owner("10"), tc.made, partVerdict, verdictValue(ready))
 			}
@@ -37,7 +42,7 @@ func TestWrittenSkipsOnlyTheSameVerdictOverTheSameObject(t *testing.T) {
 			}
 		})
 	}
-	w := &written{}
+	w := &memory{}
 	w.record(owner("10"), "12", partVerdict, verdictValue(ready))
 	if w.already(owner("10"), partProvisioned, verdictValue(ready)) {
 		t.Error("already() for another part = true, want false")
@@ -49,5 +54,47 @@ func TestWrittenSkipsOnlyTheSameVerdictOverTheSameObject(t *testing.T) {
 	w.forget("u1")
 	if w.already(owner("10"), partVerdict, verdictValue(ready)) || w.already(owner("10"), partPatch, `{"spec":{"providerID":"p"}}`) {
 		t.Error("already() after forget = true, want false")
+	}
+}
+
+func TestMemoryForgetsAllOfAnObjectAndOnlyIt(t *testing.T) {
+	xr := func(uid types.UID, gen int64) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": []any{
+			map[string]any{"type": "Ready", "status": "True", "reason": "Available", "observedGeneration": gen, "lastTransitionTime": "2026-01-01T00:00:00Z"},
+		}}}}
+		u.SetUID(uid)
+		return u
+	}
+	cases := map[string]struct {
+		forget types.UID
+		want   bool // whether u1 is still remembered
+	}{
+		"ForgetTheObject": {forget: "u1", want: false},
+		"ForgetAnother":   {forget: "u2", want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			m := &memory{}
+			m.record(&metav1.ObjectMeta{UID: "u1", ResourceVersion: "10"}, "11", partPatch, "p")
+			m.mirrored("u1", readiness.Mirror{From: 1, To: 2})
+			m.read(xr("u1", 3))
+			m.release("u1", "c/selector")
+			m.record(&metav1.ObjectMeta{UID: "u2", ResourceVersion: "10"}, "11", partPatch, "p")
+
+			m.forget(tc.forget)
+
+			got := map[string]bool{
+				"written":  m.echo("u1", "10", "11"),
+				"mirror":   m.mirror("u1") != readiness.Mirror{},
+				"released": m.release("u1", "c/selector"),
+				// An older Ready is replaced by the remembered one.
+				"conditions": m.read(xr("u1", 1)).ready.ObservedGeneration == 3,
+			}
+			for what, remembered := range got {
+				if remembered != tc.want {
+					t.Errorf("%s remembered = %v, want %v", what, remembered, tc.want)
+				}
+			}
+		})
 	}
 }
