@@ -37,7 +37,7 @@ help: ## Show the targets.
 
 # What the local management plane (bin/capxp-dev, the e2e tests) needs in
 # the tools cache: binaries, plus CAPI's and Crossplane's CRDs ("crds").
-PLANE_TOOLS := etcd kube-apiserver kube-controller-manager crossplane crossplane-cli function-patch-and-transform function-auto-ready provider-kubernetes provider-aws crds
+PLANE_TOOLS := etcd kube-apiserver kube-controller-manager crossplane crossplane-cli function-patch-and-transform function-auto-ready provider-kubernetes kwok provider-aws crds
 # What the install tests need beside the plane.
 INSTALL_TOOLS := clusterctl
 

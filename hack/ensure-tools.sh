@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the real components the tests run (etcd, kube-apiserver,
-# kube-controller-manager, controller-gen, golangci-lint, crossplane, the
+# kube-controller-manager, controller-gen, golangci-lint, crossplane, kwok, the
 # composition functions, and the clients clusterctl and the crossplane CLI) from the Go module proxy into a
 # git-ignored cache keyed by tool and version, and skips what already exists.
 # Nothing here downloads a release binary: each tool has its own module under
@@ -39,6 +39,8 @@ crossplane_cli_version=v2.5.0
 # The cert-manager clusterctl v1.14.2 installs by default; only its CRDs are
 # staged (clusterctl is told it is externally provisioned).
 cert_manager_version=v1.21.1
+# kwok runs the workload cluster's Nodes: heartbeats, Ready, pods.
+kwok_version=v0.8.0
 
 # build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS]
 build() {
@@ -168,6 +170,21 @@ stage_provider_aws() {
   echo "provider-aws-package=$out"
 }
 
+# stage_kwok_stages: the kwok stages the local plane runs with, from the kwok
+# module: Nodes initialize and heartbeat, pods bound to them are created,
+# ready and deleted, and the chaos stage makes a labelled Node NotReady.
+stage_kwok_stages() {
+  local out=$cache/kwok-$kwok_version/stages
+  if [[ ! -f $out/node-initialize.yaml ]]; then
+    local dir
+    dir=$(module_dir hack/tools/kwok sigs.k8s.io/kwok)/kustomize/stage
+    stage "$out" "$dir"/node/fast/node-initialize.yaml "$dir"/node/heartbeat/node-heartbeat.yaml \
+      "$dir"/node/chaos/node-not-ready.yaml "$dir"/pod/fast/pod-*.yaml
+    echo "staged kwok $kwok_version's stages in $out" >&2
+  fi
+  echo "kwok-stages=$out"
+}
+
 stage_crossplane_crds() {
   stage_crds crossplane "$crossplane_version" hack/tools/crossplane github.com/crossplane/crossplane/v2 cluster/crds
 }
@@ -180,7 +197,7 @@ crossplane_cli_ldflags="-X github.com/crossplane/crossplane-runtime/v2/pkg/versi
 clusterctl_ldflags="-X sigs.k8s.io/cluster-api/version.gitVersion=$clusterctl_version -X sigs.k8s.io/cluster-api/version.gitMajor=1 -X sigs.k8s.io/cluster-api/version.gitMinor=14 -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
 
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager controller-gen golangci-lint crossplane crossplane-cli clusterctl function-patch-and-transform function-auto-ready provider-kubernetes provider-aws crds)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager controller-gen golangci-lint crossplane crossplane-cli clusterctl function-patch-and-transform function-auto-ready provider-kubernetes provider-aws kwok crds)
 for t in "${tools[@]}"; do
   case $t in
     etcd) build etcd "$etcd_version" hack/tools/etcd . ;;
@@ -194,6 +211,9 @@ for t in "${tools[@]}"; do
     # The clients platform teams install CAPXP with (the install tests and
     # make release run them).
     crossplane-cli) build crossplane-cli "$crossplane_cli_version" hack/tools/crossplane-cli github.com/crossplane/cli/v2/cmd/crossplane "$crossplane_cli_ldflags" ;;
+    kwok)
+      build kwok "$kwok_version" hack/tools/kwok sigs.k8s.io/kwok/cmd/kwok
+      stage_kwok_stages ;;
     clusterctl) build clusterctl "$clusterctl_version" hack/tools/clusterctl sigs.k8s.io/cluster-api/cmd/clusterctl "$clusterctl_ldflags" ;;
     function-patch-and-transform)
       build function-patch-and-transform "$pat_version" hack/tools/function-patch-and-transform github.com/crossplane-contrib/function-patch-and-transform

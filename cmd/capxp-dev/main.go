@@ -133,27 +133,38 @@ Flags:
 		}
 		return err
 	}
-	if err := p.WaitForExampleOf(ctx, example.Cluster, example.Machines, *timeout, func(st plane.Status) {
+	progress := func(st plane.Status) {
 		say("progress:")
 		for _, l := range st.Lines {
 			_, _ = fmt.Println("          " + l)
 		}
-	}); err != nil {
+	}
+	if err := p.WaitForExampleOf(ctx, example.Cluster, example.Machines, *timeout, progress); err != nil {
 		if ctx.Err() != nil {
 			return nil // interrupted
 		}
 		return err
 	}
 	say("the cluster's infrastructure is provisioned and every Machine has a providerID and a Node")
+	if example.Available {
+		if err := p.WaitForExampleAvailable(ctx, example.Cluster, example.Machines, *timeout, progress); err != nil {
+			if ctx.Err() != nil {
+				return nil // interrupted
+			}
+			return err
+		}
+		say("the cluster is Available: its control plane and workers are, and every Machine is Ready and Available")
+	}
 	_, _ = fmt.Printf(`
 Management cluster (CAPI, Crossplane, CAPXP):
   export KUBECONFIG=%s
   kubectl get clusters,machines,crossplaneclusters,crossplanemachines -n %s
+  clusterctl describe cluster %s -n %s
 Workload cluster:
   kubectl --kubeconfig %s get nodes
 
 Running until interrupted (Ctrl-C).
-`, p.Kubeconfig(), example.Namespace(), filepath.Join(p.Dir(), "workload.kubeconfig"))
+`, p.Kubeconfig(), example.Namespace(), example.Cluster, example.Namespace(), filepath.Join(p.Dir(), "workload.kubeconfig"))
 	<-ctx.Done()
 	return nil
 }

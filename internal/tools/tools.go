@@ -77,6 +77,15 @@ func (d Dir) CRDs(name, version string) (string, error) {
 	return p, nil
 }
 
+// Stages is the directory of kwok stages staged beside kwok at a version.
+func (d Dir) Stages(version string) (string, error) {
+	p := filepath.Join(string(d), "kwok-"+version, "stages")
+	if err := nonEmptyDir(p); err != nil {
+		return p, d.missing("kwok "+version+"'s stages (the directory "+p+")", "kwok")
+	}
+	return p, nil
+}
+
 // Package is the package directory (crossplane.yaml, and crds/ for a
 // provider) staged beside a function's or provider's binary.
 func (d Dir) Package(name, version string) (string, error) {

@@ -78,7 +78,8 @@ func TestDevBinary(t *testing.T) {
 }
 
 // TestLocalCluster runs the life of examples/local on the plane, step by
-// step: provision, pause, swap the composition, scale, delete.
+// step: provision until CAPI reports the cluster Available, pause, swap the
+// composition, scale, roll the workers out, delete.
 func TestLocalCluster(t *testing.T) {
 	steps := []struct {
 		name string
@@ -88,6 +89,7 @@ func TestLocalCluster(t *testing.T) {
 		{"PauseStopsComposing", pause},
 		{"SwapCompositionLocalToBYO", swap},
 		{"ScaleMachineDeployment", scale},
+		{"RolloutReplacesEveryWorker", rollout},
 		{"DeleteLeavesNothing", deleteCluster},
 	}
 	for _, s := range steps {
@@ -108,13 +110,53 @@ func provision(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitForExample(t, plane.ExampleMachines, 90*time.Second)
-	nodes := &corev1.NodeList{}
-	if err := p.Workload.Client.List(t.Context(), nodes); err != nil {
+	waitForAvailable(t, plane.ExampleMachines, 60*time.Second)
+}
+
+// waitForAvailable waits up to within for CAPI to report the example
+// Available with machines Machines, each Ready and Available, and finds
+// each Machine's XR and Node and nothing else: as many CrossplaneMachines
+// and Nodes as Machines, every Node Ready.
+func waitForAvailable(t *testing.T, machines int, within time.Duration) {
+	t.Helper()
+	start := time.Now()
+	err := p.WaitForExampleAvailable(t.Context(), plane.ExampleCluster, machines, within, func(st plane.Status) {
+		for _, l := range st.Lines {
+			t.Log(l)
+		}
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if len(nodes.Items) != plane.ExampleMachines {
-		t.Errorf("the workload cluster has %d Nodes, want %d", len(nodes.Items), plane.ExampleMachines)
+	t.Logf("the example was Available with %d machines after %s", machines, time.Since(start).Round(100*time.Millisecond))
+	eventually(t, "one CrossplaneMachine and one Ready Node per Machine", 15*time.Second, func() error {
+		if n := len(list(t, "infrastructure.cluster.x-k8s.io/v1alpha1", "CrossplaneMachine")); n != machines {
+			return fmt.Errorf("%d CrossplaneMachines for %d Machines", n, machines)
+		}
+		nodes := &corev1.NodeList{}
+		if err := p.Workload.Client.List(t.Context(), nodes); err != nil {
+			return err
+		}
+		if len(nodes.Items) != machines {
+			return fmt.Errorf("%d Nodes for %d Machines", len(nodes.Items), machines)
+		}
+		for i := range nodes.Items {
+			if !nodeReady(&nodes.Items[i]) {
+				return fmt.Errorf("Node %s is not Ready", nodes.Items[i].Name)
+			}
+		}
+		return nil
+	})
+}
+
+// nodeReady reports whether a Node's Ready condition is True.
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
 	}
+	return false
 }
 
 // waitForExample waits up to within for the example to have machines
@@ -209,8 +251,66 @@ func scale(t *testing.T) {
 	md.SetKind("MachineDeployment")
 	md.SetNamespace(plane.ExampleNamespace)
 	md.SetName("demo-workers")
-	patch(t, md, map[string]any{"spec": map[string]any{"replicas": 3}})
-	waitForExample(t, plane.ExampleMachines+1, 30*time.Second)
+	// From 2 workers to 5, to none, and back: each time the cluster is
+	// Available again with exactly the XRs and Nodes of its Machines.
+	for _, workers := range []int{5, 0, 2} {
+		patch(t, md, map[string]any{"spec": map[string]any{"replicas": workers}})
+		waitForAvailable(t, plane.ExampleMachines-2+workers, 60*time.Second)
+	}
+}
+
+// rollout restarts the workers as `clusterctl alpha rollout restart` does
+// (spec.rollout.after): CAPI replaces every worker Machine, and with it its
+// XR, what the XR composed and its Node; the cluster is Available again
+// with nothing of the old workers left.
+func rollout(t *testing.T) {
+	old := map[string]bool{}
+	for _, m := range workerMachines(t) {
+		old[m.GetName()] = true
+	}
+	md := &unstructured.Unstructured{}
+	md.SetAPIVersion("cluster.x-k8s.io/v1beta2")
+	md.SetKind("MachineDeployment")
+	md.SetNamespace(plane.ExampleNamespace)
+	md.SetName("demo-workers")
+	patch(t, md, map[string]any{"spec": map[string]any{"rollout": map[string]any{"after": time.Now().UTC().Format(time.RFC3339)}}})
+	eventually(t, "every worker Machine is replaced", 90*time.Second, func() error {
+		ms := workerMachines(t)
+		for _, m := range ms {
+			if old[m.GetName()] {
+				return fmt.Errorf("Machine %s is not replaced yet", m.GetName())
+			}
+		}
+		if len(ms) != 2 {
+			return fmt.Errorf("%d worker Machines", len(ms))
+		}
+		return nil
+	})
+	waitForAvailable(t, plane.ExampleMachines, 60*time.Second)
+	for _, xr := range list(t, "infrastructure.cluster.x-k8s.io/v1alpha1", "CrossplaneMachine") {
+		if old[xr.GetName()] {
+			t.Errorf("the XR of replaced Machine %s is left", xr.GetName())
+		}
+	}
+	for _, o := range objects(t, "crossplanemachine") {
+		for _, ref := range o.GetOwnerReferences() {
+			if old[ref.Name] {
+				t.Errorf("Object %s of replaced Machine %s is left", o.GetName(), ref.Name)
+			}
+		}
+	}
+}
+
+// workerMachines are the example's MachineDeployment's Machines.
+func workerMachines(t *testing.T) []unstructured.Unstructured {
+	t.Helper()
+	var out []unstructured.Unstructured
+	for _, m := range list(t, "cluster.x-k8s.io/v1beta2", "Machine") {
+		if m.GetLabels()[clusterv1.MachineDeploymentNameLabel] == "demo-workers" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // deleteCluster deletes the Cluster and finds nothing left: no XR, no

@@ -79,40 +79,49 @@ func loadAuthority(certPEM, keyPEM []byte) (*authority, error) {
 // serve writes tls.crt, tls.key and ca.crt for a server on loopback into dir,
 // named name and any other DNS names given.
 func (a *authority) serve(dir, name string, more ...string) error {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	certPEM, keyPEM, err := a.issue(name, x509.ExtKeyUsageServerAuth, append([]string{"localhost", name}, more...)...)
 	if err != nil {
-		return errors.Wrap(err, "cannot generate a server key")
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		return errors.Wrap(err, "cannot generate a serial number")
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: name},
-		DNSNames:     append([]string{"localhost", name}, more...),
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
-	if err != nil {
-		return errors.Wrap(err, "cannot sign a server certificate")
+		return err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return errors.Wrap(err, "cannot create a certificate directory")
 	}
-	files := map[string][]byte{
-		tlsCert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		tlsKey:  pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}),
-		tlsCA:   a.certPEM,
-	}
+	files := map[string][]byte{tlsCert: certPEM, tlsKey: keyPEM, tlsCA: a.certPEM}
 	for n, b := range files {
 		if err := os.WriteFile(filepath.Join(dir, n), b, 0o600); err != nil {
 			return errors.Wrapf(err, "cannot write %s", n)
 		}
 	}
 	return nil
+}
+
+// issue signs a certificate for name with the usage given (and, for a
+// server, its DNS names and loopback), and returns it and its key as PEM.
+func (a *authority) issue(name string, usage x509.ExtKeyUsage, dnsNames ...string) ([]byte, []byte, error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, nil, errors.Wrap(err, "cannot generate a key")
+	}
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	if err != nil {
+		return nil, nil, errors.Wrap(err, "cannot generate a serial number")
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: name},
+		DNSNames:     dnsNames,
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+	}
+	if usage == x509.ExtKeyUsageServerAuth {
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
+	if err != nil {
+		return nil, nil, errors.Wrapf(err, "cannot sign a certificate for %s", name)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), nil
 }

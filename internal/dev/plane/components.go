@@ -129,8 +129,8 @@ const providerKubernetesProcess = "provider-kubernetes"
 // startCAPI runs CAPI's Cluster, Machine, MachineSet and MachineDeployment
 // reconcilers in this process, as CAPI's manager configures them, with its
 // ClusterTopology feature (ClusterClasses) and the kubeadm bootstrap and
-// control plane providers, and the plane's stand-in for kubeadm on
-// control-plane hosts.
+// control plane providers, and the plane's stand-ins for kubeadm and the
+// kubelet on the hosts.
 func (p *Plane) startCAPI(ctx context.Context) error {
 	// In-process controllers log through controller-runtime's logger, to a
 	// file beside the other components' logs.
@@ -140,6 +140,9 @@ func (p *Plane) startCAPI(ctx context.Context) error {
 	}
 	ctrllog.SetLogger(zap.New(zap.WriteTo(f)))
 	if p.capi, err = p.mgmt.StartCAPI(ctx, localkube.WithClusterTopology(), localkube.WithKubeadm()); err != nil {
+		return err
+	}
+	if err := p.standInForKubelets(p.capi.Manager); err != nil {
 		return err
 	}
 	return p.standInForKubeadm(p.capi.Manager)
@@ -361,4 +364,42 @@ func (p *Plane) Crashed() []string {
 		}
 	}
 	return ended
+}
+
+// kwokProcess is kwok's name among the plane's processes.
+const kwokProcess = "kwok"
+
+// startKwok runs kwok against the workload cluster's API server, in place of
+// the kubelets its Nodes stand for: every Node there is simulated, so kwok
+// manages them all. Nodes initialize and go Ready, heartbeat, and run the
+// pods bound to them; a Node labelled node-not-ready.stage.kwok.x-k8s.io:
+// "true" goes NotReady (kwok's chaos stage), as a failed host would. A plane
+// given another's workload cluster (Options.Workload) leaves its Nodes to
+// the kwok of the plane that started it.
+func (p *Plane) startKwok(ctx context.Context) error {
+	if p.opts.Workload != nil {
+		return nil
+	}
+	stages, err := filepath.Glob(filepath.Join(p.inputs.kwokStages, "*.yaml"))
+	if err != nil {
+		return errors.Wrap(err, "cannot list kwok's stages")
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	args := []string{
+		"--kubeconfig=" + filepath.Join(p.dir, "workload.kubeconfig"),
+		"--manage-all-nodes=true",
+		"--server-address=" + hostPort(port),
+	}
+	for _, s := range stages {
+		args = append(args, "--config="+s)
+	}
+	proc, err := startProcess(p.dir, kwokProcess, p.inputs.kwok, []string{"HOME=" + p.dir}, args...)
+	if err != nil {
+		return err
+	}
+	p.procs = append(p.procs, proc)
+	return proc.waitHealthy(ctx, fmt.Sprintf("http://%s/healthz", hostPort(port)), time.Minute)
 }

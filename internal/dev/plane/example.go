@@ -3,6 +3,7 @@ package plane
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"io/fs"
@@ -64,12 +65,15 @@ type Example struct {
 	Machines int
 	// Description says what it shows.
 	Description string
+	// Available says whether CAPI reports the cluster Available once it is
+	// provisioned: a cluster needs a control-plane provider for that.
+	Available bool
 }
 
 // Examples are the example clusters, the first the default.
 var Examples = []Example{
-	{Name: "local", File: capxp.LocalExample, Cluster: ExampleCluster, Machines: ExampleMachines,
-		Description: "1 control-plane machine and a MachineDeployment of 2 on the local backend, each a Node provider-kubernetes registers"},
+	{Name: "local", File: capxp.LocalExample, Cluster: ExampleCluster, Machines: ExampleMachines, Available: true,
+		Description: "a KubeadmControlPlane of 1 and a MachineDeployment of 2 on the local backend, each a Node provider-kubernetes registers and kwok runs"},
 	{Name: "byo", File: capxp.BYOExample, Cluster: "iron", Machines: 3,
 		Description: "3 hosts that already exist on the byo backend, which composes nothing and deletes nothing"},
 	{Name: "platform", File: capxp.PlatformExample, Setup: capxp.PlatformXRD, Cluster: "vms", Machines: 3,
@@ -101,6 +105,42 @@ func (p *Plane) ApplyExample(ctx context.Context) error {
 	return p.ApplyExampleAs(ctx, ExampleCluster)
 }
 
+// workloadEtcd is the endpoint of the workload cluster's etcd.
+func (p *Plane) workloadEtcd() string {
+	return p.Workload.Envtest.ControlPlane.Etcd.URL.String()
+}
+
+// etcdClientSecrets are what a user gives kubeadm's control plane provider
+// for a cluster of external etcd (<cluster>-etcd, its CA, and
+// <cluster>-apiserver-etcd-client, the API server's client certificate),
+// which it writes to each control-plane host. The workload cluster's etcd
+// asks for no certificate: these are signed by a CA of their own.
+func etcdClientSecrets(ns, cluster string) ([]*corev1.Secret, error) {
+	ca, err := newAuthority(cluster + "-etcd")
+	if err != nil {
+		return nil, err
+	}
+	cert, key, err := ca.issue("kube-apiserver-etcd-client", x509.ExtKeyUsageClientAuth)
+	if err != nil {
+		return nil, err
+	}
+	secret := func(name string, data map[string][]byte) *corev1.Secret {
+		return &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster + "-" + name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
+			Type:       clusterv1.ClusterSecretType,
+			Data:       data,
+		}
+	}
+	return []*corev1.Secret{
+		secret("etcd", map[string][]byte{tlsCert: ca.certPEM}),
+		secret("apiserver-etcd-client", map[string][]byte{tlsCert: cert, tlsKey: key}),
+	}, nil
+}
+
+// WorkloadEtcdVariable is the variable of an example that stands for the
+// workload cluster's etcd endpoint.
+const WorkloadEtcdVariable = "WORKLOAD_ETCD_ENDPOINT"
+
 // ExampleNamespaceOf is the namespace of the example applied as name.
 func ExampleNamespaceOf(name string) string { return "capxp-" + name }
 
@@ -130,6 +170,8 @@ func (p *Plane) apply(ctx context.Context, e Example, name string) error {
 	if name != e.Cluster {
 		raw = bytes.ReplaceAll(raw, []byte(e.Cluster), []byte(name))
 	}
+	// A control plane's external etcd is the workload cluster's own.
+	raw = bytes.ReplaceAll(raw, []byte("${"+WorkloadEtcdVariable+"}"), []byte(p.workloadEtcd()))
 	objs, err := decodeManifests(e.File, raw)
 	if err != nil {
 		return err
@@ -160,6 +202,13 @@ func (p *Plane) apply(ctx context.Context, e Example, name string) error {
 		// its kubeconfig is the user's, which the provider leaves alone (it
 		// adopts and rotates only Secrets of CAPI's type).
 		secrets[1].Type = corev1.SecretTypeOpaque
+	}
+	if bytes.Contains(raw, []byte(p.workloadEtcd())) {
+		etcd, err := etcdClientSecrets(ns, name)
+		if err != nil {
+			return err
+		}
+		secrets = append(secrets, etcd...)
 	}
 	for _, s := range secrets {
 		if err := p.client.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -418,6 +467,9 @@ type Status struct {
 	// Provisioned: the cluster's infrastructure is provisioned and every
 	// machine has a providerID and a Node.
 	Provisioned bool
+	// Available: CAPI reports the Cluster Available, and every Machine
+	// Ready and Available.
+	Available bool
 }
 
 // ExampleStatus reads the example cluster's state.
@@ -437,8 +489,10 @@ func (p *Plane) ExampleStatusOf(ctx context.Context, name string, machines int) 
 	infra := ptrValue(cluster.Status.Initialization.InfrastructureProvisioned)
 	xr := &infrav1.CrossplaneCluster{}
 	_ = c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, xr)
-	st.Lines = append(st.Lines, fmt.Sprintf("Cluster %s: phase %s, infrastructure provisioned %t, endpoint %s; %s; XR %s",
-		cluster.Name, orDash(cluster.Status.Phase), infra, endpoint(cluster), infraWords(cluster.Status.Conditions, clusterv1.ClusterInfrastructureReadyCondition), xrWords(xr.Status.Conditions)))
+	st.Lines = append(st.Lines, fmt.Sprintf("Cluster %s: phase %s, infrastructure provisioned %t, endpoint %s; %s; %s; XR %s",
+		cluster.Name, orDash(cluster.Status.Phase), infra, endpoint(cluster), condition(cluster.Status.Conditions, clusterv1.AvailableCondition),
+		infraWords(cluster.Status.Conditions, clusterv1.ClusterInfrastructureReadyCondition), xrWords(xr.Status.Conditions)))
+	available := meta.IsStatusConditionTrue(cluster.Status.Conditions, clusterv1.AvailableCondition)
 
 	ms := &clusterv1.MachineList{}
 	if err := c.List(ctx, ms, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
@@ -456,11 +510,14 @@ func (p *Plane) ExampleStatusOf(ctx context.Context, name string, machines int) 
 		if m.Spec.ProviderID != "" && node != "-" {
 			ready++
 		}
-		st.Lines = append(st.Lines, fmt.Sprintf("  Machine %s: phase %s, providerID %s, node %s; %s; XR %s",
-			m.Name, orDash(m.Status.Phase), orDash(m.Spec.ProviderID), node,
+		available = available && meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineReadyCondition) &&
+			meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineAvailableCondition)
+		st.Lines = append(st.Lines, fmt.Sprintf("  Machine %s: phase %s, providerID %s, node %s; %s; %s; XR %s",
+			m.Name, orDash(m.Status.Phase), orDash(m.Spec.ProviderID), node, condition(m.Status.Conditions, clusterv1.MachineReadyCondition),
 			infraWords(m.Status.Conditions, clusterv1.MachineInfrastructureReadyCondition), xrWords(mxr)))
 	}
 	st.Provisioned = infra && len(ms.Items) == machines && ready == machines
+	st.Available = st.Provisioned && available
 	return st, nil
 }
 
@@ -472,6 +529,16 @@ func (p *Plane) WaitForExample(ctx context.Context, machines int, timeout time.D
 
 // WaitForExampleOf is WaitForExample for the example applied as name.
 func (p *Plane) WaitForExampleOf(ctx context.Context, name string, machines int, timeout time.Duration, report func(Status)) error {
+	return p.waitForExample(ctx, name, machines, timeout, report, "provisioned", func(st Status) bool { return st.Provisioned })
+}
+
+// WaitForExampleAvailable reports the state of the example applied as name
+// whenever it changes until CAPI reports it Available.
+func (p *Plane) WaitForExampleAvailable(ctx context.Context, name string, machines int, timeout time.Duration, report func(Status)) error {
+	return p.waitForExample(ctx, name, machines, timeout, report, "Available", func(st Status) bool { return st.Available })
+}
+
+func (p *Plane) waitForExample(ctx context.Context, name string, machines int, timeout time.Duration, report func(Status), what string, done func(Status) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last string
@@ -482,13 +549,13 @@ func (p *Plane) WaitForExampleOf(ctx context.Context, name string, machines int,
 				last = now
 				report(st)
 			}
-			if st.Provisioned {
+			if done(st) {
 				return nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return errors.Errorf("the example cluster was not provisioned within %s; last state:\n%s\n(logs in %s)", timeout, last, p.dir)
+			return errors.Errorf("the example cluster was not %s within %s; last state:\n%s\n(logs in %s)", what, timeout, last, p.dir)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

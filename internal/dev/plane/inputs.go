@@ -51,12 +51,17 @@ type inputs struct {
 	// providerKubernetesCRDs its namespaced kinds' CRDs.
 	providerKubernetes     string
 	providerKubernetesCRDs []string
+	// kwok runs the workload cluster's Nodes with the stages in kwokStages.
+	kwok, kwokStages string
 	// awsCRDs are the AWS kinds' CRDs (Options.AWSCRDs).
 	awsCRDs    []string
 	crossplane crossplaneInputs
 	// crossplaneCLI builds the dependencies' packages (package mode).
 	crossplaneCLI string
 }
+
+// KwokVersion is the kwok hack/ensure-tools.sh builds.
+const KwokVersion = "v0.8.0"
 
 // CrossplaneCLIVersion is the crossplane CLI hack/ensure-tools.sh builds.
 const CrossplaneCLIVersion = "v2.5.0"
@@ -125,6 +130,12 @@ func resolveInputs(d tools.Dir) (inputs, error) {
 				errs = append(errs, err)
 			}
 		}
+	}
+	if in.kwok, err = d.Binary("kwok", KwokVersion); err != nil {
+		errs = append(errs, err)
+	}
+	if in.kwokStages, err = d.Stages(KwokVersion); err != nil {
+		errs = append(errs, err)
 	}
 	var xerrs []error
 	in.crossplane, xerrs = resolveCrossplane(d)

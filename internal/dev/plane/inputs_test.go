@@ -22,7 +22,7 @@ func TestCheckSaysEverythingMissing(t *testing.T) {
 		"crds/cluster-api-v", "crds/crossplane-v",
 		"crossplane-v", "provider-kubernetes-v", "function-patch-and-transform-v", "function-auto-ready-v",
 		"package/crossplane.yaml",
-		"hack/ensure-tools.sh etcd kube-apiserver kube-controller-manager crds provider-kubernetes crossplane function-patch-and-transform function-auto-ready`",
+		"hack/ensure-tools.sh etcd kube-apiserver kube-controller-manager crds provider-kubernetes kwok crossplane function-patch-and-transform function-auto-ready`",
 		"--tools-dir",
 		"the capxp binary " + dir + "/capxp",
 	} {
@@ -68,7 +68,7 @@ func TestEmbeddedManifests(t *testing.T) {
 			switch o.GetKind() {
 			case "Machine":
 				machines++
-			case "MachineDeployment":
+			case "MachineDeployment", "KubeadmControlPlane":
 				machines += count(o.Object, "spec", "replicas")
 			case "Cluster":
 				machines += count(o.Object, "spec", "topology", "controlPlane", "replicas")

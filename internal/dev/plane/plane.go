@@ -239,6 +239,7 @@ func (p *Plane) start(ctx context.Context) error {
 	steps := []stepT{
 		{"the management cluster (etcd, kube-apiserver)", p.startManagement},
 		{"the workload cluster (etcd, kube-apiserver)", p.startWorkload},
+		{"kwok (the workload cluster's Nodes)", p.startKwok},
 		{"kube-controller-manager (garbage collection)", p.startControllerManager},
 		// provider-kubernetes before the functions: it cannot move its
 		// metrics listener off :8080, where the functions' SDK also tries
@@ -252,9 +253,9 @@ func (p *Plane) start(ctx context.Context) error {
 	}
 	if p.opts.Release != "" {
 		steps = []stepT{
-			steps[0], steps[1], steps[2],
+			steps[0], steps[1], steps[2], steps[3],
 			{"the package registry", p.startRegistry},
-			steps[4], steps[5], steps[7],
+			steps[5], steps[6], steps[8],
 			{"CAPXP's Configuration package and its dependencies", p.installPackages},
 		}
 	}

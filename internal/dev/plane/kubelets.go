@@ -1,0 +1,127 @@
+package plane
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+)
+
+// controlPlaneComponents are the static pods kubeadm writes on a
+// control-plane host, which its kubelet mirrors into the API server. etcd is
+// not among them: the plane's control planes use the workload cluster's own
+// etcd as external etcd.
+var controlPlaneComponents = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+
+// controlPlaneRole and controlPlaneTaint are what kubeadm marks a
+// control-plane Node with.
+const controlPlaneRole = "node-role.kubernetes.io/control-plane"
+
+var controlPlaneTaint = corev1.Taint{Key: controlPlaneRole, Effect: corev1.TaintEffectNoSchedule}
+
+// hasTaint reports whether taints hold t (by key and effect).
+func hasTaint(taints []corev1.Taint, t corev1.Taint) bool {
+	for _, have := range taints {
+		if have.MatchTaint(&t) {
+			return true
+		}
+	}
+	return false
+}
+
+// kubelets stands in for what a Machine's kubelet reports beyond what kwok
+// simulates: the version it runs, which is the Machine's (the bootstrap data
+// installs the kubelet of spec.version), and, on a control-plane host, the
+// mirror pods of the static pods kubeadm wrote, which kwok then runs on the
+// Node, and the role and taint kubeadm marks the Node with. kwok keeps a
+// Node's reported versions once they are set.
+type kubelets struct {
+	mgmt     client.Client
+	workload client.Client
+}
+
+// standInForKubelets runs kubelets in CAPI's manager.
+func (p *Plane) standInForKubelets(mgr ctrl.Manager) error {
+	err := builder.ControllerManagedBy(mgr).
+		Named("plane-kubelets").
+		For(&clusterv1.Machine{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 2, SkipNameValidation: ptr.To(true)}).
+		Complete(&kubelets{mgmt: mgr.GetClient(), workload: p.Workload.Client})
+	return errors.Wrap(err, "cannot run the plane's stand-in for kubelets")
+}
+
+func (k *kubelets) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	m := &clusterv1.Machine{}
+	if err := k.mgmt.Get(ctx, req.NamespacedName, m); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !m.DeletionTimestamp.IsZero() || !m.Status.NodeRef.IsDefined() || m.Spec.Version == "" {
+		return reconcile.Result{}, nil
+	}
+	node := &corev1.Node{}
+	if err := k.workload.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, node); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(errors.Wrapf(err, "cannot read the Node of Machine %s", m.Name))
+	}
+	if node.Status.NodeInfo.KubeletVersion != m.Spec.Version {
+		patch := client.MergeFrom(node.DeepCopy())
+		node.Status.NodeInfo.KubeletVersion = m.Spec.Version
+		node.Status.NodeInfo.KubeProxyVersion = m.Spec.Version //nolint:staticcheck // a kubelet still reports it.
+		if err := k.workload.Status().Patch(ctx, node, patch); err != nil {
+			return reconcile.Result{}, errors.Wrapf(err, "cannot report the kubelet version of Node %s", node.Name)
+		}
+	}
+	if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; !ok {
+		return reconcile.Result{}, nil
+	}
+	// kubeadm marks a control-plane Node with its role and keeps workloads
+	// off it.
+	if _, ok := node.Labels[controlPlaneRole]; !ok || !hasTaint(node.Spec.Taints, controlPlaneTaint) {
+		patch := client.MergeFrom(node.DeepCopy())
+		metav1.SetMetaDataLabel(&node.ObjectMeta, controlPlaneRole, "")
+		if !hasTaint(node.Spec.Taints, controlPlaneTaint) {
+			node.Spec.Taints = append(node.Spec.Taints, controlPlaneTaint)
+		}
+		if err := k.workload.Patch(ctx, node, patch); err != nil {
+			return reconcile.Result{}, errors.Wrapf(err, "cannot mark Node %s as a control-plane Node", node.Name)
+		}
+	}
+	for _, c := range controlPlaneComponents {
+		if err := k.workload.Create(ctx, mirrorPod(c, node)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return reconcile.Result{}, errors.Wrapf(err, "cannot mirror the %s static pod of Node %s", c, node.Name)
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+// mirrorPod is the mirror pod a kubelet creates for the static pod of a
+// control-plane component, as kubeadm names and labels it, owned by its Node
+// so that it goes with it.
+func mirrorPod(component string, node *corev1.Node) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:   metav1.NamespaceSystem,
+			Name:        fmt.Sprintf("%s-%s", component, node.Name),
+			Labels:      map[string]string{"component": component, "tier": "control-plane"},
+			Annotations: map[string]string{corev1.MirrorPodAnnotationKey: "plane"},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID, Controller: ptr.To(true),
+			}},
+		},
+		Spec: corev1.PodSpec{
+			NodeName:    node.Name,
+			Containers:  []corev1.Container{{Name: component, Image: "registry.k8s.io/" + component}},
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+		},
+	}
+}
