@@ -85,7 +85,7 @@ func validMachine(mutate ...func(*infrav1.CrossplaneMachine)) *infrav1.Crossplan
 // Bad input is refused by the API server with a message naming the field,
 // whether at creation or, for fields CAPI never changes in place, on update.
 func TestInvalidSpecsAreRejected(t *testing.T) {
-	cases := map[string]struct {
+	type invalid struct {
 		reason string
 		// create is created as is; when update is set, create must succeed and
 		// update is then applied to the stored object.
@@ -93,7 +93,8 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		update func(client.Object)
 		// want are substrings of the API server's message.
 		want []string
-	}{
+	}
+	cases := map[string]invalid{
 		"LoadBalancerPortTooHigh": {
 			reason: "ports are 1-65535",
 			create: validCluster(func(c *infrav1.CrossplaneCluster) { c.Spec.Parameters.ControlPlaneLoadBalancer.Port = 65536 }),
@@ -137,16 +138,6 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 			reason: "credentials are a ProviderConfig or a ClusterProviderConfig",
 			create: validCluster(func(c *infrav1.CrossplaneCluster) { c.Spec.ProviderConfigRef.Kind = "Secret" }),
 			want:   []string{"spec.providerConfigRef.kind", `supported values: "ProviderConfig", "ClusterProviderConfig"`},
-		},
-		"ProviderConfigNameMissing": {
-			reason: "a reference needs a name",
-			create: validCluster(func(c *infrav1.CrossplaneCluster) { c.Spec.ProviderConfigRef.Name = "" }),
-			want:   []string{"spec.providerConfigRef.name"},
-		},
-		"ProviderConfigGroupMalformed": {
-			reason: "the API group is a DNS subdomain",
-			create: validCluster(func(c *infrav1.CrossplaneCluster) { c.Spec.ProviderConfigRef.APIGroup = "AWS Provider" }),
-			want:   []string{"spec.providerConfigRef.apiGroup"},
 		},
 		"NetworkCIDRMalformed": {
 			reason: "CIDR blocks are checked",
@@ -280,16 +271,6 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 			create: validGrant(func(g *infrav1.ClusterProviderConfigGrant) { g.Spec.AllowedNamespaces = infrav1.AllowedNamespaces{} }),
 			want:   []string{"spec.allowedNamespaces", "needs names or a selector"},
 		},
-		"GrantConfigNameMissing": {
-			reason: "a grant names the ClusterProviderConfig it grants",
-			create: validGrant(func(g *infrav1.ClusterProviderConfigGrant) { g.Spec.ProviderConfigRef.Name = "" }),
-			want:   []string{"spec.providerConfigRef.name"},
-		},
-		"GrantConfigGroupMalformed": {
-			reason: "API groups are DNS names",
-			create: validGrant(func(g *infrav1.ClusterProviderConfigGrant) { g.Spec.ProviderConfigRef.APIGroup = "AWS Upbound" }),
-			want:   []string{"spec.providerConfigRef.apiGroup"},
-		},
 		"GrantNamespaceNameEmpty": {
 			reason: "a granted namespace has a name",
 			create: validGrant(func(g *infrav1.ClusterProviderConfigGrant) { g.Spec.AllowedNamespaces.Names = []string{"team-a", ""} }),
@@ -325,6 +306,33 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 			}},
 			want: []string{"spec.template.spec.parameters.controlPlaneLoadBalancer.port"},
 		},
+	}
+
+	// A cluster's and a grant's references to credentials follow one rule:
+	// a name, and an API group that is a DNS subdomain.
+	referrers := map[string]func(name, group string) client.Object{
+		"Cluster": func(name, group string) client.Object {
+			return validCluster(func(c *infrav1.CrossplaneCluster) {
+				c.Spec.ProviderConfigRef.Name, c.Spec.ProviderConfigRef.APIGroup = name, group
+			})
+		},
+		"Grant": func(name, group string) client.Object {
+			return validGrant(func(g *infrav1.ClusterProviderConfigGrant) {
+				g.Spec.ProviderConfigRef.Name, g.Spec.ProviderConfigRef.APIGroup = name, group
+			})
+		},
+	}
+	for kind, withRef := range referrers {
+		cases[kind+"ProviderConfigNameMissing"] = invalid{
+			reason: "a reference needs a name",
+			create: withRef("", "aws.m.upbound.io"),
+			want:   []string{"spec.providerConfigRef.name"},
+		}
+		cases[kind+"ProviderConfigGroupMalformed"] = invalid{
+			reason: "the API group is a DNS subdomain",
+			create: withRef("shared", "AWS Provider"),
+			want:   []string{"spec.providerConfigRef.apiGroup"},
+		}
 	}
 
 	ns := namespace(t)
