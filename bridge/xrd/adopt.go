@@ -1,12 +1,17 @@
 package xrd
 
 import (
+	"fmt"
+
 	rbacv1 "k8s.io/api/rbac/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 )
 
 // Labels by which a ClusterRole's rules join an aggregated one.
@@ -31,6 +36,22 @@ type Adoption struct {
 	// XRs and the templates: they clone templates into XRs, own and delete
 	// XRs, and read their status.
 	CAPI *rbacv1.ClusterRole
+	// Warnings are what the XRD lets happen that CAPI does not expect.
+	Warnings []string
+}
+
+// Warnings are what an XRD that declares a contract lets happen that CAPI
+// does not expect: a machine XRD that lets Crossplane move running machines
+// to a new CompositionRevision in place, where CAPI replaces machines.
+func Warnings(x *xpextv2.CompositeResourceDefinition) []string {
+	if x.GetLabels()[infrav1.ContractLabel] != infrav1.ContractInfraMachine {
+		return nil
+	}
+	if p := x.Spec.DefaultCompositionUpdatePolicy; p != nil && *p == xpv2.UpdateManual {
+		return nil
+	}
+	return []string{fmt.Sprintf("XRD %s: running machines take a new revision of their Composition in place; "+
+		"set spec.defaultCompositionUpdatePolicy: Manual so that a change reaches machines only through CAPI's rollout", x.Name)}
 }
 
 // Adopt makes the Adoption of an XRD; crossplane is the schema of
@@ -57,6 +78,7 @@ func Adopt(x *xpextv2.CompositeResourceDefinition, crossplane extv1.JSONSchemaPr
 		CAPI: role("capxp:capi:"+x.Name, AggregateToCAPILabel,
 			rbacv1.PolicyRule{APIGroups: group, Resources: []string{x.Spec.Names.Plural, crd.Spec.Names.Plural},
 				Verbs: []string{"create", "delete", "get", "list", "patch", "update", "watch"}}),
+		Warnings: Warnings(x),
 	}, nil
 }
 

@@ -39,7 +39,10 @@ InfraMachine), for CAPI and CAPXP to use its kind as they use CAPXP's own:
   capxp xrd adopt platform/vm-xrd.yaml | kubectl apply -f -
 
 The kinds your Compositions compose and your providers' ProviderConfig kinds
-are granted separately (docs/tenancy.md).
+are granted separately (docs/tenancy.md). A warning on stderr says what the
+XRD lets happen that CAPI does not expect: an InfraMachine XRD without
+spec.defaultCompositionUpdatePolicy: Manual lets running machines take a new
+Composition revision in place, where CAPI replaces machines.
 
 Exit status: 0 when every XRD is adopted, 1 when an XRD cannot implement a
 contract (the reason names the field), 2 for bad input.
@@ -80,6 +83,9 @@ func runXRD(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			fmt.Fprintln(stderr, "capxp xrd adopt:", err)
 			return 1
+		}
+		for _, w := range a.Warnings {
+			fmt.Fprintln(stderr, "capxp xrd adopt: warning:", w)
 		}
 		objs = append(objs, a.Objects()...)
 	}

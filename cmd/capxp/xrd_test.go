@@ -27,12 +27,14 @@ func TestXRDAdoptCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	undeclared := write(strings.Replace(string(raw), "    capxp.dev/contract: InfraMachine\n", "", 1))
+	inPlace := write(strings.Replace(string(raw), "  defaultCompositionUpdatePolicy: Manual\n", "", 1))
 	cases := map[string]struct {
 		reason string
 		args   []string
 		exit   int
-		// says are substrings of stdout (exit 0) or stderr.
-		says []string
+		// says are substrings of stdout (exit 0) or stderr; warns of
+		// stderr when the exit is 0.
+		says, warns []string
 	}{
 		"Adopt": {
 			reason: "an XRD beside its Composition: the template CRD and the two ClusterRoles, in the order to apply them",
@@ -40,6 +42,12 @@ func TestXRDAdoptCommand(t *testing.T) {
 			says: []string{"kind: CustomResourceDefinition", "name: virtualmachinetemplates.compute.platform.example.org",
 				"name: capxp:bridge:virtualmachines.compute.platform.example.org", "capxp.dev/aggregate-to-manager: \"true\"",
 				"name: capxp:capi:virtualmachines.compute.platform.example.org", "cluster.x-k8s.io/aggregate-to-manager: \"true\""},
+		},
+		"AdoptWarnsOfInPlaceMachines": {
+			reason: "a machine XRD that lets running machines take a new Composition revision is adopted, with a warning naming the field",
+			args:   []string{"adopt", inPlace},
+			says:   []string{"name: virtualmachinetemplates.compute.platform.example.org"},
+			warns:  []string{"XRD virtualmachines.compute.platform.example.org", "defaultCompositionUpdatePolicy: Manual"},
 		},
 		"NoContract": {
 			reason: "an XRD that declares no contract cannot be adopted, and the error names the label",
@@ -74,6 +82,14 @@ func TestXRDAdoptCommand(t *testing.T) {
 				if !strings.Contains(out, w) {
 					t.Errorf("%s\noutput does not say %q:\n%s", tc.reason, w, out)
 				}
+			}
+			for _, w := range tc.warns {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("%s\nstderr does not say %q:\n%s", tc.reason, w, stderr.String())
+				}
+			}
+			if tc.exit == 0 && len(tc.warns) == 0 && stderr.Len() > 0 {
+				t.Errorf("%s\nstderr says %q, want nothing", tc.reason, stderr.String())
 			}
 			if tc.exit == 0 && (strings.Contains(out, "creationTimestamp: null") || strings.Contains(out, "\nstatus:")) {
 				t.Errorf("%s\nthe output carries an empty status or creation timestamp:\n%s", tc.reason, out)

@@ -1,6 +1,6 @@
 // Package bench is CAPXP's scale benchmark (`make bench`): CAPI's real
-// Cluster, Machine, MachineSet and MachineDeployment reconcilers on a real
-// kube-apiserver, provisioning N machines behind one of two providers, side
+// Cluster, Machine, MachineSet, MachineDeployment and MachineHealthCheck
+// reconcilers on a real kube-apiserver, provisioning N machines behind one of two providers, side
 // by side in one run:
 //
 //   - L0, an ideal provider: per XR one spec patch and one status patch, as

@@ -90,13 +90,18 @@ func TestLocalCluster(t *testing.T) {
 		{"SwapCompositionLocalToBYO", swap},
 		{"ScaleMachineDeployment", scale},
 		{"RolloutReplacesEveryWorker", rollout},
+		{"NewRevisionReachesMachinesOnlyByRollout", newRevision},
+		{"RemediationReplacesBrokenWorkers", remediate},
 		{"DeleteLeavesNothing", deleteCluster},
 	}
+	revisions := watchRevisions(t)
 	for _, s := range steps {
 		if !t.Run(s.name, func(t *testing.T) {
 			s.run(t)
-			// Every step ends with Crossplane responsive on every XR.
+			// Every step ends with Crossplane responsive on every XR, and
+			// no running machine XR moved to another Composition revision.
 			responsive(t)
+			revisions.inPlace(t)
 		}) {
 			return // later steps build on this one
 		}
@@ -110,28 +115,23 @@ func provision(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitForExample(t, plane.ExampleMachines, 90*time.Second)
-	waitForAvailable(t, plane.ExampleMachines, 60*time.Second)
+	waitForAvailable(t, plane.ExampleMachines)
 }
 
-// waitForAvailable waits up to within for CAPI to report the example
+// waitForAvailable waits up to a minute for CAPI to report the example
 // Available with machines Machines, each Ready and Available, and finds
 // each Machine's XR and Node and nothing else: as many CrossplaneMachines
-// and Nodes as Machines, every Node Ready.
-func waitForAvailable(t *testing.T, machines int, within time.Duration) {
+// as composed Objects (a Node each) and as Nodes as Machines, every Node
+// Ready.
+func waitForAvailable(t *testing.T, machines int) {
 	t.Helper()
-	start := time.Now()
-	err := p.WaitForExampleAvailable(t.Context(), plane.ExampleCluster, machines, within, func(st plane.Status) {
-		for _, l := range st.Lines {
-			t.Log(l)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("the example was Available with %d machines after %s", machines, time.Since(start).Round(100*time.Millisecond))
+	waitForExampleAvailable(t, plane.Examples[0], machines, time.Minute)
 	eventually(t, "one CrossplaneMachine and one Ready Node per Machine", 15*time.Second, func() error {
 		if n := len(list(t, "infrastructure.cluster.x-k8s.io/v1alpha1", "CrossplaneMachine")); n != machines {
 			return fmt.Errorf("%d CrossplaneMachines for %d Machines", n, machines)
+		}
+		if n := len(objects(t, "crossplanemachine")); n != machines {
+			return fmt.Errorf("%d composed Objects for %d Machines", n, machines)
 		}
 		nodes := &corev1.NodeList{}
 		if err := p.Workload.Client.List(t.Context(), nodes); err != nil {
@@ -255,7 +255,7 @@ func scale(t *testing.T) {
 	// Available again with exactly the XRs and Nodes of its Machines.
 	for _, workers := range []int{5, 0, 2} {
 		patch(t, md, map[string]any{"spec": map[string]any{"replicas": workers}})
-		waitForAvailable(t, plane.ExampleMachines-2+workers, 60*time.Second)
+		waitForAvailable(t, plane.ExampleMachines-2+workers)
 	}
 }
 
@@ -286,7 +286,7 @@ func rollout(t *testing.T) {
 		}
 		return nil
 	})
-	waitForAvailable(t, plane.ExampleMachines, 60*time.Second)
+	waitForAvailable(t, plane.ExampleMachines)
 	for _, xr := range list(t, "infrastructure.cluster.x-k8s.io/v1alpha1", "CrossplaneMachine") {
 		if old[xr.GetName()] {
 			t.Errorf("the XR of replaced Machine %s is left", xr.GetName())

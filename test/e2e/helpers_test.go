@@ -173,6 +173,21 @@ func waitForMachines(t *testing.T, e plane.Example, machines int, within time.Du
 	t.Logf("examples/%s: %d machines provisioned after %s", e.Name, machines, time.Since(start).Round(100*time.Millisecond))
 }
 
+// waitForExampleAvailable waits up to within for CAPI to report an example
+// Available with machines Machines, each Ready and Available.
+func waitForExampleAvailable(t *testing.T, e plane.Example, machines int, within time.Duration) {
+	t.Helper()
+	start := time.Now()
+	if err := p.WaitForExampleAvailable(t.Context(), e.Cluster, machines, within, func(st plane.Status) {
+		for _, l := range st.Lines {
+			t.Log(l)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("examples/%s: Available with %d machines after %s", e.Name, machines, time.Since(start).Round(100*time.Millisecond))
+}
+
 // noneLeft says how many objects of a list's kind remain, if any do.
 func noneLeft(ctx context.Context, c client.Client, list client.ObjectList, opts ...client.ListOption) error {
 	if err := c.List(ctx, list, opts...); err != nil {

@@ -26,6 +26,7 @@ import (
 func TestClusterClass(t *testing.T) {
 	ctx := t.Context()
 	e := provisionedExample(t, "topology", 3*time.Minute)
+	waitForExampleAvailable(t, e, e.Machines, time.Minute)
 	ns := e.Namespace()
 
 	cluster := &clusterv1.Cluster{}
@@ -142,8 +143,8 @@ func TestClusterClass(t *testing.T) {
 	// Variables patched into the machine templates: CAPI's topology
 	// controller dry-runs the patched templates (which CAPXP's template
 	// immutability lets through), then rolls each owner onto a new template
-	// of the new size. The workers' rollout surges a machine of that size;
-	// the plane runs no kubelet, so no rollout finishes.
+	// of the new size: the control plane and the workers are replaced, and
+	// the cluster is Available again on machines of the new size alone.
 	setVariable(t, cluster, "workerMachineSize", "large")
 	setVariable(t, cluster, "controlPlaneMachineSize", "large")
 	templateSize := func(ref clusterv1.ContractVersionedObjectReference) (string, error) {
@@ -179,18 +180,36 @@ func TestClusterClass(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, "a worker of the new size is provisioned", 90*time.Second, func() error {
-		var sizes []string
-		for _, m := range machineXRs() {
-			size, _, _ := unstructured.NestedString(m.Object, "spec", "parameters", "size")
-			provisioned, _, _ := unstructured.NestedBool(m.Object, "status", "initialization", "provisioned")
-			if size == "large" && provisioned {
-				return nil
+	start := time.Now()
+	eventually(t, "every machine is replaced by one of the new size", 4*time.Minute, func() error {
+		var small []string
+		xrs := machineXRs()
+		for _, m := range xrs {
+			if size, _, _ := unstructured.NestedString(m.Object, "spec", "parameters", "size"); size != "large" {
+				small = append(small, m.GetName())
 			}
-			sizes = append(sizes, fmt.Sprintf("%s %s provisioned=%t", m.GetName(), size, provisioned))
 		}
-		return fmt.Errorf("machines: %v", sizes)
+		if len(small) > 0 || len(xrs) != e.Machines+1 {
+			return fmt.Errorf("%d machines, of the old size: %v", len(xrs), small)
+		}
+		return nil
 	})
+	waitForExampleAvailable(t, e, e.Machines+1, 2*time.Minute)
+	t.Logf("the control plane and the workers were rolled onto the new size, and the cluster Available, after %s", time.Since(start).Round(100*time.Millisecond))
+	nodes := &corev1.NodeList{}
+	if err := p.Workload.Client.List(ctx, nodes); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		if slices.Contains(before, n.Name) {
+			t.Errorf("Node %s of a replaced machine is left", n.Name)
+		}
+	}
+	for _, name := range machineNames() {
+		if slices.Contains(before, name) {
+			t.Errorf("Machine %s was not replaced", name)
+		}
+	}
 	responsive(t)
 
 	// Deleting the Cluster deletes everything the topology created.

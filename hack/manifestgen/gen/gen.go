@@ -11,9 +11,11 @@ import (
 	"sort"
 
 	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -117,6 +119,12 @@ func XRD(crd *extv1.CustomResourceDefinition, contract string) (*xpextv2.Composi
 	}
 	if name, ok := DefaultCompositions[crd.Spec.Names.Kind]; ok {
 		x.Spec.DefaultCompositionRef = &xpextv2.CompositionReference{Name: name}
+	}
+	if contract == infrav1.ContractInfraMachine {
+		// CAPI replaces machines; it never changes one in place. A machine
+		// XR keeps the CompositionRevision it was first composed with, and a
+		// new revision reaches machines through CAPI's rollout.
+		x.Spec.DefaultCompositionUpdatePolicy = ptr.To(xpv2.UpdateManual)
 	}
 	for _, v := range crd.Spec.Versions {
 		schema, err := xrSchema(v.Schema.OpenAPIV3Schema)

@@ -5,9 +5,11 @@ import (
 	"testing"
 
 	xpextv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/google/go-cmp/cmp"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/xcrd"
 )
@@ -47,7 +49,9 @@ func TestXRD(t *testing.T) {
 	type want struct {
 		labels map[string]string
 		schema *extv1.JSONSchemaProps
-		err    bool
+		// updatePolicy is the XRD's defaultCompositionUpdatePolicy.
+		updatePolicy *xpv2.UpdatePolicy
+		err          bool
 	}
 	cases := map[string]struct {
 		reason   string
@@ -72,6 +76,28 @@ func TestXRD(t *testing.T) {
 					Properties: map[string]extv1.JSONSchemaProps{
 						"spec":   obj(map[string]extv1.JSONSchemaProps{"size": str}),
 						"status": obj(map[string]extv1.JSONSchemaProps{"ready": {Type: "boolean"}}),
+					},
+				},
+				updatePolicy: ptr.To(xpv2.UpdateManual),
+			},
+		},
+		"ClusterFollowsItsComposition": {
+			reason:   "a cluster XR takes a new revision of its Composition; only machines are pinned to theirs",
+			crd:      crd(extv1.NamespaceScoped, obj(map[string]extv1.JSONSchemaProps{"region": str}), obj(nil), "spec"),
+			contract: "InfraCluster",
+			want: want{
+				labels: map[string]string{
+					"capxp.dev/contract":          "InfraCluster",
+					"cluster.x-k8s.io/v1beta2":    "v1alpha1",
+					"cluster.x-k8s.io/provider":   "infrastructure-crossplane",
+					"clusterctl.cluster.x-k8s.io": "",
+				},
+				schema: &extv1.JSONSchemaProps{
+					Type:     "object",
+					Required: []string{"spec"},
+					Properties: map[string]extv1.JSONSchemaProps{
+						"spec":   obj(map[string]extv1.JSONSchemaProps{"region": str}),
+						"status": obj(nil),
 					},
 				},
 			},
@@ -114,6 +140,9 @@ func TestXRD(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want.schema, got); diff != "" {
 				t.Errorf("%s\nXRD(...) schema: -want, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.want.updatePolicy, xrd.Spec.DefaultCompositionUpdatePolicy); diff != "" {
+				t.Errorf("%s\nXRD(...) defaultCompositionUpdatePolicy: -want, +got:\n%s", tc.reason, diff)
 			}
 			if !xrd.Spec.Versions[0].Referenceable || xrd.Spec.Scope != "Namespaced" {
 				t.Errorf("%s\nXRD(...): want a referenceable, namespaced version", tc.reason)

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/cluster-api/core/reconcilers/clusterclass"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machine"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
+	"sigs.k8s.io/cluster-api/core/reconcilers/machinehealthcheck"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machineset"
 	topologycluster "sigs.k8s.io/cluster-api/core/reconcilers/topology/cluster"
 	topologymachinedeployment "sigs.k8s.io/cluster-api/core/reconcilers/topology/machinedeployment"
@@ -84,9 +85,10 @@ type provider struct {
 	setup        func(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache, secrets client.Client) error
 }
 
-// StartCAPI starts a manager running CAPI's real Cluster, Machine, MachineSet
-// and MachineDeployment reconcilers (with their ClusterCache and indexes),
-// and those the options add, configured as CAPI's own mains configure them.
+// StartCAPI starts a manager running CAPI's real Cluster, Machine,
+// MachineSet, MachineDeployment and MachineHealthCheck reconcilers (with
+// their ClusterCache and indexes), and those the options add, configured as
+// CAPI's own mains configure them.
 func (e *Environment) StartCAPI(ctx context.Context, opts ...CAPIOption) (*CAPI, error) {
 	var o capiOptions
 	for _, opt := range opts {
@@ -196,8 +198,8 @@ func (e *Environment) startProvider(ctx, mctx context.Context, c *CAPI, pr *prov
 	return mgr, nil
 }
 
-// setupCore sets up CAPI's Cluster, Machine, MachineSet and
-// MachineDeployment reconcilers.
+// setupCore sets up CAPI's Cluster, Machine, MachineSet, MachineDeployment
+// and MachineHealthCheck reconcilers.
 func setupCore(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache) error {
 	if err := (&cluster.Reconciler{
 		Client:                      mgr.GetClient(),
@@ -227,6 +229,12 @@ func setupCore(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCac
 		APIReader: mgr.GetAPIReader(),
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return errors.Wrap(err, "cannot set up CAPI's MachineDeployment reconciler")
+	}
+	if err := (&machinehealthcheck.Reconciler{
+		Client:       mgr.GetClient(),
+		ClusterCache: cc,
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+		return errors.Wrap(err, "cannot set up CAPI's MachineHealthCheck reconciler")
 	}
 	return nil
 }

@@ -80,7 +80,7 @@ var Examples = []Example{
 		Description: "a MachineDeployment of 3 of a platform team's own machine kind: its XRD and Composition, and the template CRD and RBAC capxp xrd adopt prints"},
 	{Name: "external", File: capxp.ExternalExample, Setup: capxp.ExternalInfrastructure, Cluster: "legacy", Machines: 2,
 		Description: "a MachineDeployment of 2 CAPXP machines under an InfraCluster another system manages, their network and credentials from their template"},
-	{Name: "topology", File: capxp.TopologyExample, Classes: []string{"clusterclass-crossplane-local.yaml", "clusterclass-crossplane-byo.yaml"}, Cluster: "classy", Machines: 3,
+	{Name: "topology", File: capxp.TopologyExample, Classes: []string{"clusterclass-crossplane-local.yaml", "clusterclass-crossplane-byo.yaml"}, Cluster: "classy", Machines: 3, Available: true,
 		Description: "a Cluster from the ClusterClass crossplane-local: a KubeadmControlPlane of 1 and a MachineDeployment of 2, all CrossplaneMachines on the local backend"},
 }
 
