@@ -76,7 +76,14 @@ func grants(spec *infrav1.ClusterProviderConfigGrantSpec, s Shared) bool {
 // Grants for the same credentials add up. An empty selector matches
 // nothing.
 func Granted(list []infrav1.ClusterProviderConfigGrant, s Shared, ns *corev1.Namespace) (bool, string, error) {
-	var others []string
+	grant, msg, err := GrantedBy(list, s, ns)
+	return grant != "", msg, err
+}
+
+// GrantedBy is Granted that names the grant that lets the namespace use the
+// shared credentials, the first by name; "" and why when none does.
+func GrantedBy(list []infrav1.ClusterProviderConfigGrant, s Shared, ns *corev1.Namespace) (string, string, error) {
+	var others, covering []string
 	for i := range list {
 		g := &list[i]
 		if !grants(&g.Spec, s) {
@@ -84,12 +91,16 @@ func Granted(list []infrav1.ClusterProviderConfigGrant, s Shared, ns *corev1.Nam
 		}
 		ok, err := covers(g.Spec.AllowedNamespaces, ns)
 		if err != nil {
-			return false, "", errors.Wrapf(err, "grant %s", g.Name)
+			return "", "", errors.Wrapf(err, "grant %s", g.Name)
 		}
 		if ok {
-			return true, "", nil
+			covering = append(covering, g.Name)
+			continue
 		}
 		others = append(others, g.Name)
+	}
+	if len(covering) > 0 {
+		return slices.Min(covering), "", nil
 	}
 	sort.Strings(others)
 	msg := fmt.Sprintf("namespace %s may not use %s: no ClusterProviderConfigGrant allows it", ns.Name, s)
@@ -97,7 +108,7 @@ func Granted(list []infrav1.ClusterProviderConfigGrant, s Shared, ns *corev1.Nam
 		msg += fmt.Sprintf(" (grants for it that do not cover %s: %s)", ns.Name, strings.Join(others, ", "))
 	}
 	msg += fmt.Sprintf("; a ClusterProviderConfigGrant with %s covering namespace %s is missing", s.grantField(), ns.Name)
-	return false, msg, nil
+	return "", msg, nil
 }
 
 func covers(a infrav1.AllowedNamespaces, ns *corev1.Namespace) (bool, error) {

@@ -26,8 +26,9 @@ func teamA(labels map[string]string) *corev1.Namespace {
 
 func TestGranted(t *testing.T) {
 	type want struct {
-		ok  bool
-		msg string
+		// grant is the grant that allows it, the first by name.
+		grant string
+		msg   string
 	}
 	cases := map[string]struct {
 		reason string
@@ -46,13 +47,13 @@ func TestGranted(t *testing.T) {
 			reason: "a namespace listed by name is granted",
 			grants: []infrav1.ClusterProviderConfigGrant{grant("g", shared, infrav1.AllowedNamespaces{Names: []string{"team-b", "team-a"}})},
 			ns:     teamA(nil),
-			want:   want{ok: true},
+			want:   want{grant: "g"},
 		},
 		"BySelector": {
 			reason: "a namespace whose labels match is granted",
 			grants: []infrav1.ClusterProviderConfigGrant{grant("g", shared, infrav1.AllowedNamespaces{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}})},
 			ns:     teamA(map[string]string{"tier": "gold"}),
-			want:   want{ok: true},
+			want:   want{grant: "g"},
 		},
 		"EmptySelectorGrantsNothing": {
 			reason: "an empty selector matches no namespace, unlike elsewhere in Kubernetes",
@@ -64,7 +65,7 @@ func TestGranted(t *testing.T) {
 			reason: "every namespace can be granted with an explicit expression",
 			grants: []infrav1.ClusterProviderConfigGrant{grant("all", shared, infrav1.AllowedNamespaces{Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpExists}}}})},
 			ns:     teamA(map[string]string{"kubernetes.io/metadata.name": "team-a"}),
-			want:   want{ok: true},
+			want:   want{grant: "all"},
 		},
 		"GrantsAddUp": {
 			reason: "several grants for one config add up",
@@ -73,7 +74,16 @@ func TestGranted(t *testing.T) {
 				grant("a", shared, infrav1.AllowedNamespaces{Names: []string{"team-a"}}),
 			},
 			ns:   teamA(nil),
-			want: want{ok: true},
+			want: want{grant: "a"},
+		},
+		"FirstByName": {
+			reason: "of several grants that cover the namespace, the first by name is named",
+			grants: []infrav1.ClusterProviderConfigGrant{
+				grant("zeta", shared, infrav1.AllowedNamespaces{Names: []string{"team-a"}}),
+				grant("alpha", shared, infrav1.AllowedNamespaces{Names: []string{"team-a"}}),
+			},
+			ns:   teamA(nil),
+			want: want{grant: "alpha"},
 		},
 		"GrantForAnotherConfig": {
 			reason: "a grant covers only the config it names",
@@ -89,7 +99,7 @@ func TestGranted(t *testing.T) {
 			grants: []infrav1.ClusterProviderConfigGrant{sourceGrant("irsa", infrav1.CredentialSourceReference{APIGroup: "aws.m.upbound.io", Source: "IRSA"}, infrav1.AllowedNamespaces{Names: []string{"team-a"}})},
 			ns:     teamA(nil),
 			asked:  Ambient("aws.m.upbound.io", "IRSA"),
-			want:   want{ok: true},
+			want:   want{grant: "irsa"},
 		},
 		"AmbientSourceNotGranted": {
 			reason: "a grant of a config, of another source or of another provider's source grants no ambient source",
@@ -115,12 +125,15 @@ func TestGranted(t *testing.T) {
 			if asked == (Shared{}) {
 				asked = Config(shared.APIGroup, "ClusterProviderConfig", shared.Name)
 			}
-			ok, msg, err := Granted(tc.grants, asked, tc.ns)
+			grant, msg, err := GrantedBy(tc.grants, asked, tc.ns)
 			if err != nil {
-				t.Fatalf("%s\nGranted(...): %v", tc.reason, err)
+				t.Fatalf("%s\nGrantedBy(...): %v", tc.reason, err)
 			}
-			if diff := cmp.Diff(tc.want, want{ok: ok, msg: msg}, cmp.AllowUnexported(want{})); diff != "" {
-				t.Errorf("%s\nGranted(...): -want, +got:\n%s", tc.reason, diff)
+			if diff := cmp.Diff(tc.want, want{grant: grant, msg: msg}, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("%s\nGrantedBy(...): -want, +got:\n%s", tc.reason, diff)
+			}
+			if ok, okMsg, _ := Granted(tc.grants, asked, tc.ns); ok != (grant != "") || okMsg != msg {
+				t.Errorf("%s\nGranted(...) = %t, %q; GrantedBy(...) = %q, %q", tc.reason, ok, okMsg, grant, msg)
 			}
 		})
 	}

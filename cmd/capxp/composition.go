@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -54,13 +53,10 @@ $CAPXP_TOOLS_CACHE).
 // runComposition runs `capxp composition SUBCOMMAND`; it returns the exit
 // status.
 func runComposition(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "check" {
-		fmt.Fprint(stderr, compositionUsage)
+	fs, ok := subcommand(args, "check", "capxp composition check", compositionUsage, stderr)
+	if !ok {
 		return 2
 	}
-	fs := flag.NewFlagSet("capxp composition check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, compositionUsage) }
 	xrPath := fs.String("xr", "", "an example XR of the Composition's kind (YAML); CAPXP's shipped one, or one generated from the XRD, by default")
 	xrdPath := fs.String("xrd", "", "the XRD the Composition is for (YAML); CAPXP's own by default")
 	toolsDir := fs.String("tools-dir", string(tools.Default()), "where hack/ensure-tools.sh staged the crossplane binary and the functions")
@@ -74,7 +70,7 @@ func runComposition(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return 2
 	}
-	if len(positional) != 1 || (*output != "text" && *output != "json") {
+	if len(positional) != 1 || (*output != "text" && *output != outputJSON) {
 		fmt.Fprint(stderr, compositionUsage)
 		return 2
 	}
@@ -87,7 +83,7 @@ func runComposition(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	took := time.Since(started).Round(10 * time.Millisecond)
-	if *output == "json" {
+	if *output == outputJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(struct {

@@ -4,16 +4,18 @@
 //	capxp manager [flags]                 run the bridge controller manager
 //	capxp composition check COMPOSITION   check a Composition against the contract
 //	capxp xrd adopt XRD                   print the template CRD and RBAC of an XRD
+//	capxp describe cluster NAME           print a Cluster's tree, down to each XR's composed resources
 //	capxp version                         print the version
 //
-// It links only what the manager runs. The local management plane is a
-// separate binary, capxp-dev (cmd/capxp-dev), which runs this one as its
-// manager.
+// It links only what the manager runs, and the clients its commands need.
+// The local management plane is a separate binary, capxp-dev
+// (cmd/capxp-dev), which runs this one as its manager.
 package main
 
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 )
 
@@ -35,6 +37,8 @@ func main() {
 		os.Exit(runComposition(os.Args[2:], os.Stdout, os.Stderr))
 	case "xrd":
 		os.Exit(runXRD(os.Args[2:], os.Stdout, os.Stderr))
+	case "describe":
+		os.Exit(runDescribe(os.Args[2:], os.Stdout, os.Stderr))
 	case "version":
 		fmt.Println(version)
 	case "-h", "--help", "help":
@@ -53,8 +57,29 @@ Commands:
   manager       run the bridge controller manager (capxp manager --help for flags)
   composition   check a Composition against CAPI's contract, offline (capxp composition check --help)
   xrd           print the template CRD and RBAC an XRD that declares a contract needs (capxp xrd adopt --help)
+  describe      print a Cluster's tree from CAPI to each composed resource and its credentials (capxp describe cluster --help)
   version       print the version
 `)
+}
+
+// Output formats of the commands' -o.
+const (
+	outputJSON = "json"
+	outputYAML = "yaml"
+)
+
+// subcommand starts parsing `capxp COMMAND SUB [args]`: the flag set of
+// SUB, called name in errors, printing usage for -h and bad flags; false,
+// with the usage printed, when args do not start with sub.
+func subcommand(args []string, sub, name, usage string, stderr io.Writer) (*flag.FlagSet, bool) {
+	if len(args) == 0 || args[0] != sub {
+		fmt.Fprint(stderr, usage)
+		return nil, false
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	return fs, true
 }
 
 // parseInterspersed parses flags that may come before, between or after the

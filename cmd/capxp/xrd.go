@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -50,20 +49,17 @@ contract (the reason names the field), 2 for bad input.
 
 // runXRD runs `capxp xrd SUBCOMMAND`; it returns the exit status.
 func runXRD(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "adopt" {
-		fmt.Fprint(stderr, xrdUsage)
+	fs, ok := subcommand(args, "adopt", "capxp xrd adopt", xrdUsage, stderr)
+	if !ok {
 		return 2
 	}
-	fs := flag.NewFlagSet("capxp xrd adopt", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, xrdUsage) }
-	output := fs.String("o", "yaml", "output format: yaml or json (a List)")
+	output := fs.String("o", outputYAML, "output format: yaml or json (a List)")
 	positional, err := parseInterspersed(fs, args[1:])
 	if err != nil {
 		return 2
 	}
 	var xrds []*xpextv2.CompositeResourceDefinition
-	if len(positional) != 1 || (*output != "yaml" && *output != "json") {
+	if len(positional) != 1 || (*output != outputYAML && *output != outputJSON) {
 		fmt.Fprint(stderr, xrdUsage)
 		return 2
 	}
@@ -98,7 +94,7 @@ func runXRD(args []string, stdout, stderr io.Writer) int {
 		}
 		items = append(items, m)
 	}
-	if *output == "json" {
+	if *output == outputJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(map[string]any{"apiVersion": "v1", "kind": "List", "items": items}); err != nil {

@@ -162,30 +162,30 @@ func provisionedExample(t *testing.T, name string, within time.Duration) plane.E
 // provisioned Machines with Nodes, logging its state as it changes.
 func waitForMachines(t *testing.T, e plane.Example, machines int, within time.Duration) {
 	t.Helper()
-	start := time.Now()
-	if err := p.WaitForExampleOf(t.Context(), e.Cluster, machines, within, func(st plane.Status) {
-		for _, l := range st.Lines {
-			t.Log(l)
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("examples/%s: %d machines provisioned after %s", e.Name, machines, time.Since(start).Round(100*time.Millisecond))
+	waitForState(t, e, machines, within, p.WaitForExampleOf, "%d machines provisioned")
 }
 
 // waitForExampleAvailable waits up to within for CAPI to report an example
 // Available with machines Machines, each Ready and Available.
 func waitForExampleAvailable(t *testing.T, e plane.Example, machines int, within time.Duration) {
 	t.Helper()
+	waitForState(t, e, machines, within, p.WaitForExampleAvailable, "Available with %d machines")
+}
+
+// waitForState waits with one of the plane's waits, logging the example's
+// state as it changes, and then how long it took to be what says says.
+func waitForState(t *testing.T, e plane.Example, machines int, within time.Duration,
+	wait func(context.Context, string, int, time.Duration, func(plane.Status)) error, says string) {
+	t.Helper()
 	start := time.Now()
-	if err := p.WaitForExampleAvailable(t.Context(), e.Cluster, machines, within, func(st plane.Status) {
+	if err := wait(t.Context(), e.Cluster, machines, within, func(st plane.Status) {
 		for _, l := range st.Lines {
 			t.Log(l)
 		}
 	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("examples/%s: Available with %d machines after %s", e.Name, machines, time.Since(start).Round(100*time.Millisecond))
+	t.Logf("examples/%s: "+says+" after %s", e.Name, machines, time.Since(start).Round(100*time.Millisecond))
 }
 
 // noneLeft says how many objects of a list's kind remain, if any do.

@@ -45,6 +45,16 @@ func obj(props map[string]extv1.JSONSchemaProps) extv1.JSONSchemaProps {
 
 var str = extv1.JSONSchemaProps{Type: "string"}
 
+// contractLabels are the labels of a CAPXP XRD that implements contract.
+func contractLabels(contract string) map[string]string {
+	return map[string]string{
+		"capxp.dev/contract":          contract,
+		"cluster.x-k8s.io/v1beta2":    "v1alpha1",
+		"cluster.x-k8s.io/provider":   "infrastructure-crossplane",
+		"clusterctl.cluster.x-k8s.io": "",
+	}
+}
+
 func TestXRD(t *testing.T) {
 	type want struct {
 		labels map[string]string
@@ -64,12 +74,7 @@ func TestXRD(t *testing.T) {
 			crd:      crd(extv1.NamespaceScoped, obj(map[string]extv1.JSONSchemaProps{"size": str, "crossplane": obj(nil)}), obj(map[string]extv1.JSONSchemaProps{"ready": {Type: "boolean"}, "conditions": {Type: "array"}}), "spec"),
 			contract: "InfraMachine",
 			want: want{
-				labels: map[string]string{
-					"capxp.dev/contract":          "InfraMachine",
-					"cluster.x-k8s.io/v1beta2":    "v1alpha1",
-					"cluster.x-k8s.io/provider":   "infrastructure-crossplane",
-					"clusterctl.cluster.x-k8s.io": "",
-				},
+				labels: contractLabels("InfraMachine"),
 				schema: &extv1.JSONSchemaProps{
 					Type:     "object",
 					Required: []string{"spec"},
@@ -86,12 +91,7 @@ func TestXRD(t *testing.T) {
 			crd:      crd(extv1.NamespaceScoped, obj(map[string]extv1.JSONSchemaProps{"region": str}), obj(nil), "spec"),
 			contract: "InfraCluster",
 			want: want{
-				labels: map[string]string{
-					"capxp.dev/contract":          "InfraCluster",
-					"cluster.x-k8s.io/v1beta2":    "v1alpha1",
-					"cluster.x-k8s.io/provider":   "infrastructure-crossplane",
-					"clusterctl.cluster.x-k8s.io": "",
-				},
+				labels: contractLabels("InfraCluster"),
 				schema: &extv1.JSONSchemaProps{
 					Type:     "object",
 					Required: []string{"spec"},
