@@ -54,6 +54,9 @@ const (
 	// CrossplaneKustomization builds what the Crossplane packages need
 	// beside them: the bridge's RBAC and runtime configuration.
 	CrossplaneKustomization = "config/crossplane"
+	// MonitoringDir holds the alerts (a PrometheusRule) and the Grafana
+	// dashboard a release ships.
+	MonitoringDir = "config/monitoring"
 )
 
 // Version is the release this source builds (the VERSION file).

@@ -182,6 +182,7 @@ func (k *kindControllers) stopLocked(name string) {
 	xr := &unstructured.Unstructured{}
 	xr.SetGroupVersionKind(r.adaptation.GVK)
 	_ = k.mgr.GetCache().RemoveInformer(k.base, xr)
+	waiting.forgetKind(r.adaptation.GVK.Kind)
 	k.mgr.GetLogger().Info("Stopped adapting composite resource kind", "gvk", r.adaptation.GVK.String())
 }
 

@@ -33,6 +33,8 @@ import (
 //     moves no verdict.
 //   - the Composition and selector it released an XR's Composition for, so
 //     that a read from a cache behind that write releases it only once.
+//   - why it last refused an XR's credentials, so that a refusal is counted
+//     once (capxp_credentials_refusals_total), not once a reconcile.
 //
 // After a restart it is empty: the bridge then writes once what a cache
 // already shows, and waits once for Crossplane to observe a mirror.
@@ -46,6 +48,7 @@ type remembered struct {
 	mirror     readiness.Mirror
 	conditions *xrConditions
 	released   string
+	refused    string
 }
 
 type writtenPart struct {
@@ -162,6 +165,16 @@ func (m *memory) release(uid types.UID, key string) (already bool) {
 	r := m.of(uid)
 	already, r.released = r.released == key, key
 	return already
+}
+
+// refuse notes why an XR's credentials were refused ("" when they may be
+// used), and reports whether that is new.
+func (m *memory) refuse(uid types.UID, reason string) (changed bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.of(uid)
+	changed, r.refused = r.refused != reason, reason
+	return changed
 }
 
 // forget drops all that is remembered of an object.

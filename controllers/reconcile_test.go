@@ -292,6 +292,8 @@ func TestReconcile(t *testing.T) {
 		objs   []client.Object
 		writes []want
 		events []string
+		// waits: the XR counts in capxp_xrs_waiting afterwards.
+		waits bool
 	}{
 		"Normal": {
 			reason: "an XR held at admission, owned, granted and ready is released, finalized, given its endpoint and marked provisioned; a ready verdict the Cluster never had is CAPI's own conditions' to show",
@@ -321,12 +323,14 @@ func TestReconcile(t *testing.T) {
 		},
 		"MachineWaitsForTheClusterInfrastructure": {
 			reason: "a machine XR stays held until its Cluster's infrastructure is provisioned; CAPI's own conditions say so on the Machine, so nothing is written",
+			waits:  true,
 			creds:  granted,
 			xr:     testMachineXR(annotate(paused, "true")),
 			objs:   []client.Object{testCluster(false), testMachine(true)},
 		},
 		"MachineWithAPresetBootstrapReference": {
 			reason: "a bootstrap data reference preset to another Machine's data keeps the XR held; the Machine's condition and a warning say why",
+			waits:  true,
 			creds:  granted,
 			xr: testMachineXR(annotate(paused, "true"), func(u *unstructured.Unstructured) {
 				_ = unstructured.SetNestedMap(u.Object, map[string]any{"name": "someone-elses", "key": "value"}, "spec", "bootstrap", "dataSecretRef")
@@ -358,6 +362,7 @@ func TestReconcile(t *testing.T) {
 		},
 		"HeldForCredentials": {
 			reason: "credentials the namespace may not use keep the XR held, marked as the bridge's hold, and say why on the Cluster and in an event",
+			waits:  true,
 			creds:  notGranted,
 			xr:     testXR(annotate(paused, "true")),
 			objs:   []client.Object{testCluster(false)},
@@ -400,6 +405,7 @@ func TestReconcile(t *testing.T) {
 		},
 		"UnownedGranted": {
 			reason: "an XR CAPI does not own yet, granted, is released to Crossplane",
+			waits:  true,
 			creds:  granted,
 			xr:     testXR(unowned, annotate(paused, "true")),
 			writes: []want{
@@ -408,6 +414,7 @@ func TestReconcile(t *testing.T) {
 		},
 		"UnownedNotGranted": {
 			reason: "an XR CAPI does not own yet is checked all the same, and stays held",
+			waits:  true,
 			creds:  notGranted,
 			xr:     testXR(unowned, annotate(paused, "true")),
 			writes: []want{
@@ -508,6 +515,12 @@ func TestReconcile(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.events, evs); diff != "" {
 				t.Errorf("%s\nevents -want +got:\n%s", tc.reason, diff)
+			}
+			waiting.mu.Lock()
+			_, waits := waiting.xrs[tc.xr.GetUID()]
+			waiting.mu.Unlock()
+			if waits != tc.waits {
+				t.Errorf("%s\ncounted as waiting: %t, want %t", tc.reason, waits, tc.waits)
 			}
 		})
 	}

@@ -106,6 +106,7 @@ type xrReconciler struct {
 // called once an XR is let go or gone, for the XR and its owner.
 func (r *xrReconciler) forget(uid types.UID) {
 	r.memory.forget(uid)
+	waiting.set(uid, waitingXR{}, false)
 }
 
 // scope is one reconcile's working state. Phases change xr (metadata and
@@ -130,6 +131,11 @@ type scope struct {
 	// bridge's own mirror (readiness.Mirror). Nil when no outputs were copied.
 	mirror   *unstructured.Unstructured
 	observed int64
+	// readySince is when Crossplane reported the XR Ready, when this
+	// reconcile provisions it.
+	readySince time.Time
+	// paused is CAPI's pause of the XR or its Cluster.
+	paused bool
 }
 
 type xrEvent struct{ kind, reason, message string }
@@ -185,6 +191,7 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 			log.V(4).Info("Conflict; requeueing", "error", reterr.Error())
 			result, reterr = ctrl.Result{RequeueAfter: conflictRequeue}, nil
 		}
+		r.countWaiting(s)
 	}()
 
 	// Externally managed infrastructure's contract fields are another
@@ -210,6 +217,7 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 		ctx = ctrl.LoggerInto(ctx, log.WithValues(s.owner.GetObjectKind().GroupVersionKind().Kind, klog.KObj(s.owner)))
 	}
 	paused := annotations.HasPaused(xr) || s.cluster != nil && annotations.IsPaused(s.cluster, xr)
+	s.paused = paused
 
 	switch {
 	case !xr.GetDeletionTimestamp().IsZero() && paused:
@@ -247,6 +255,16 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 		return ctrl.Result{}, r.guardForMove(ctx, s)
 	}
 	return r.reconcileNormal(ctx, s)
+}
+
+// countWaiting counts the XR in capxp_xrs_waiting while its CAPI owner
+// waits for it: not provisioned, and not paused by CAPI, externally managed
+// or deleting.
+func (r *xrReconciler) countWaiting(s *scope) {
+	u := s.before
+	provisioned := isProvisioned(u) || s.status != nil || r.memory.already(u, partProvisioned, "true")
+	waits := !provisioned && !s.paused && u.GetDeletionTimestamp().IsZero() && !annotations.IsExternallyManaged(u)
+	waiting.set(u.GetUID(), waitingXR{kind: u.GetKind(), namespace: u.GetNamespace(), since: u.GetCreationTimestamp().Time}, waits)
 }
 
 // conflicted reports whether err is a conflict, or aggregates (as the
@@ -374,6 +392,9 @@ func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 			"status.initialization.provisioned": true,
 			"status.ready":                      true,
 		}}
+		if !was && c.ready.Status == corev1.ConditionTrue {
+			s.readySince = c.ready.LastTransitionTime.Time
+		}
 	}
 	if now && !was && provisioned != "" {
 		s.event(corev1.EventTypeNormal, "Provisioned", provisioned)

@@ -38,6 +38,13 @@ func (r *xrReconciler) checkCredentials(ctx context.Context, xr *composite.Unstr
 	if err != nil {
 		return nil, ctrl.Result{}, errors.Wrap(err, errResolveCreds)
 	}
+	refused := ""
+	if !res.Ready {
+		refused = res.Reason
+	}
+	if r.memory.refuse(xr.GetUID(), refused) && refused != "" {
+		credentialsRefusals.WithLabelValues(xr.GetNamespace(), refused).Inc()
+	}
 	if res.Ready {
 		return nil, ctrl.Result{}, nil
 	}

@@ -4,6 +4,7 @@ package controllers
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -27,10 +28,15 @@ func (r *xrReconciler) write(ctx context.Context, s *scope) error {
 	var errs []error
 	gen := s.before.GetGeneration()
 	mirrorOnly := s.mirror != nil && equality.Semantic.DeepEqual(s.mirror.Object["spec"], s.xr.Object["spec"])
+	kind := s.xr.GetKind()
+	rv := s.before.GetResourceVersion()
 	// The working copy is what is wanted: no copy of it to mutate.
 	if err := patchTo(ctx, r.client, &r.memory, s.before, &unstructured.Unstructured{Object: s.xr.Object}); err != nil {
 		// Nothing else is written on a stale read.
 		return err
+	}
+	if s.before.GetResourceVersion() != rv {
+		writes.WithLabelValues(targetXR, kind).Inc()
 	}
 	if mirrorOnly && s.before.GetGeneration() != gen && s.observed != 0 {
 		r.memory.mirrored(s.xr.GetUID(), readiness.Mirror{From: s.observed, To: s.before.GetGeneration()})
@@ -39,6 +45,8 @@ func (r *xrReconciler) write(ctx context.Context, s *scope) error {
 		made, err := s.status.apply(ctx, r.client, &s.xr.Unstructured)
 		if err == nil && made != "" {
 			r.memory.record(s.before, made, partProvisioned, "true")
+			writes.WithLabelValues(targetXRStatus, kind).Inc()
+			observeProvisioned(kind, s.readySince, time.Now())
 		}
 		errs = append(errs, err)
 	}
@@ -90,6 +98,10 @@ func (r *xrReconciler) writeVerdict(ctx context.Context, s *scope) error {
 		r.recorder.Eventf(s.xr, nil, corev1.EventTypeWarning, s.verdict.Reason, actionReconcile, "%s", s.verdict.Message)
 	}
 	r.memory.record(s.owner, made, partVerdict, verdictValue(c))
+	if made != "" {
+		writes.WithLabelValues(targetOwnerCondition, s.xr.GetKind()).Inc()
+		verdicts.WithLabelValues(c.Reason, s.xr.GetKind()).Inc()
+	}
 	return nil
 }
 

@@ -90,6 +90,7 @@ func (r *xrdReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	x := &xpextv2.CompositeResourceDefinition{}
 	if err := r.client.Get(ctx, req.NamespacedName, x); err != nil {
 		if client.IgnoreNotFound(err) == nil {
+			adaptation.forget(req.Name)
 			r.kinds.Stop(req.Name)
 			return ctrl.Result{}, r.syncAdmission(ctx)
 		}
@@ -99,6 +100,7 @@ func (r *xrdReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	ctx = ctrl.LoggerInto(ctx, log)
 
 	if _, ok := x.Labels[infrav1.ContractLabel]; !ok {
+		adaptation.forget(x.Name)
 		return ctrl.Result{}, r.release(ctx, x)
 	}
 	if !x.DeletionTimestamp.IsZero() {
@@ -290,6 +292,7 @@ func groupResource(xrdName string) schema.GroupResource {
 }
 
 func (r *xrdReconciler) setCondition(ctx context.Context, x *xpextv2.CompositeResourceDefinition, s metav1.ConditionStatus, reason, msg string) error {
+	adaptation.set(x.Name, reason)
 	u := unstructuredXRD(x)
 	st := &statusApply{}
 	st.condition(u, metav1.Condition{Type: infrav1.ContractAdaptedCondition, Status: s, Reason: reason, Message: msg, ObservedGeneration: x.Generation})

@@ -219,9 +219,36 @@ func ClusterctlConfig(componentsPath string, extra ...string) []byte {
 	return b.Bytes()
 }
 
+// MonitoringDir is the release folder of the alerts (a PrometheusRule) and
+// the Grafana dashboard, as config/monitoring holds them.
+const MonitoringDir = "monitoring"
+
+// WriteMonitoring writes the alerts and the dashboard into dir and returns
+// it.
+func WriteMonitoring(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // release files are public
+		return "", errors.Wrap(err, "cannot create the monitoring folder")
+	}
+	files, err := fs.Glob(capxp.Manifests, path.Join(capxp.MonitoringDir, "*"))
+	if err != nil {
+		return "", errors.Wrap(err, "cannot list the alerts and dashboard")
+	}
+	for _, f := range files {
+		b, err := capxp.Manifests.ReadFile(f)
+		if err != nil {
+			return "", errors.Wrapf(err, "cannot read %s", f)
+		}
+		if err := os.WriteFile(filepath.Join(dir, path.Base(f)), b, 0o644); err != nil { //nolint:gosec // release files are public
+			return "", errors.Wrapf(err, "cannot write %s", path.Base(f))
+		}
+	}
+	return dir, nil
+}
+
 // Write writes a whole release into out, as `make release` does: the
 // clusterctl repository (out/clusterctl), the manager image from a static
-// linux capxp binary, crossplane-setup.yaml, and both Crossplane packages
+// linux capxp binary, crossplane-setup.yaml, the alerts and dashboard
+// (out/monitoring), and both Crossplane packages
 // built with the crossplane CLI (only their roots when cli is empty). It
 // returns a line per file written.
 func Write(ctx context.Context, out string, o Options, binary, arch, cli string) ([]string, error) {
@@ -246,6 +273,11 @@ func Write(ctx context.Context, out string, o Options, binary, arch, cli string)
 		return nil, errors.Wrap(err, "cannot write the Crossplane setup")
 	}
 	lines = append(lines, "Crossplane setup: "+filepath.Join(out, CrossplaneSetupFile))
+	mon, err := WriteMonitoring(filepath.Join(out, MonitoringDir))
+	if err != nil {
+		return nil, err
+	}
+	lines = append(lines, "alerts and dashboard: "+mon)
 	if cli == "" {
 		for _, p := range []struct {
 			name  string

@@ -120,7 +120,7 @@ func TestComponents(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]int{"CustomResourceDefinition": 3, "ClusterRole": 5, "ClusterRoleBinding": 2, "Namespace": 1, "Deployment": 1,
+	want := map[string]int{"CustomResourceDefinition": 3, "ClusterRole": 6, "ClusterRoleBinding": 2, "Namespace": 1, "Deployment": 1,
 		"ServiceAccount": 1, "Service": 1, "Issuer": 1, "Certificate": 1}
 	if diff := cmp.Diff(want, kinds); diff != "" {
 		t.Errorf("kinds (-want +got):\n%s", diff)
@@ -237,5 +237,28 @@ func TestConfigurationRoot(t *testing.T) {
 	}
 	if kinds["Configuration"] != 1 || kinds["CompositeResourceDefinition"] == 0 || kinds["Composition"] == 0 {
 		t.Errorf("package objects by kind: %v", kinds)
+	}
+}
+
+func TestMonitoring(t *testing.T) {
+	dir, err := WriteMonitoring(filepath.Join(t.TempDir(), MonitoringDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"alerts.yaml", "dashboard.json"} {
+		got, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatalf("the release has no %s: %v", f, err)
+		}
+		want, err := os.ReadFile(filepath.Join("..", "..", "config", "monitoring", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s in the release differs from config/monitoring/%s", f, f)
+		}
+		if len(decode(t, got)) != 1 {
+			t.Errorf("%s is not one object", f)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,8 +40,8 @@ func TestDescribe(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitForExampleAvailable(t, e, plane.ExampleMachines, 2*time.Minute)
-	run := func(args ...string) (string, error) {
-		args = append([]string{"describe", "cluster", name, "-n", ns, "--kubeconfig", p.Kubeconfig()}, args...)
+	runFor := func(cluster string, args ...string) (string, error) {
+		args = append([]string{"describe", "cluster", cluster, "-n", ns, "--kubeconfig", p.Kubeconfig()}, args...)
 		var stdout, stderr bytes.Buffer
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, "capxp"), args...) //nolint:gosec // the binary the suite built, the test's own arguments.
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -49,6 +50,7 @@ func TestDescribe(t *testing.T) {
 		}
 		return stdout.String(), nil
 	}
+	run := func(args ...string) (string, error) { return runFor(name, args...) }
 	describe := func(args ...string) string {
 		t.Helper()
 		out, err := run(args...)
@@ -129,9 +131,89 @@ func TestDescribe(t *testing.T) {
 	patch(t, xr, map[string]any{"spec": map[string]any{"providerConfigRef": map[string]any{
 		"apiGroup": "kubernetes.m.crossplane.io", "kind": "ProviderConfig", "name": "workload",
 	}}})
+
+	describeBrokenComposition(t, ns, runFor)
 	deleteExampleCluster(t, e, 2*time.Minute, func() error {
 		if n := len(listOf(t, ns, "infrastructure.cluster.x-k8s.io/v1alpha1", "CrossplaneMachine")); n != 0 {
 			return fmt.Errorf("%d CrossplaneMachines remain", n)
+		}
+		return nil
+	})
+}
+
+// describeBrokenComposition describes a cluster whose infrastructure's
+// Composition fails: the tree names the failing step on the XR's row and
+// on the verdict CAPI shows.
+func describeBrokenComposition(t *testing.T, ns string, describe func(cluster string, args ...string) (string, error)) {
+	t.Helper()
+	const name, resource = "broken", "broken-on-purpose"
+	comp := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"compositeTypeRef": map[string]any{"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "CrossplaneCluster"},
+		"mode":             "Pipeline",
+		"pipeline": []any{map[string]any{
+			"step":        "compose",
+			"functionRef": map[string]any{"name": "crossplane-contrib-function-patch-and-transform"},
+			"input": map[string]any{
+				"apiVersion": "pt.fn.crossplane.io/v1beta1",
+				"kind":       "Resources",
+				"resources": []any{map[string]any{
+					"name": resource,
+					"base": map[string]any{"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "Object",
+						"spec": map[string]any{"forProvider": map[string]any{"manifest": map[string]any{
+							"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": name, "namespace": "default"},
+						}}}},
+					// A map that has no entry for the XR's kind of
+					// credentials: the patch, and the pipeline, fail.
+					"patches": []any{map[string]any{
+						"type": "FromCompositeFieldPath", "fromFieldPath": "spec.providerConfigRef.kind", "toFieldPath": "spec.providerConfigRef.kind",
+						"transforms": []any{map[string]any{"type": "map", "map": map[string]any{"NoSuchKind": "ProviderConfig"}}},
+					}},
+				}},
+			},
+		}},
+	}}}
+	comp.SetAPIVersion("apiextensions.crossplane.io/v1")
+	comp.SetKind("Composition")
+	comp.SetName("crossplanecluster-" + ns + "-broken")
+	createAs(t, comp)
+	xr := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"providerConfigRef": map[string]any{"apiGroup": "kubernetes.m.crossplane.io", "kind": "ProviderConfig", "name": "workload"},
+		"crossplane":        map[string]any{"compositionRef": map[string]any{"name": comp.GetName()}},
+	}}}
+	xr.SetAPIVersion("infrastructure.cluster.x-k8s.io/v1alpha1")
+	xr.SetKind("CrossplaneCluster")
+	xr.SetNamespace(ns)
+	xr.SetName(name)
+	cluster := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"infrastructureRef": map[string]any{"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "CrossplaneCluster", "name": name},
+	}}}
+	cluster.SetAPIVersion("cluster.x-k8s.io/v1beta2")
+	cluster.SetKind("Cluster")
+	cluster.SetNamespace(ns)
+	cluster.SetName(name)
+	createAs(t, xr)
+	createAs(t, cluster)
+	eventually(t, "the tree names the failing Composition step", 2*time.Minute, func() error {
+		out, err := describe(name)
+		if err != nil {
+			return err
+		}
+		for _, want := range []string{
+			"CrossplaneCluster " + name + "  False  CompositionFailed",
+			`cannot render composed resource "` + resource + `"`,
+		} {
+			if !strings.Contains(collapsed(out), want) {
+				return fmt.Errorf("the tree does not hold %q:\n%s", want, out)
+			}
+		}
+		return nil
+	})
+	if err := mgmt().Delete(t.Context(), cluster); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the broken cluster and its XR are gone", 2*time.Minute, func() error {
+		if err := mgmt().Get(t.Context(), client.ObjectKeyFromObject(xr), xr.DeepCopy()); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the XR is still there: %v", err)
 		}
 		return nil
 	})

@@ -127,6 +127,7 @@ func TestCrossplanePackages(t *testing.T) {
 		}
 	}
 	attackAsTenant(ctx, t, p)
+	scrapeMetrics(ctx, t, p)
 }
 
 func containsPrefix(lines []string, prefix string) bool {

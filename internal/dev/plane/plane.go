@@ -124,9 +124,18 @@ type Plane struct {
 // (plain HTTP, on the loopback interface).
 func (p *Plane) ManagerProfilerURL() string { return p.managerProfiler }
 
-// ManagerMetricsURL is where the manager serves its metrics (plain HTTP, on
-// the loopback interface).
-func (p *Plane) ManagerMetricsURL() string { return p.managerMetrics }
+// ManagerMetricsURL is where the manager serves its metrics, on the
+// loopback interface: plain HTTP when the plane runs the manager itself;
+// HTTPS, authenticated and authorized with the API server, when it runs as
+// the bridge package's pod (Options.Release), as the Deployment serves it.
+func (p *Plane) ManagerMetricsURL() string {
+	if p.managerMetrics == "" && p.runtime != nil {
+		p.runtime.mu.Lock()
+		defer p.runtime.mu.Unlock()
+		return p.runtime.bridgeMetrics
+	}
+	return p.managerMetrics
+}
 
 // Management is the management cluster's API server.
 func (p *Plane) Management() *localkube.Environment { return p.mgmt }

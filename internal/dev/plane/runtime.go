@@ -53,6 +53,8 @@ type packageRuntime struct {
 	running map[string]*process
 	// err is the last error of a package's runtime, by package name.
 	errs map[string]error
+	// bridgeMetrics is the bridge pod's metrics endpoint.
+	bridgeMetrics string
 }
 
 // Packages the plane's runtime runs (by repository name) besides functions.
@@ -262,12 +264,13 @@ func (r *packageRuntime) runBridge(ctx context.Context, rev *pkgv1.ProviderRevis
 		return nil
 	}
 	if !r.started(release.ProviderPackageName) {
-		proc, err := r.p.runProviderPackage(ctx, rev)
+		proc, metrics, err := r.p.runProviderPackage(ctx, rev)
 		if err != nil {
 			return err
 		}
 		r.mu.Lock()
 		r.running[release.ProviderPackageName] = proc
+		r.bridgeMetrics = metrics
 		r.mu.Unlock()
 	}
 	return r.runtimeHealthy(ctx, rev, "running as a local process of the CAPXP plane, with its DeploymentRuntimeConfig's identity and arguments")
@@ -307,14 +310,16 @@ func (p *Plane) runtimeConfig(ctx context.Context, rev *pkgv1.ProviderRevision) 
 	return drc, nil
 }
 
-// runProviderPackage starts the capxp binary as the bridge package's pod.
-func (p *Plane) runProviderPackage(ctx context.Context, rev *pkgv1.ProviderRevision) (*process, error) {
+// runProviderPackage starts the capxp binary as the bridge package's pod,
+// and returns its metrics endpoint (HTTPS, authenticated and authorized
+// with the API server, as the Deployment serves it).
+func (p *Plane) runProviderPackage(ctx context.Context, rev *pkgv1.ProviderRevision) (*process, string, error) {
 	if p.opts.ManagerBinary == "" {
-		return nil, errors.New("no capxp binary to run the bridge package's image with")
+		return nil, "", errors.New("no capxp binary to run the bridge package's image with")
 	}
 	drc, err := p.runtimeConfig(ctx, rev)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	// What Crossplane's Deployment runtime would create: the service
 	// account, named by the runtime config or after the revision.
@@ -323,13 +328,13 @@ func (p *Plane) runProviderPackage(ctx context.Context, rev *pkgv1.ProviderRevis
 		sa = *t.Metadata.Name
 	}
 	if err := p.client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: crossplaneNamespace, Name: sa}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, errors.Wrapf(err, "cannot create ServiceAccount %s/%s", crossplaneNamespace, sa)
+		return nil, "", errors.Wrapf(err, "cannot create ServiceAccount %s/%s", crossplaneNamespace, sa)
 	}
 	podName := rev.GetName() + "-local"
 	dir := filepath.Join(p.dir, "pods", podName)
 	kubeconfig, err := p.serviceAccountKubeconfig(ctx, crossplaneNamespace, sa, dir)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	env := map[string]string{"POD_NAMESPACE": crossplaneNamespace}
 	var args []string
@@ -341,7 +346,7 @@ func (p *Plane) runProviderPackage(ctx context.Context, rev *pkgv1.ProviderRevis
 			}
 			for _, e := range c.Env {
 				if e.ValueFrom != nil {
-					return nil, errors.Errorf("DeploymentRuntimeConfig %s: env %s comes from a source this plane does not provide", drc.GetName(), e.Name)
+					return nil, "", errors.Errorf("DeploymentRuntimeConfig %s: env %s comes from a source this plane does not provide", drc.GetName(), e.Name)
 				}
 				env[e.Name] = e.Value
 			}
@@ -361,20 +366,20 @@ func (p *Plane) runProviderPackage(ctx context.Context, rev *pkgv1.ProviderRevis
 	// The pod's own network, stood in for by free loopback ports.
 	health, err := freePort()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	diag, err := freePort()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	args = append(args, "--health-addr="+hostPort(health), "--diagnostics-address="+hostPort(diag))
 	proc, err := startProcess(p.dir, podName, p.opts.ManagerBinary, append(envList, "KUBECONFIG="+kubeconfig), args...)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := proc.waitHealthy(ctx, fmt.Sprintf("http://%s/readyz", hostPort(health)), 2*time.Minute); err != nil {
 		proc.stop(10 * time.Second)
-		return nil, err
+		return nil, "", err
 	}
-	return proc, nil
+	return proc, fmt.Sprintf("https://%s/metrics", hostPort(diag)), nil
 }
