@@ -14,6 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
+// labelKind is the XR kind label of the bridge's series.
+const labelKind = "kind"
+
 // Targets of the bridge's writes (capxp_writes_total's target label).
 const (
 	targetXR             = "xr"
@@ -28,17 +31,17 @@ var (
 		// From the bridge's own latency (tens of milliseconds) to a
 		// backlog of minutes.
 		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300},
-	}, []string{"kind"})
+	}, []string{labelKind})
 
 	writes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "capxp_writes_total",
 		Help: "Writes the bridge sent, by target (xr: an XR's metadata and spec; xr_status: its contract status; owner_condition: the CAPI owner's CrossplaneInfrastructureReady) and XR kind.",
-	}, []string{"target", "kind"})
+	}, []string{"target", labelKind})
 
 	verdicts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "capxp_verdicts_total",
 		Help: "Verdicts the bridge wrote to a CAPI owner's CrossplaneInfrastructureReady condition as they changed, by reason and XR kind.",
-	}, []string{"reason", "kind"})
+	}, []string{"reason", labelKind})
 
 	credentialsRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "capxp_credentials_refusals_total",
@@ -120,10 +123,10 @@ var waiting = &waitingXRs{
 	now: time.Now,
 	count: prometheus.NewDesc("capxp_xrs_waiting",
 		"XRs whose CAPI owner waits for them to be provisioned (neither paused, externally managed nor deleting), by XR kind and namespace.",
-		[]string{"kind", "namespace"}, nil),
+		[]string{labelKind, "namespace"}, nil),
 	oldest: prometheus.NewDesc("capxp_xr_waiting_oldest_seconds",
 		"Age of the oldest XR counted in capxp_xrs_waiting, by XR kind and namespace.",
-		[]string{"kind", "namespace"}, nil),
+		[]string{labelKind, "namespace"}, nil),
 }
 
 // set records whether an XR waits to be provisioned.

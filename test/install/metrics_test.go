@@ -123,7 +123,7 @@ func scrapeMetrics(ctx context.Context, t *testing.T, p *plane.Plane) {
 		if err != nil {
 			return 0, "", err
 		}
-		defer resp.Body.Close() //nolint:errcheck // read-only.
+		defer resp.Body.Close()
 		body, err := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body), err
 	}
