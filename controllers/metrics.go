@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -98,6 +99,16 @@ func (g *xrdStateGauge) forget(xrd string) {
 		xrdStates.DeleteLabelValues(xrd, was)
 		delete(g.states, xrd)
 	}
+}
+
+// countWaiting counts the XR in capxp_xrs_waiting while its CAPI owner
+// waits for it: not provisioned, and not paused by CAPI, externally managed
+// or deleting.
+func (r *xrReconciler) countWaiting(s *scope) {
+	u := s.before
+	provisioned := isProvisioned(u) || s.status != nil || r.memory.already(u, partProvisioned, "true")
+	waits := !provisioned && !s.paused && u.GetDeletionTimestamp().IsZero() && !annotations.IsExternallyManaged(u)
+	waiting.set(u.GetUID(), waitingXR{kind: u.GetKind(), namespace: u.GetNamespace(), since: u.GetCreationTimestamp().Time}, waits)
 }
 
 // waitingXRs keeps, for the XRs a CAPI owner waits on, when each was

@@ -257,16 +257,6 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 	return r.reconcileNormal(ctx, s)
 }
 
-// countWaiting counts the XR in capxp_xrs_waiting while its CAPI owner
-// waits for it: not provisioned, and not paused by CAPI, externally managed
-// or deleting.
-func (r *xrReconciler) countWaiting(s *scope) {
-	u := s.before
-	provisioned := isProvisioned(u) || s.status != nil || r.memory.already(u, partProvisioned, "true")
-	waits := !provisioned && !s.paused && u.GetDeletionTimestamp().IsZero() && !annotations.IsExternallyManaged(u)
-	waiting.set(u.GetUID(), waitingXR{kind: u.GetKind(), namespace: u.GetNamespace(), since: u.GetCreationTimestamp().Time}, waits)
-}
-
 // conflicted reports whether err is a conflict, or aggregates (as the
 // deferred write's error does) only conflicts.
 func conflicted(err error) bool {
