@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 )
 
@@ -42,9 +44,11 @@ func mayNot(ctx context.Context, c client.Client, gr schema.GroupResource, verbs
 // readAccess asks the API server, with SelfSubjectAccessReviews, which of
 // get, list and watch the bridge may not use on a resource. It remembers a
 // resource it may read for good, and one it may not for recheckAccessAfter,
-// so that a reference to it costs no review on every reconcile.
+// so that a reference to it costs no review on every reconcile; reconciles
+// that ask about the same resource at once share one set of reviews.
 type readAccess struct {
 	client client.Client
+	flight singleflight.Group
 
 	mu     sync.Mutex
 	ok     map[schema.GroupResource]bool
@@ -74,17 +78,24 @@ func (a *readAccess) missing(ctx context.Context, gr schema.GroupResource) ([]st
 	case wasDenied:
 		return d.missing, nil
 	}
-	missing, err := mayNot(ctx, a.client, gr, "get", "list", "watch")
+	v, err, _ := a.flight.Do(gr.String(), func() (any, error) {
+		missing, err := mayNot(ctx, a.client, gr, "get", "list", "watch")
+		if err != nil {
+			return nil, err
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if len(missing) == 0 {
+			a.ok[gr] = true
+			delete(a.denied, gr)
+		} else {
+			a.denied[gr] = deniedAt{missing: missing, at: a.now()}
+		}
+		return missing, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(missing) == 0 {
-		a.ok[gr] = true
-		delete(a.denied, gr)
-	} else {
-		a.denied[gr] = deniedAt{missing: missing, at: a.now()}
-	}
+	missing, _ := v.([]string)
 	return missing, nil
 }
