@@ -147,7 +147,12 @@ func dropPatchesTo(path string) func(*testing.T, *unstructured.Unstructured) {
 		dropped := 0
 		for i, s := range steps {
 			step := s.(map[string]any)
-			res, _, _ := unstructured.NestedSlice(step, "input", "resources")
+			res, found, _ := unstructured.NestedSlice(step, "input", "resources")
+			if !found {
+				// Not a patch-and-transform step (function-auto-ready
+				// refuses an input it does not define).
+				continue
+			}
 			for j, r := range res {
 				rm := r.(map[string]any)
 				patches, _, _ := unstructured.NestedSlice(rm, "patches")

@@ -25,9 +25,9 @@ cache=${CAPXP_TOOLS_CACHE:-$root/.cache/tools}
 etcd_version=v3.6.16
 kube_version=v1.36.3
 controller_gen_version=v0.21.0
-crossplane_version=v2.3.4
+crossplane_version=v2.4.0
 pat_version=v0.10.7
-auto_ready_version=v0.6.0
+auto_ready_version=v0.7.0
 provider_kubernetes_version=v1.2.1
 # The AWS family the aws Composition composes with; only their packages'
 # CRDs and metadata template are staged (no AWS provider runs here).
