@@ -76,13 +76,23 @@ func grants(spec *infrav1.ClusterProviderConfigGrantSpec, s Shared) bool {
 // Grants for the same credentials add up. An empty selector matches
 // nothing.
 func Granted(list []infrav1.ClusterProviderConfigGrant, s Shared, ns *corev1.Namespace) (bool, string, error) {
-	grant, msg, err := GrantedBy(list, s, ns)
-	return grant != "", msg, err
+	covering, msg, err := coveringGrants(list, s, ns)
+	return len(covering) > 0, msg, err
 }
 
 // GrantedBy is Granted that names the grant that lets the namespace use the
 // shared credentials, the first by name; "" and why when none does.
 func GrantedBy(list []infrav1.ClusterProviderConfigGrant, s Shared, ns *corev1.Namespace) (string, string, error) {
+	covering, msg, err := coveringGrants(list, s, ns)
+	if len(covering) == 0 {
+		return "", msg, err
+	}
+	return slices.Min(covering), "", nil
+}
+
+// coveringGrants returns the names of the grants for the shared credentials that
+// cover the namespace; when there are none, why.
+func coveringGrants(list []infrav1.ClusterProviderConfigGrant, s Shared, ns *corev1.Namespace) ([]string, string, error) {
 	var others, covering []string
 	for i := range list {
 		g := &list[i]
@@ -91,7 +101,7 @@ func GrantedBy(list []infrav1.ClusterProviderConfigGrant, s Shared, ns *corev1.N
 		}
 		ok, err := covers(g.Spec.AllowedNamespaces, ns)
 		if err != nil {
-			return "", "", errors.Wrapf(err, "grant %s", g.Name)
+			return nil, "", errors.Wrapf(err, "grant %s", g.Name)
 		}
 		if ok {
 			covering = append(covering, g.Name)
@@ -100,7 +110,7 @@ func GrantedBy(list []infrav1.ClusterProviderConfigGrant, s Shared, ns *corev1.N
 		others = append(others, g.Name)
 	}
 	if len(covering) > 0 {
-		return slices.Min(covering), "", nil
+		return covering, "", nil
 	}
 	sort.Strings(others)
 	msg := fmt.Sprintf("namespace %s may not use %s: no ClusterProviderConfigGrant allows it", ns.Name, s)
@@ -108,7 +118,7 @@ func GrantedBy(list []infrav1.ClusterProviderConfigGrant, s Shared, ns *corev1.N
 		msg += fmt.Sprintf(" (grants for it that do not cover %s: %s)", ns.Name, strings.Join(others, ", "))
 	}
 	msg += fmt.Sprintf("; a ClusterProviderConfigGrant with %s covering namespace %s is missing", s.grantField(), ns.Name)
-	return "", msg, nil
+	return nil, msg, nil
 }
 
 func covers(a infrav1.AllowedNamespaces, ns *corev1.Namespace) (bool, error) {
