@@ -15,8 +15,11 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
 )
 
@@ -229,16 +232,16 @@ func labelledNodes(t *testing.T, want int) error {
 }
 
 // remediate breaks a worker as hosts break, twice: its Node goes NotReady
-// (kwok's node-not-ready stage), then another's Node is deleted. Each time
-// the MachineHealthCheck has CAPI replace the broken machine, whose XR,
-// composed Object and Node are deleted. One at a time: the check remediates
-// at most half of the workers at once.
+// (kwok's node-not-ready stage), then another's host is gone. Each time the
+// MachineHealthCheck has CAPI replace the broken machine, whose XR, composed
+// Object and Node are deleted. One at a time: the check remediates at most
+// half of the workers at once.
 func remediate(t *testing.T) {
 	breaks := []struct {
 		how string
-		do  func(t *testing.T, node string)
+		do  func(t *testing.T, machine, node string)
 	}{
-		{"its Node goes NotReady", func(t *testing.T, node string) {
+		{"its Node goes NotReady", func(t *testing.T, _, node string) {
 			n := &corev1.Node{}
 			n.SetName(node)
 			raw := []byte(`{"metadata":{"labels":{"node-not-ready.stage.kwok.x-k8s.io":"true"}}}`)
@@ -246,13 +249,7 @@ func remediate(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"its Node is deleted", func(t *testing.T, node string) {
-			n := &corev1.Node{}
-			n.SetName(node)
-			if err := p.Workload.Client.Delete(t.Context(), n); err != nil && !apierrors.IsNotFound(err) {
-				t.Fatal(err)
-			}
-		}},
+		{"its host is gone", hostGone},
 	}
 	for _, b := range breaks {
 		workers := workerMachines(t)
@@ -265,7 +262,7 @@ func remediate(t *testing.T) {
 			t.Fatalf("Machine %s has no Node", broken)
 		}
 		start := time.Now()
-		b.do(t, node)
+		b.do(t, broken, node)
 		eventually(t, "the worker whose Node broke is replaced", 90*time.Second, func() error {
 			ms := workerMachines(t)
 			for _, m := range ms {
@@ -308,4 +305,48 @@ func remediate(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// hostGone breaks a worker as a host that disappears does: its Node is
+// deleted and nothing registers it again. On the local backend the composed
+// Object that registered the Node would create it again on its next poll,
+// which a vanished host never does, so the Object is paused until CAPI has
+// given up on the machine (its Machine is deleting), then resumed so that
+// Crossplane can delete it with the machine's XR.
+func hostGone(t *testing.T, machine, node string) {
+	t.Helper()
+	var host *unstructured.Unstructured
+	for _, o := range objects(t, "crossplanemachine") {
+		for _, ref := range o.GetOwnerReferences() {
+			if ref.Name == machine {
+				host = &o
+			}
+		}
+	}
+	if host == nil {
+		t.Fatalf("no composed Object of Machine %s", machine)
+	}
+	paused := func(v any) map[string]any {
+		return map[string]any{"metadata": map[string]any{"annotations": map[string]any{infrav1.CrossplanePausedAnnotation: v}}}
+	}
+	patch(t, host, paused("true"))
+	n := &corev1.Node{}
+	n.SetName(node)
+	if err := p.Workload.Client.Delete(t.Context(), n); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	eventually(t, "CAPI gives up on the machine whose host is gone", 90*time.Second, func() error {
+		m := &clusterv1.Machine{}
+		err := mgmt().Get(t.Context(), client.ObjectKey{Namespace: plane.ExampleNamespace, Name: machine}, m)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		case m.DeletionTimestamp.IsZero():
+			return fmt.Errorf("Machine %s is not deleting yet (%v)", machine, conditions.Get(m, clusterv1.MachineHealthCheckSucceededCondition))
+		}
+		return nil
+	})
+	patch(t, host, paused(nil))
 }
