@@ -21,11 +21,12 @@ import (
 // components: the template CRDs and ClusterProviderConfigGrant generated
 // from apis/, RBAC, the manager's Deployment, its webhook Service and
 // certificate), examples/local, examples/byo, examples/platform and
-// examples/external (the example clusters) and
+// examples/external, examples/topology, examples/managed (the example
+// clusters) and
 // VERSION (the
 // release being built).
 //
-//go:embed config examples/local/*.yaml examples/byo/*.yaml examples/platform/*.yaml examples/external/*.yaml examples/topology/*.yaml VERSION
+//go:embed config examples/local/*.yaml examples/byo/*.yaml examples/platform/*.yaml examples/external/*.yaml examples/topology/*.yaml examples/managed/*.yaml VERSION
 var Manifests embed.FS
 
 // Paths of Manifests.
@@ -47,6 +48,9 @@ const (
 	ExternalInfrastructure = "examples/external/infrastructure.yaml"
 	// TopologyExample is the example cluster created from a ClusterClass.
 	TopologyExample = "examples/topology/cluster.yaml"
+	// ManagedExample is the example cluster whose control plane is a
+	// CrossplaneControlPlane.
+	ManagedExample = "examples/managed/cluster.yaml"
 	// ConfigDir holds the kustomize sources of the clusterctl components;
 	// ComponentsKustomization builds infrastructure-components.yaml.
 	ConfigDir               = "config"

@@ -30,11 +30,22 @@ const (
 	LabelMachineRole = "capxp.dev/machine-role"
 )
 
+// The local backend's managed control plane is the workload cluster's API
+// server; the plane publishes the version it serves where a service's API
+// would: in this ConfigMap of the workload cluster, which the local
+// CrossplaneControlPlane Composition observes.
+const (
+	LocalControlPlaneNamespace  = "kube-public"
+	LocalControlPlaneRecord     = "capxp-local-control-plane"
+	LocalControlPlaneVersionKey = "version"
+)
+
 // Backends are the folders holding Compositions.
 var Backends = []string{"aws", "byo", "local"}
 
 // FS holds the XRDs, every backend's Compositions, and an example XR of
-// each Composition (examples/BACKEND-cluster.yaml, BACKEND-machine.yaml, or
+// each Composition (examples/BACKEND-cluster.yaml, BACKEND-controlplane.yaml,
+// BACKEND-machine.yaml, or
 // BACKEND-machine-ROLE.yaml for the backends with machine roles).
 //
 //go:embed xrds/*.yaml aws/*.yaml byo/*.yaml local/*.yaml examples/*.yaml
@@ -52,6 +63,8 @@ func Example(comp *unstructured.Unstructured) (*unstructured.Unstructured, error
 	switch kind {
 	case "CrossplaneCluster":
 		name = backend + "-cluster"
+	case "CrossplaneControlPlane":
+		name = backend + "-controlplane"
 	case "CrossplaneMachine":
 		name = backend + "-machine"
 		if role := comp.GetLabels()[LabelMachineRole]; role != "" {
@@ -59,7 +72,7 @@ func Example(comp *unstructured.Unstructured) (*unstructured.Unstructured, error
 		}
 	}
 	if backend == "" || name == "" {
-		return nil, errors.Errorf("composition %s is not one of CAPXP's (no %s label for a CrossplaneCluster or CrossplaneMachine)", comp.GetName(), LabelBackend)
+		return nil, errors.Errorf("composition %s is not one of CAPXP's (no %s label for a CrossplaneCluster, CrossplaneControlPlane or CrossplaneMachine)", comp.GetName(), LabelBackend)
 	}
 	x, err := Read(path.Join(ExamplesDir, name+".yaml"))
 	if err != nil {

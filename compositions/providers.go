@@ -85,6 +85,9 @@ func Provide(o *unstructured.Unstructured) {
 			obs.Object["endpoints"] = []any{map[string]any{"addresses": []any{"127.0.0.1"}, "conditions": map[string]any{"ready": true}}}
 			obs.Object["ports"] = []any{map[string]any{"name": "https", "port": int64(36443), "protocol": "TCP"}}
 		}
+		if obs.GetKind() == "ConfigMap" && obs.GetNamespace() == LocalControlPlaneNamespace && obs.GetName() == LocalControlPlaneRecord {
+			obs.Object["data"] = map[string]any{LocalControlPlaneVersionKey: "v1.36.3"}
+		}
 		at = map[string]any{"manifest": obs.Object}
 	}
 	_ = p.SetValue("status.atProvider", at)

@@ -13,6 +13,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/annotations"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -73,6 +74,17 @@ func (infraCluster) outputs(xr *unstructured.Unstructured) (func(*unstructured.U
 	return set, fmt.Sprintf("Infrastructure provisioned; control plane endpoint %s:%d", out.Endpoint.Host, out.Endpoint.Port), errs
 }
 
+func (infraCluster) conditionType() string { return infrav1.CrossplaneInfrastructureReadyCondition }
+
+// milestone is provisioned, and v1beta1's ready while CAPI reads it.
+func (infraCluster) milestone(*unstructured.Unstructured) map[string]any {
+	return map[string]any{"status.initialization.provisioned": true, "status.ready": true}
+}
+
+func (infraCluster) publish(context.Context, *scope) (*verdict.Verdict, ctrl.Result, error) {
+	return nil, ctrl.Result{}, nil
+}
+
 // waitBeforeDelete holds a cluster XR's deletion while Machines of its
 // cluster exist: each Machine waits for its machine XR, so networking never
 // goes before the machines that use it.
@@ -97,7 +109,6 @@ func (c infraCluster) waitBeforeDelete(ctx context.Context, xr *composite.Unstru
 }
 
 func (infraCluster) watches(k *kindControllers, gvk schema.GroupVersionKind, xr *unstructured.Unstructured) []watch {
-	c := k.mgr.GetClient()
 	return []watch{
 		// The Cluster's pause and ownership, on every Cluster event.
 		// Narrowed to CAPI's pause and provisioning transitions, a deleting
@@ -105,21 +116,39 @@ func (infraCluster) watches(k *kindControllers, gvk schema.GroupVersionKind, xr 
 		// watch the ObjectTracker started delivered no event) and waited for
 		// the resync; until that is understood, every Cluster event wakes
 		// the XR.
-		{obj: &clusterv1.Cluster{}, fn: util.ClusterToInfrastructureMapFunc(k.base, gvk, c, xr)},
-		// A deleting cluster XR waits for the cluster's Machines to go;
-		// nothing else about a Machine concerns it.
-		{obj: &clusterv1.Machine{}, fn: machineToClusterInfrastructure(c, gvk),
-			predicates: []predicate.Predicate{predicate.Funcs{
-				CreateFunc:  func(event.CreateEvent) bool { return false },
-				UpdateFunc:  func(event.UpdateEvent) bool { return false },
-				GenericFunc: func(event.GenericEvent) bool { return false },
-			}}},
+		{obj: &clusterv1.Cluster{}, fn: util.ClusterToInfrastructureMapFunc(k.base, gvk, k.mgr.GetClient(), xr)},
+		machineDeletions(k.mgr.GetClient(), infrastructureRef, gvk),
 	}
 }
 
-// machineToClusterInfrastructure maps a Machine to its Cluster's
-// infrastructure XR, when that is of the given kind.
-func machineToClusterInfrastructure(c client.Client, gvk schema.GroupVersionKind) func(context.Context, client.Object) []reconcile.Request {
+func infrastructureRef(c *clusterv1.Cluster) clusterv1.ContractVersionedObjectReference {
+	return c.Spec.InfrastructureRef
+}
+
+// machineDeletions wakes the XR a Cluster references (ref says which
+// reference) when one of the cluster's Machines is deleted: a deleting XR
+// waits for them to go; nothing else about a Machine concerns it.
+func machineDeletions(c client.Client, ref func(*clusterv1.Cluster) clusterv1.ContractVersionedObjectReference, gvk schema.GroupVersionKind) watch {
+	return watch{obj: &clusterv1.Machine{}, fn: machineToCluster(c, ref, gvk),
+		predicates: []predicate.Predicate{predicate.Funcs{
+			CreateFunc:  func(event.CreateEvent) bool { return false },
+			UpdateFunc:  func(event.UpdateEvent) bool { return false },
+			GenericFunc: func(event.GenericEvent) bool { return false },
+		}}}
+}
+
+// referenced is the request for the object a Cluster's reference names,
+// when it is of the given kind.
+func referenced(cluster *clusterv1.Cluster, ref clusterv1.ContractVersionedObjectReference, gvk schema.GroupVersionKind) []reconcile.Request {
+	if ref.APIGroup != gvk.Group || ref.Kind != gvk.Kind || ref.Name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}}}
+}
+
+// machineToCluster maps a Machine to the XR its Cluster references, when
+// that is of the given kind.
+func machineToCluster(c client.Client, ref func(*clusterv1.Cluster) clusterv1.ContractVersionedObjectReference, gvk schema.GroupVersionKind) func(context.Context, client.Object) []reconcile.Request {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
 		name := o.GetLabels()[clusterv1.ClusterNameLabel]
 		if name == "" {
@@ -129,10 +158,6 @@ func machineToClusterInfrastructure(c client.Client, gvk schema.GroupVersionKind
 		if err := c.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: name}, cluster); err != nil {
 			return nil
 		}
-		ref := cluster.Spec.InfrastructureRef
-		if ref.APIGroup != gvk.Group || ref.Kind != gvk.Kind {
-			return nil
-		}
-		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}}}
+		return referenced(cluster, ref(cluster), gvk)
 	}
 }

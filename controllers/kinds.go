@@ -79,13 +79,15 @@ func (k *kindControllers) Start(ctx context.Context) error {
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
 func (k *kindControllers) NeedLeaderElection() bool { return true }
 
-// newSeam picks the contract's seam: the one place the two contracts differ.
+// newSeam picks the contract's seam: the one place the contracts differ.
 func newSeam(c client.Client, access *readAccess, contract string) (seam, error) {
 	switch contract {
 	case infrav1.ContractInfraCluster:
 		return infraCluster{client: c}, nil
 	case infrav1.ContractInfraMachine:
 		return infraMachine{client: c, access: access}, nil
+	case infrav1.ContractControlPlane:
+		return controlPlane{infraCluster{client: c}}, nil
 	}
 	return nil, errors.Errorf("unknown contract %s", contract)
 }

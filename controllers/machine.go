@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/predicates"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -157,6 +158,17 @@ func (infraMachine) outputs(xr *unstructured.Unstructured) (func(*unstructured.U
 		_ = unstructured.SetNestedField(u.Object, out.ProviderID, "spec", "providerID")
 	}
 	return set, "", errs
+}
+
+func (infraMachine) conditionType() string { return infrav1.CrossplaneInfrastructureReadyCondition }
+
+// milestone is provisioned, and v1beta1's ready while CAPI reads it.
+func (infraMachine) milestone(*unstructured.Unstructured) map[string]any {
+	return map[string]any{"status.initialization.provisioned": true, "status.ready": true}
+}
+
+func (infraMachine) publish(context.Context, *scope) (*verdict.Verdict, ctrl.Result, error) {
+	return nil, ctrl.Result{}, nil
 }
 
 func (infraMachine) waitBeforeDelete(context.Context, *composite.Unstructured) (*verdict.Verdict, error) {

@@ -23,6 +23,7 @@ const (
 	targetXR             = "xr"
 	targetXRStatus       = "xr_status"
 	targetOwnerCondition = "owner_condition"
+	targetKubeconfig     = "kubeconfig"
 )
 
 var (

@@ -24,8 +24,8 @@ package controllers
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=patch
 
 // CAPXP's own XR kinds, and grants.
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=crossplaneclusters;crossplanemachines,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=crossplaneclusters/status;crossplanemachines/status,verbs=patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=crossplaneclusters;crossplanemachines;crossplanecontrolplanes,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=crossplaneclusters/status;crossplanemachines/status;crossplanecontrolplanes/status,verbs=patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=clusterproviderconfiggrants,verbs=get;list;watch
 
 // CAPI's objects: read them, and write the one condition type the bridge
@@ -37,6 +37,13 @@ package controllers
 // credentials Secrets (get, never list or watch).
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+
+// A managed control plane's kubeconfig: the bridge reads the Secret its
+// composition names (get, above) and writes the cluster's
+// <cluster>-kubeconfig Secret, as every CAPI control plane provider does.
+// Names vary by cluster, so the verbs cannot be limited by name; the bridge
+// never lists or watches Secrets.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=create;update
 
 // Admission: the hold and release policies, the move and template
 // immutability policies and the credentials webhook. Only the bridge's own

@@ -53,10 +53,13 @@ const (
 	reconcileTimeout = time.Minute
 )
 
-// seam is what differs between the InfraCluster and InfraMachine contracts;
-// everything else about an adapted XR (finalizer, pause, credentials,
-// deletion, the one deferred write) is the xrReconciler's.
+// seam is what differs between the InfraCluster, InfraMachine and
+// ControlPlane contracts; everything else about an adapted XR (finalizer,
+// pause, credentials, deletion, the one deferred write) is the
+// xrReconciler's.
 type seam interface {
+	// conditionType is the condition of the owner the verdict goes to.
+	conditionType() string
 	// owner returns the CAPI object that owns the XR (a Cluster or a
 	// Machine) and its Cluster; a nil owner while CAPI has not set the
 	// owner reference or the owner is gone.
@@ -72,6 +75,13 @@ type seam interface {
 	// spec fields to set once the XR satisfies its contract, with an event
 	// message for the first time it does (none when empty).
 	outputs(xr *unstructured.Unstructured) (set func(*unstructured.Unstructured), provisioned string, errs field.ErrorList)
+	// milestone is the contract's status once the XR satisfies it: the
+	// milestone that never goes back, and what goes with it.
+	milestone(xr *unstructured.Unstructured) map[string]any
+	// publish writes what the contract asks of the provider besides the
+	// XR, once the XR satisfies its contract: a verdict while it cannot,
+	// and when to look again.
+	publish(ctx context.Context, s *scope) (*verdict.Verdict, ctrl.Result, error)
 	// waitBeforeDelete names what must be gone before the XR's own
 	// composed resources go; nil when nothing.
 	waitBeforeDelete(ctx context.Context, xr *composite.Unstructured) (*verdict.Verdict, error)
@@ -257,6 +267,14 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 	return r.reconcileNormal(ctx, s)
 }
 
+// sooner is the result that looks again first.
+func sooner(a, b ctrl.Result) ctrl.Result {
+	if a.RequeueAfter == 0 || b.RequeueAfter != 0 && b.RequeueAfter < a.RequeueAfter {
+		return b
+	}
+	return a
+}
+
 // conflicted reports whether err is a conflict, or aggregates (as the
 // deferred write's error does) only conflicts.
 func conflicted(err error) bool {
@@ -361,6 +379,16 @@ func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 	c := r.memory.read(u)
 	v := contract.Evaluate(readiness.ObserveConditions(u.GetGeneration(), false, c.synced, c.ready, r.memory.mirror(s.xr.GetUID())), errs)
 	if v.Ready {
+		held, again, err := r.contract.publish(ctx, s)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if held != nil {
+			v = *held
+		}
+		result = sooner(result, again)
+	}
+	if v.Ready {
 		set(u)
 		s.mirror = s.before.DeepCopy()
 		set(s.mirror)
@@ -375,13 +403,10 @@ func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 	now := contract.Provisioned(was, v)
 	r.blockMove(ctx, s, now)
 	if now && !stale {
-		// Both fields, always: a server-side apply that leaves one out
+		// Every field, always: a server-side apply that leaves one out
 		// releases it. Nothing is written before provisioning: absent is
 		// not provisioned, and provisioned never goes back to false.
-		s.status = &statusApply{fields: map[string]any{
-			"status.initialization.provisioned": true,
-			"status.ready":                      true,
-		}}
+		s.status = &statusApply{fields: r.contract.milestone(u)}
 		if !was && c.ready.Status == corev1.ConditionTrue {
 			s.readySince = c.ready.LastTransitionTime.Time
 		}

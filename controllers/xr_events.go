@@ -18,9 +18,12 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
 )
 
+// isProvisioned reports whether an XR reached its contract's milestone:
+// provisioned infrastructure, or an initialized control plane.
 func isProvisioned(u *unstructured.Unstructured) bool {
 	p, _, _ := unstructured.NestedBool(u.Object, "status", "initialization", "provisioned")
-	return p
+	i, _, _ := unstructured.NestedBool(u.Object, "status", "initialization", "controlPlaneInitialized")
+	return p || i
 }
 
 // xrChanged passes the XR updates that change something the bridge reads:

@@ -63,7 +63,7 @@ func (r *xrReconciler) write(ctx context.Context, s *scope) error {
 // CrossplaneInfrastructureReady condition when it says something new, and
 // records the change as an event on the XR.
 func (r *xrReconciler) writeVerdict(ctx context.Context, s *scope) error {
-	old, found := ownerCondition(s.owner)
+	old, found := ownerCondition(s.owner, r.contract.conditionType())
 	if found && s.verdict.Same(&old) {
 		// The verdict is about the XR: a new generation of the owner (CAPI
 		// copying providerID or the bootstrap data secret name into its
@@ -76,6 +76,7 @@ func (r *xrReconciler) writeVerdict(ctx context.Context, s *scope) error {
 		return nil
 	}
 	c := s.verdict.Condition(s.owner.GetGeneration())
+	c.Type = r.contract.conditionType()
 	if r.memory.already(s.owner, partVerdict, verdictValue(c)) {
 		// The cache has not caught up with this very write yet: it was
 		// sent, and its event recorded, already.
@@ -105,14 +106,14 @@ func (r *xrReconciler) writeVerdict(ctx context.Context, s *scope) error {
 	return nil
 }
 
-// ownerCondition is the bridge's condition on a CAPI owner, read from the
-// typed object.
-func ownerCondition(owner client.Object) (metav1.Condition, bool) {
+// ownerCondition is the bridge's condition of a type on a CAPI owner, read
+// from the typed object.
+func ownerCondition(owner client.Object, typ string) (metav1.Condition, bool) {
 	g, ok := owner.(conditions.Getter)
 	if !ok {
 		return metav1.Condition{}, false
 	}
-	c := conditions.Get(g, infrav1.CrossplaneInfrastructureReadyCondition)
+	c := conditions.Get(g, typ)
 	if c == nil {
 		return metav1.Condition{}, false
 	}

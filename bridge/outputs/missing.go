@@ -10,9 +10,17 @@ func Missing(errs field.ErrorList) bool {
 		return false
 	}
 	for _, e := range errs {
-		if e.Type != field.ErrorTypeRequired || e.Field != outputEndpoint.String() && e.Field != outputProviderID.String() {
+		if e.Type != field.ErrorTypeRequired || !missable[e.Field] {
 			return false
 		}
 	}
 	return true
+}
+
+// missable are the outputs a composition reports once it has them.
+var missable = map[string]bool{
+	outputEndpoint.String():   true,
+	outputProviderID.String(): true,
+	outputVersion.String():    true,
+	outputKubeconfig.String(): true,
 }

@@ -17,8 +17,9 @@ import (
 
 // OpenAPI types of the template's schema.
 const (
-	typeObject = "object"
-	typeString = "string"
+	typeObject  = "object"
+	typeString  = "string"
+	typeBoolean = "boolean"
 )
 
 // TemplateKind is the template kind of an XR kind: CAPI clones a

@@ -19,7 +19,7 @@ import (
 
 // Adaptation is an XRD the bridge can adapt.
 type Adaptation struct {
-	// Contract is InfraCluster or InfraMachine.
+	// Contract is InfraCluster, InfraMachine or ControlPlane.
 	Contract string
 	// GVK is the XR kind to watch, at the XRD's referenceable version.
 	GVK schema.GroupVersionKind
@@ -47,15 +47,26 @@ var required = map[string][]schemaField{
 	infrav1.ContractInfraCluster: {
 		{"spec.controlPlaneEndpoint.host", typeString},
 		{"spec.controlPlaneEndpoint.port", "integer"},
-		{"status.initialization.provisioned", "boolean"},
-		{"status.ready", "boolean"},
+		{"status.initialization.provisioned", typeBoolean},
+		{"status.ready", typeBoolean},
 	},
 	infrav1.ContractInfraMachine: {
 		{"spec.providerID", typeString},
-		{"status.initialization.provisioned", "boolean"},
-		{"status.ready", "boolean"},
+		{"status.initialization.provisioned", typeBoolean},
+		{"status.ready", typeBoolean},
+	},
+	infrav1.ContractControlPlane: {
+		{"spec.controlPlaneEndpoint.host", typeString},
+		{"spec.controlPlaneEndpoint.port", "integer"},
+		{"status.initialization.controlPlaneInitialized", typeBoolean},
+		{"status.version", typeString},
+		{"status.externalManagedControlPlane", typeBoolean},
 	},
 }
+
+// Contracts are the contracts an XRD may declare, in the order they are
+// listed to users.
+var Contracts = []string{infrav1.ContractInfraCluster, infrav1.ContractInfraMachine, infrav1.ContractControlPlane}
 
 // Check decides whether an XRD can implement the contract its
 // capxp.dev/contract label declares.
@@ -65,11 +76,11 @@ func Check(x *xpextv2.CompositeResourceDefinition) (*Adaptation, *Problem) {
 	if _, ok := required[c]; !ok {
 		return nil, &Problem{Reason: infrav1.UnknownContractReason, Errors: field.ErrorList{field.NotSupported(
 			field.NewPath("metadata", "labels").Key(infrav1.ContractLabel), c,
-			[]string{infrav1.ContractInfraCluster, infrav1.ContractInfraMachine})}}
+			Contracts)}}
 	}
 	if x.Spec.Scope != xpextv2.CompositeResourceScopeNamespaced {
 		return nil, &Problem{Reason: infrav1.InvalidScopeReason, Errors: field.ErrorList{field.Invalid(root.Child("scope"), x.Spec.Scope,
-			"must be Namespaced: CAPI's infrastructureRef is namespaced")}}
+			"must be Namespaced: CAPI's references are namespaced")}}
 	}
 	// The API server requires these; the check does not rely on it.
 	var missing field.ErrorList

@@ -29,6 +29,17 @@ var clusterSchema = props(map[string]extv1.JSONSchemaProps{
 	}),
 })
 
+var controlPlaneSchema = props(map[string]extv1.JSONSchemaProps{
+	"spec": props(map[string]extv1.JSONSchemaProps{
+		"controlPlaneEndpoint": props(map[string]extv1.JSONSchemaProps{"host": {Type: "string"}, "port": {Type: "integer"}}),
+	}),
+	"status": props(map[string]extv1.JSONSchemaProps{
+		"initialization":              props(map[string]extv1.JSONSchemaProps{"controlPlaneInitialized": {Type: "boolean"}}),
+		"version":                     {Type: "string"},
+		"externalManagedControlPlane": {Type: "boolean"},
+	}),
+})
+
 type mod func(*xpextv2.CompositeResourceDefinition)
 
 func xrd(contract string, s extv1.JSONSchemaProps, mods ...mod) *xpextv2.CompositeResourceDefinition {
@@ -72,15 +83,27 @@ func TestCheck(t *testing.T) {
 				Group: "platform.example.org", Version: "v1beta1", Kind: "EKSCluster",
 			}}},
 		},
+		"ForeignControlPlane": {
+			reason: "a platform team's managed control plane XRD is adapted to the ControlPlane contract",
+			xrd:    xrd("ControlPlane", controlPlaneSchema),
+			want: want{a: &Adaptation{Contract: "ControlPlane", GVK: schema.GroupVersionKind{
+				Group: "platform.example.org", Version: "v1beta1", Kind: "EKSCluster",
+			}}},
+		},
+		"ControlPlaneWithoutVersion": {
+			reason: "CAPI reads a control plane's status.version: an XRD without it cannot implement ControlPlane",
+			xrd:    xrd("ControlPlane", clusterSchema),
+			want:   want{reason: infrav1.MissingSchemaFieldReason, err: "CAPI's ControlPlane contract needs status.version of type string"},
+		},
 		"UnknownContract": {
 			reason: "only the two infrastructure contracts exist",
 			xrd:    xrd("InfraWidget", clusterSchema),
-			want:   want{reason: infrav1.UnknownContractReason, err: `metadata.labels[capxp.dev/contract]: Unsupported value: "InfraWidget": supported values: "InfraCluster", "InfraMachine"`},
+			want:   want{reason: infrav1.UnknownContractReason, err: `metadata.labels[capxp.dev/contract]: Unsupported value: "InfraWidget": supported values: "InfraCluster", "InfraMachine", "ControlPlane"`},
 		},
 		"ClusterScoped": {
 			reason: "CAPI's references are namespaced",
 			xrd:    xrd("InfraCluster", clusterSchema, func(x *xpextv2.CompositeResourceDefinition) { x.Spec.Scope = xpextv2.CompositeResourceScopeCluster }),
-			want:   want{reason: infrav1.InvalidScopeReason, err: `spec.scope: Invalid value: "Cluster": must be Namespaced: CAPI's infrastructureRef is namespaced`},
+			want:   want{reason: infrav1.InvalidScopeReason, err: `spec.scope: Invalid value: "Cluster": must be Namespaced: CAPI's references are namespaced`},
 		},
 		"PluralCAPICannotFind": {
 			reason: "CAPI computes the CRD name from the kind; another plural is never found",

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/xrd"
 	"github.com/capxp/cluster-api-provider-crossplane/compositions"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/compcheck"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
@@ -142,9 +144,9 @@ func checkComposition(ctx context.Context, compPath, xrPath, xrdPath, crdPaths, 
 		return nil, in, err
 	}
 	in.Contract = in.XRD.GetLabels()[infrav1.ContractLabel]
-	if in.Contract != infrav1.ContractInfraCluster && in.Contract != infrav1.ContractInfraMachine {
-		return nil, in, errors.Errorf("XRD %s: metadata.labels[%s] is %q: it must declare the contract, %s or %s",
-			in.XRD.GetName(), infrav1.ContractLabel, in.Contract, infrav1.ContractInfraCluster, infrav1.ContractInfraMachine)
+	if !slices.Contains(xrd.Contracts, in.Contract) {
+		return nil, in, errors.Errorf("XRD %s: metadata.labels[%s] is %q: it must declare the contract, one of %s",
+			in.XRD.GetName(), infrav1.ContractLabel, in.Contract, strings.Join(xrd.Contracts, ", "))
 	}
 	if observedDir != "" {
 		if in.Observed, err = readObserved(observedDir); err != nil {

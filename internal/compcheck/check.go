@@ -56,8 +56,11 @@ const (
 	FieldBootstrapByRef   = "bootstrap data by reference"
 	FieldValid            = "valid for the providers' CRDs"
 	FieldDeletion         = "deletion"
+	FieldVersion          = "version"
+	FieldKubeconfig       = "kubeconfig by reference"
 	contractInfraCluster  = infrav1.ContractInfraCluster
 	contractInfraMachine  = infrav1.ContractInfraMachine
+	contractControlPlane  = infrav1.ContractControlPlane
 	providerConfigRefPath = "spec.providerConfigRef"
 )
 
@@ -120,8 +123,8 @@ func (r *Result) OK() bool {
 // reconciles) and judges every contract field. An error is returned only
 // for what is not the Composition's fault (the engine failing to run).
 func Check(ctx context.Context, e *render.Engine, in Input) (*Result, error) {
-	if in.Contract != contractInfraCluster && in.Contract != contractInfraMachine {
-		return nil, errors.Errorf("contract %q: want %s or %s", in.Contract, contractInfraCluster, contractInfraMachine)
+	if in.Contract != contractInfraCluster && in.Contract != contractInfraMachine && in.Contract != contractControlPlane {
+		return nil, errors.Errorf("contract %q: want %s, %s or %s", in.Contract, contractInfraCluster, contractInfraMachine, contractControlPlane)
 	}
 	extra := []*unstructured.Unstructured{BootstrapSecret(in.XR)}
 	xr := in.XR.DeepCopy()
@@ -309,6 +312,8 @@ func judge(in Input, r *Result) []Verdict {
 		vs = append(vs, clusterVerdicts(r.XR)...)
 	case contractInfraMachine:
 		vs = append(vs, machineVerdicts(r.XR)...)
+	case contractControlPlane:
+		vs = append(vs, controlPlaneVerdicts(r.XR)...)
 	}
 	return vs
 }
@@ -371,6 +376,17 @@ func clusterVerdicts(xr *unstructured.Unstructured) []Verdict {
 		vs = append(vs, verdict(FieldNetwork, byPath(errs, "status.outputs.network"), fmt.Sprintf("%d subnets", len(subnets))))
 	}
 	return vs
+}
+
+// controlPlaneVerdicts: the endpoint, the version the service serves, and
+// the Secret of its kubeconfig, named, never the kubeconfig itself.
+func controlPlaneVerdicts(xr *unstructured.Unstructured) []Verdict {
+	cp, errs := outputs.MapControlPlane(xr)
+	return []Verdict{
+		verdict(FieldEndpoint, byPath(errs, "status.outputs.controlPlaneEndpoint"), fmt.Sprintf("%s:%d", cp.Endpoint.Host, cp.Endpoint.Port)),
+		verdict(FieldVersion, byPath(errs, "status.outputs.version"), cp.Version),
+		verdict(FieldKubeconfig, byPath(errs, "status.outputs.kubeconfig"), fmt.Sprintf("Secret %s, key %s", cp.Kubeconfig.Name, cp.Kubeconfig.Key)),
+	}
 }
 
 func machineVerdicts(xr *unstructured.Unstructured) []Verdict {

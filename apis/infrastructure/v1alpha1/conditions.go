@@ -19,6 +19,12 @@ package v1alpha1
 // recorded as a Warning event on the XR.
 const CrossplaneInfrastructureReadyCondition = "CrossplaneInfrastructureReady"
 
+// CrossplaneControlPlaneReadyCondition carries the bridge's verdict on a
+// Cluster's control plane XR, as CrossplaneInfrastructureReady carries the
+// one on its infrastructure XR: both are the Cluster's, each with one
+// writer.
+const CrossplaneControlPlaneReadyCondition = "CrossplaneControlPlaneReady"
+
 // Reasons of a verdict about credentials.
 const (
 	// CredentialsReadyReason: the credentials may be used.
@@ -78,6 +84,16 @@ const (
 	// spec.bootstrap.dataSecretRef that does not name its Machine's
 	// bootstrap data; the bridge never composes it.
 	InvalidBootstrapDataRefReason = "InvalidBootstrapDataRef"
+
+	// WaitingForKubeconfigReason: the Secret the control plane XR's
+	// status.outputs.kubeconfig names, or its key, does not exist yet.
+	WaitingForKubeconfigReason = "WaitingForKubeconfig"
+	// InvalidKubeconfigReason: the Secret the control plane XR names holds
+	// no usable kubeconfig.
+	InvalidKubeconfigReason = "InvalidKubeconfig"
+	// KubeconfigNotControlledReason: the cluster's kubeconfig Secret exists
+	// and is not the control plane XR's to write.
+	KubeconfigNotControlledReason = "KubeconfigNotControlled"
 )
 
 // ContractAdaptedCondition is the condition the bridge writes on an XRD that

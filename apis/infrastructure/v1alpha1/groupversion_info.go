@@ -25,10 +25,12 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	return nil
 }
 
-// Kinds of this group, as CAPI's infrastructureRef names them.
+// Kinds of this group, as CAPI's infrastructureRef and controlPlaneRef name
+// them.
 const (
 	CrossplaneClusterKind          = "CrossplaneCluster"
 	CrossplaneMachineKind          = "CrossplaneMachine"
+	CrossplaneControlPlaneKind     = "CrossplaneControlPlane"
 	CrossplaneClusterTemplateKind  = "CrossplaneClusterTemplate"
 	CrossplaneMachineTemplateKind  = "CrossplaneMachineTemplate"
 	ClusterProviderConfigGrantKind = "ClusterProviderConfigGrant"

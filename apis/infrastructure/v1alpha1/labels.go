@@ -3,9 +3,9 @@ package v1alpha1
 // Labels and annotations CAPXP defines or relies on.
 const (
 	// ContractLabel marks a CompositeResourceDefinition whose composite
-	// resources implement a CAPI infrastructure contract. Its value is one of
-	// ContractInfraCluster or ContractInfraMachine. The bridge adapts every XRD
-	// carrying it, not only the ones CAPXP ships.
+	// resources implement a CAPI contract. Its value is one of
+	// ContractInfraCluster, ContractInfraMachine or ContractControlPlane. The
+	// bridge adapts every XRD carrying it, not only the ones CAPXP ships.
 	ContractLabel = "capxp.dev/contract"
 
 	// ContractInfraCluster is the ContractLabel value of an InfraCluster XRD.
@@ -13,6 +13,10 @@ const (
 
 	// ContractInfraMachine is the ContractLabel value of an InfraMachine XRD.
 	ContractInfraMachine = "InfraMachine"
+
+	// ContractControlPlane is the ContractLabel value of a ControlPlane XRD:
+	// a managed control plane.
+	ContractControlPlane = "ControlPlane"
 
 	// CAPIContractLabel is the label CAPI reads on a CRD to learn which of the
 	// CRD's API versions implements the v1beta2 contract. Crossplane copies

@@ -82,6 +82,8 @@ var Examples = []Example{
 		Description: "a MachineDeployment of 2 CAPXP machines under an InfraCluster another system manages, their network and credentials from their template"},
 	{Name: "topology", File: capxp.TopologyExample, Classes: []string{"clusterclass-crossplane-local.yaml", "clusterclass-crossplane-byo.yaml"}, Cluster: "classy", Machines: 3, Available: true,
 		Description: "a Cluster from the ClusterClass crossplane-local: a KubeadmControlPlane of 1 and a MachineDeployment of 2, all CrossplaneMachines on the local backend"},
+	{Name: "managed", File: capxp.ManagedExample, Cluster: "managed", Machines: 2, Available: true,
+		Description: "a managed control plane, a CrossplaneControlPlane whose kubeconfig the bridge writes, and a MachineDeployment of 2 on the local backend"},
 }
 
 // ExampleNamed finds an example by name, or says which there are.
@@ -195,7 +197,11 @@ func (p *Plane) apply(ctx context.Context, e Example, name string) error {
 			Data: map[string][]byte{"value": p.Workload.Kubeconfig},
 		},
 	}
-	if len(e.Classes) > 0 || usesKubeadmControlPlane(objs) {
+	if usesCrossplaneControlPlane(objs) {
+		// The bridge writes it, from the Secret the control plane's
+		// composition names.
+		secrets = secrets[:1]
+	} else if len(e.Classes) > 0 || usesKubeadmControlPlane(objs) {
 		// kubeadm's control plane provider writes it from the certificates
 		// it generates, for an API server kubeadm would start with them. The
 		// workload API server already runs, with certificates of its own:
@@ -272,6 +278,15 @@ func readClasses(files []string, ns string) ([]*unstructured.Unstructured, error
 func usesKubeadmControlPlane(objs []*unstructured.Unstructured) bool {
 	for _, o := range objs {
 		if o.GetKind() == "ClusterClass" || o.GetKind() == "KubeadmControlPlane" {
+			return true
+		}
+	}
+	return false
+}
+
+func usesCrossplaneControlPlane(objs []*unstructured.Unstructured) bool {
+	for _, o := range objs {
+		if o.GetKind() == infrav1.CrossplaneControlPlaneKind {
 			return true
 		}
 	}

@@ -393,7 +393,7 @@ func (p *Plane) startManagement(_ context.Context) error {
 	return errors.Wrap(os.WriteFile(p.kubeconfig, kc, 0o600), "cannot write the management kubeconfig")
 }
 
-func (p *Plane) startWorkload(_ context.Context) error {
+func (p *Plane) startWorkload(ctx context.Context) error {
 	if p.opts.Workload != nil {
 		p.Workload = p.opts.Workload
 	} else {
@@ -408,7 +408,10 @@ func (p *Plane) startWorkload(_ context.Context) error {
 			return err
 		}
 	}
-	return errors.Wrap(os.WriteFile(filepath.Join(p.dir, "workload.kubeconfig"), p.Workload.Kubeconfig, 0o600), "cannot write the workload kubeconfig")
+	if err := os.WriteFile(filepath.Join(p.dir, "workload.kubeconfig"), p.Workload.Kubeconfig, 0o600); err != nil {
+		return errors.Wrap(err, "cannot write the workload kubeconfig")
+	}
+	return p.recordControlPlane(ctx)
 }
 
 // clusterctlLabelled reads the CRDs of a directory and labels them as

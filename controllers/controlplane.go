@@ -1,0 +1,160 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/kubeconfig"
+	"sigs.k8s.io/cluster-api/util/secret"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/outputs"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
+)
+
+// kubeconfigRecheck is how often an initialized control plane's kubeconfig
+// Secret is read again. A managed service rotates the credentials in it on
+// its own schedule, and the bridge never watches Secrets (it may get them,
+// not list them), so rotation is a time-based wait.
+const kubeconfigRecheck = time.Minute
+
+// controlPlane is the ControlPlane seam, for a managed control plane: the
+// owner is the Cluster that names the XR in spec.controlPlaneEndpoint; the
+// endpoint output goes to spec.controlPlaneEndpoint, the version to
+// status.version; the milestone is status.initialization.
+// controlPlaneInitialized, reached once the cluster's kubeconfig Secret is
+// written from the Secret the composition names.
+type controlPlane struct {
+	infraCluster
+}
+
+func (controlPlane) conditionType() string { return infrav1.CrossplaneControlPlaneReadyCondition }
+
+func (controlPlane) outputs(xr *unstructured.Unstructured) (func(*unstructured.Unstructured), string, field.ErrorList) {
+	out, errs := outputs.MapControlPlane(xr)
+	set := func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedMap(u.Object, map[string]any{"host": out.Endpoint.Host, "port": int64(out.Endpoint.Port)}, "spec", "controlPlaneEndpoint")
+	}
+	return set, "Control plane " + out.String(), errs
+}
+
+// milestone is the ControlPlane contract's status: initialized, managed by
+// a service (no control-plane Machines), and the version the service serves
+// while it reports a valid one.
+func (controlPlane) milestone(xr *unstructured.Unstructured) map[string]any {
+	f := map[string]any{"status.initialization.controlPlaneInitialized": true, "status.externalManagedControlPlane": true}
+	if out, _ := outputs.MapControlPlane(xr); out.Version != "" {
+		f["status.version"] = out.Version
+	}
+	return f
+}
+
+// publish writes the cluster's <cluster>-kubeconfig Secret, CAPI's type and
+// label, controlled by the XR, from the Secret the composition names in the
+// XR's namespace, and again whenever that changes. A verdict says why it
+// cannot yet; until it can, the control plane is not initialized, as CAPI
+// would connect to the cluster with the kubeconfig at once.
+func (c controlPlane) publish(ctx context.Context, s *scope) (*verdict.Verdict, reconcile.Result, error) {
+	again := reconcile.Result{RequeueAfter: kubeconfigRecheck}
+	out, errs := outputs.MapControlPlane(&s.xr.Unstructured)
+	if len(errs) > 0 || s.cluster == nil {
+		return nil, reconcile.Result{}, nil
+	}
+	ns := s.xr.GetNamespace()
+	src := &corev1.Secret{}
+	err := c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: out.Kubeconfig.Name}, src)
+	switch {
+	case apierrors.IsNotFound(err):
+		return &verdict.Verdict{Reason: infrav1.WaitingForKubeconfigReason,
+			Message: fmt.Sprintf("Secret %s named by status.outputs.kubeconfig does not exist", out.Kubeconfig.Name)}, again, nil
+	case err != nil:
+		return nil, reconcile.Result{}, errors.Wrapf(err, "cannot get Secret %s named by status.outputs.kubeconfig", out.Kubeconfig.Name)
+	}
+	raw, ok := src.Data[out.Kubeconfig.Key]
+	if !ok {
+		return &verdict.Verdict{Reason: infrav1.WaitingForKubeconfigReason,
+			Message: fmt.Sprintf("Secret %s named by status.outputs.kubeconfig has no key %s", out.Kubeconfig.Name, out.Kubeconfig.Key)}, again, nil
+	}
+	if err := usableKubeconfig(raw); err != nil {
+		return &verdict.Verdict{Reason: infrav1.InvalidKubeconfigReason,
+			Message: fmt.Sprintf("Secret %s key %s named by status.outputs.kubeconfig holds no usable kubeconfig: %v", out.Kubeconfig.Name, out.Kubeconfig.Key, err)}, again, nil
+	}
+
+	owner := metav1.OwnerReference{APIVersion: s.xr.GetAPIVersion(), Kind: s.xr.GetKind(), Name: s.xr.GetName(), UID: s.xr.GetUID(),
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
+	want := kubeconfig.GenerateSecretWithOwner(client.ObjectKeyFromObject(s.cluster), raw, owner)
+	have := &corev1.Secret{}
+	err = c.client.Get(ctx, client.ObjectKeyFromObject(want), have)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := c.client.Create(ctx, want, client.FieldOwner(fieldManager)); err != nil {
+			return nil, reconcile.Result{}, errors.Wrapf(err, "cannot create the cluster's kubeconfig Secret %s", want.Name)
+		}
+		writes.WithLabelValues(targetKubeconfig, s.xr.GetKind()).Inc()
+		s.event(corev1.EventTypeNormal, "KubeconfigWritten", fmt.Sprintf("Wrote Secret %s from Secret %s", want.Name, out.Kubeconfig.Name))
+		return nil, again, nil
+	case err != nil:
+		return nil, reconcile.Result{}, errors.Wrapf(err, "cannot get the cluster's kubeconfig Secret %s", want.Name)
+	case !metav1.IsControlledBy(have, s.xr):
+		return &verdict.Verdict{Reason: infrav1.KubeconfigNotControlledReason,
+			Message: fmt.Sprintf("Secret %s exists and is not controlled by %s %s: the bridge does not overwrite it", want.Name, s.xr.GetKind(), s.xr.GetName())}, reconcile.Result{}, nil
+	case bytes.Equal(have.Data[secret.KubeconfigDataName], raw) && have.Labels[clusterv1.ClusterNameLabel] == s.cluster.Name:
+		return nil, again, nil
+	}
+	have.Data = want.Data
+	if have.Labels == nil {
+		have.Labels = map[string]string{}
+	}
+	have.Labels[clusterv1.ClusterNameLabel] = s.cluster.Name
+	if err := c.client.Update(ctx, have, client.FieldOwner(fieldManager)); err != nil {
+		return nil, reconcile.Result{}, errors.Wrapf(err, "cannot update the cluster's kubeconfig Secret %s", want.Name)
+	}
+	writes.WithLabelValues(targetKubeconfig, s.xr.GetKind()).Inc()
+	s.event(corev1.EventTypeNormal, "KubeconfigRotated", fmt.Sprintf("Updated Secret %s from Secret %s", want.Name, out.Kubeconfig.Name))
+	return nil, again, nil
+}
+
+// usableKubeconfig checks that raw is a kubeconfig whose current context
+// names a cluster with a server: what CAPI needs to connect.
+func usableKubeconfig(raw []byte) error {
+	cfg, err := clientcmd.Load(raw)
+	if err != nil {
+		return errors.Wrap(err, "cannot parse it")
+	}
+	_, err = clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig()
+	return err
+}
+
+// watches are an InfraCluster's, through the Cluster's controlPlaneRef:
+// the Cluster on every event, its Machines' deletions while the XR waits
+// for them (the control plane never goes before the machines that use it).
+func (controlPlane) watches(k *kindControllers, gvk schema.GroupVersionKind, _ *unstructured.Unstructured) []watch {
+	return []watch{
+		{obj: &clusterv1.Cluster{}, fn: func(_ context.Context, o client.Object) []reconcile.Request {
+			if cluster, ok := o.(*clusterv1.Cluster); ok {
+				return referenced(cluster, controlPlaneRef(cluster), gvk)
+			}
+			return nil
+		}},
+		machineDeletions(k.mgr.GetClient(), controlPlaneRef, gvk),
+	}
+}
+
+func controlPlaneRef(c *clusterv1.Cluster) clusterv1.ContractVersionedObjectReference {
+	return c.Spec.ControlPlaneRef
+}

@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+)
+
+// TestManagedControlPlane runs examples/managed: a Cluster whose
+// controlPlaneRef is a CrossplaneControlPlane composed by the local backend
+// (the workload API server as the managed service), with a
+// MachineDeployment of two workers. CAPI reports it Available through the
+// contract alone; the bridge writes CAPI's kubeconfig Secret from the Secret
+// the composition names, rotates it when that changes, refuses one that
+// holds no kubeconfig with a condition on the Cluster, and everything goes
+// with the Cluster.
+func TestManagedControlPlane(t *testing.T) {
+	ctx := t.Context()
+	e := applyExample(t, "managed")
+	waitForExampleAvailable(t, e, e.Machines, 3*time.Minute)
+	ns := e.Namespace()
+
+	cp := &unstructured.Unstructured{}
+	cp.SetAPIVersion("infrastructure.cluster.x-k8s.io/v1alpha1")
+	cp.SetKind(infrav1.CrossplaneControlPlaneKind)
+	if err := mgmt().Get(ctx, client.ObjectKey{Namespace: ns, Name: e.Cluster}, cp); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]any{
+		"status.initialization.controlPlaneInitialized": true,
+		"status.externalManagedControlPlane":            true,
+		"status.version":                                "v1.36.3",
+	} {
+		if got, _, _ := unstructured.NestedFieldNoCopy(cp.Object, strings.Split(path, ".")...); got != want {
+			t.Errorf("CrossplaneControlPlane %s: %s is %v, want %v", cp.GetName(), path, got, want)
+		}
+	}
+	cluster := &clusterv1.Cluster{}
+	if err := mgmt().Get(ctx, client.ObjectKey{Namespace: ns, Name: e.Cluster}, cluster); err != nil {
+		t.Fatal(err)
+	}
+	host, _, _ := unstructured.NestedString(cp.Object, "spec", "controlPlaneEndpoint", "host")
+	if cluster.Spec.ControlPlaneEndpoint.Host == "" || cluster.Spec.ControlPlaneEndpoint.Host != host {
+		t.Errorf("the Cluster's endpoint %v is not the control plane's (%s)", cluster.Spec.ControlPlaneEndpoint, host)
+	}
+	if c := conditions.Get(cluster, clusterv1.ClusterControlPlaneAvailableCondition); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("the Cluster's ControlPlaneAvailable: %+v", c)
+	}
+
+	// CAPI's kubeconfig Secret: the composition's, CAPI's type and label,
+	// controlled by the XR, and it reaches the workload cluster.
+	source := &corev1.Secret{}
+	if err := mgmt().Get(ctx, client.ObjectKey{Namespace: ns, Name: "workload-kubeconfig"}, source); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := func() (*corev1.Secret, error) {
+		s := &corev1.Secret{}
+		return s, mgmt().Get(ctx, client.ObjectKey{Namespace: ns, Name: e.Cluster + "-kubeconfig"}, s)
+	}
+	published, err := kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(published.Data["value"], source.Data["kubeconfig"]) || published.Type != clusterv1.ClusterSecretType ||
+		published.Labels[clusterv1.ClusterNameLabel] != e.Cluster || !metav1.IsControlledBy(published, cp) {
+		t.Errorf("Secret %s: want the composition's kubeconfig, CAPI's type and cluster-name label, controlled by the XR; got type %s, labels %v, owners %v",
+			published.Name, published.Type, published.Labels, published.OwnerReferences)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(published.Data["value"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	workload, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := workload.List(ctx, &corev1.NodeList{}); err != nil {
+		t.Errorf("the published kubeconfig does not reach the workload cluster: %v", err)
+	}
+
+	// A Secret that holds no kubeconfig is refused, named on the Cluster;
+	// CAPI keeps the last good one.
+	setSource := func(raw []byte) {
+		t.Helper()
+		s := source.DeepCopy()
+		if err := mgmt().Get(ctx, client.ObjectKeyFromObject(s), s); err != nil {
+			t.Fatal(err)
+		}
+		s.Data["kubeconfig"] = raw
+		if err := mgmt().Update(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setSource([]byte("apiVersion: v1\nkind: Config\n"))
+	eventually(t, "the Cluster says the control plane's kubeconfig is not usable", 2*time.Minute, func() error {
+		c := &clusterv1.Cluster{}
+		if err := mgmt().Get(ctx, client.ObjectKeyFromObject(cluster), c); err != nil {
+			return err
+		}
+		v := conditions.Get(c, infrav1.CrossplaneControlPlaneReadyCondition)
+		if v == nil || v.Reason != infrav1.InvalidKubeconfigReason {
+			return fmt.Errorf("%s: %+v", infrav1.CrossplaneControlPlaneReadyCondition, v)
+		}
+		return nil
+	})
+	if s, err := kubeconfig(); err != nil || !bytes.Equal(s.Data["value"], source.Data["kubeconfig"]) {
+		t.Errorf("Secret %s changed to what holds no kubeconfig (%v)", published.Name, err)
+	}
+
+	// A rotated kubeconfig (here: the same credentials under new names)
+	// replaces the published one, and the verdict clears.
+	rotated, err := clientcmd.Load(source.Data["kubeconfig"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctxName := rotated.CurrentContext
+	rotated.Contexts["rotated"] = rotated.Contexts[ctxName]
+	delete(rotated.Contexts, ctxName)
+	rotated.CurrentContext = "rotated"
+	raw, err := clientcmd.Write(*rotated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setSource(raw)
+	eventually(t, "the rotated kubeconfig is published", 2*time.Minute, func() error {
+		s, err := kubeconfig()
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(s.Data["value"], raw) {
+			return fmt.Errorf("Secret %s holds the kubeconfig of before", s.Name)
+		}
+		return nil
+	})
+	waitForExampleAvailable(t, e, e.Machines, time.Minute)
+
+	deleteExampleCluster(t, e, 2*time.Minute, func() error {
+		for _, kind := range []string{infrav1.CrossplaneControlPlaneKind, infrav1.CrossplaneClusterKind, infrav1.CrossplaneMachineKind} {
+			if n := len(listOf(t, ns, "infrastructure.cluster.x-k8s.io/v1alpha1", kind)); n > 0 {
+				return fmt.Errorf("%d %ss left", n, kind)
+			}
+		}
+		if n := len(listOf(t, ns, "kubernetes.m.crossplane.io/v1alpha1", "Object")); n > 0 {
+			return fmt.Errorf("%d Objects left", n)
+		}
+		if _, err := kubeconfig(); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Secret %s-kubeconfig left (%v)", e.Cluster, err)
+		}
+		return nil
+	})
+}
