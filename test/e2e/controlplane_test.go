@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/compositions"
 )
 
 // TestManagedControlPlane runs examples/managed: a Cluster whose
@@ -25,8 +26,9 @@ import (
 // MachineDeployment of two workers. CAPI reports it Available through the
 // contract alone; the bridge writes CAPI's kubeconfig Secret from the Secret
 // the composition names, rotates it when that changes, refuses one that
-// holds no kubeconfig with a condition on the Cluster, and everything goes
-// with the Cluster.
+// holds no kubeconfig with a condition on the Cluster, follows a swapped
+// Composition without a CAPI object changing, and everything goes with the
+// Cluster.
 func TestManagedControlPlane(t *testing.T) {
 	ctx := t.Context()
 	e := applyExample(t, "managed")
@@ -70,16 +72,16 @@ func TestManagedControlPlane(t *testing.T) {
 		s := &corev1.Secret{}
 		return s, mgmt().Get(ctx, client.ObjectKey{Namespace: ns, Name: e.Cluster + "-kubeconfig"}, s)
 	}
-	published, err := kubeconfig()
+	pub, err := kubeconfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(published.Data["value"], source.Data["kubeconfig"]) || published.Type != clusterv1.ClusterSecretType ||
-		published.Labels[clusterv1.ClusterNameLabel] != e.Cluster || !metav1.IsControlledBy(published, cp) {
+	if !bytes.Equal(pub.Data["value"], source.Data["kubeconfig"]) || pub.Type != clusterv1.ClusterSecretType ||
+		pub.Labels[clusterv1.ClusterNameLabel] != e.Cluster || !metav1.IsControlledBy(pub, cp) {
 		t.Errorf("Secret %s: want the composition's kubeconfig, CAPI's type and cluster-name label, controlled by the XR; got type %s, labels %v, owners %v",
-			published.Name, published.Type, published.Labels, published.OwnerReferences)
+			pub.Name, pub.Type, pub.Labels, pub.OwnerReferences)
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(published.Data["value"])
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(pub.Data["value"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,34 +119,79 @@ func TestManagedControlPlane(t *testing.T) {
 		return nil
 	})
 	if s, err := kubeconfig(); err != nil || !bytes.Equal(s.Data["value"], source.Data["kubeconfig"]) {
-		t.Errorf("Secret %s changed to what holds no kubeconfig (%v)", published.Name, err)
+		t.Errorf("Secret %s changed to what holds no kubeconfig (%v)", pub.Name, err)
 	}
 
 	// A rotated kubeconfig (here: the same credentials under new names)
 	// replaces the published one, and the verdict clears.
-	rotated, err := clientcmd.Load(source.Data["kubeconfig"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctxName := rotated.CurrentContext
-	rotated.Contexts["rotated"] = rotated.Contexts[ctxName]
-	delete(rotated.Contexts, ctxName)
-	rotated.CurrentContext = "rotated"
-	raw, err := clientcmd.Write(*rotated)
-	if err != nil {
-		t.Fatal(err)
-	}
-	setSource(raw)
-	eventually(t, "the rotated kubeconfig is published", 2*time.Minute, func() error {
-		s, err := kubeconfig()
+	renamed := func(context string) []byte {
+		t.Helper()
+		kc, err := clientcmd.Load(source.Data["kubeconfig"])
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		if !bytes.Equal(s.Data["value"], raw) {
-			return fmt.Errorf("Secret %s holds the kubeconfig of before", s.Name)
+		kc.Contexts[context] = kc.Contexts[kc.CurrentContext]
+		delete(kc.Contexts, kc.CurrentContext)
+		kc.CurrentContext = context
+		raw, err := clientcmd.Write(*kc)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
+		return raw
+	}
+	published := func(what string, want []byte) {
+		t.Helper()
+		eventually(t, what, 2*time.Minute, func() error {
+			s, err := kubeconfig()
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(s.Data["value"], want) {
+				return fmt.Errorf("Secret %s holds another kubeconfig", s.Name)
+			}
+			return nil
+		})
+	}
+	rotated := renamed("rotated")
+	setSource(rotated)
+	published("the rotated kubeconfig is published", rotated)
+	waitForExampleAvailable(t, e, e.Machines, time.Minute)
+
+	// Another Composition of the service, swapped in on the XR alone: its
+	// kubeconfig Secret is published at once, and no CAPI object changes.
+	alt, err := compositions.Read("local/controlplane.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alt.SetName("managed-alternative")
+	alt.SetLabels(map[string]string{compositions.LabelBackend: "alternative"})
+	steps, _, _ := unstructured.NestedSlice(alt.Object, "spec", "pipeline")
+	resources, _, _ := unstructured.NestedSlice(steps[0].(map[string]any), "input", "resources")
+	for _, r := range resources {
+		if r.(map[string]any)["name"] == "service" {
+			_ = unstructured.SetNestedField(r.(map[string]any), "managed-admin", "base", "metadata", "annotations", "capxp.dev/kubeconfig-secret")
+		}
+	}
+	_ = unstructured.SetNestedSlice(steps[0].(map[string]any), resources, "input", "resources")
+	_ = unstructured.SetNestedSlice(alt.Object, steps, "spec", "pipeline")
+	if err := mgmt().Create(ctx, alt); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mgmt().Delete(ctx, alt) })
+	swapped := renamed("swapped")
+	admin := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "managed-admin"}, Data: map[string][]byte{"kubeconfig": swapped}}
+	if err := mgmt().Create(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
+	patch(t, cp, map[string]any{"spec": map[string]any{"crossplane": map[string]any{"compositionRef": map[string]any{"name": alt.GetName()}}}})
+	published("the swapped Composition's kubeconfig is published", swapped)
+	after := &clusterv1.Cluster{}
+	if err := mgmt().Get(ctx, client.ObjectKeyFromObject(cluster), after); err != nil {
+		t.Fatal(err)
+	}
+	if after.Generation != cluster.Generation {
+		t.Errorf("the Cluster's spec changed with the Composition (generation %d to %d)", cluster.Generation, after.Generation)
+	}
 	waitForExampleAvailable(t, e, e.Machines, time.Minute)
 
 	deleteExampleCluster(t, e, 2*time.Minute, func() error {

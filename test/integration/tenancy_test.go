@@ -20,10 +20,12 @@ import (
 
 // A tenant tries every way it has to compose with shared credentials its
 // namespace was never granted: every field of the reference, on create and
-// on update, both contracts, with and without a CAPI owner, another
+// on update, every contract, with and without a CAPI owner, another
 // Composition, a preset bootstrap data reference, a machine overriding its
 // cluster. No managed resource the real Crossplane composes in the namespace
 // ever names a ClusterProviderConfig other than the granted one: 0 admitted.
+var controlPlaneGVK = infrav1.GroupVersion.WithKind(infrav1.CrossplaneControlPlaneKind)
+
 func TestNoAttemptComposesWithUngrantedCredentials(t *testing.T) {
 	stack(t)
 	g := NewWithT(t)
@@ -67,6 +69,9 @@ func TestNoAttemptComposesWithUngrantedCredentials(t *testing.T) {
 		"machine-preset-bootstrap-data":    {gvk: machineGVK, owned: true, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted), "bootstrap": map[string]any{"dataSecretRef": map[string]any{"name": "data", "key": "value"}}}},
 		"machine-unowned-update-kind":      {gvk: machineGVK, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ProviderConfig", ungranted)}, update: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
 		"machine-preset-data-update-group": {gvk: machineGVK, spec: map[string]any{"bootstrap": map[string]any{"dataSecretRef": map[string]any{"name": "data", "key": "value"}}}, update: map[string]any{"providerConfigRef": ref("kubernetes.m.crossplane.io", "ClusterProviderConfig", granted)}},
+		"controlplane-unowned-name":        {gvk: controlPlaneGVK, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
+		"controlplane-unowned-group":       {gvk: controlPlaneGVK, spec: map[string]any{"providerConfigRef": ref("kubernetes.m.crossplane.io", "ClusterProviderConfig", granted)}},
+		"controlplane-update-name":         {gvk: controlPlaneGVK, spec: map[string]any{"providerConfigRef": own}, update: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
 	}
 
 	// The cluster every owned attempt belongs to composes with the granted
