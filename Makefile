@@ -110,7 +110,7 @@ test-all: test ## Run make test, then the fault tests (test/chaos, ~13 min), whi
 
 # The fuzz targets (package directory:target); each runs FUZZ_TIME from its
 # seed corpus in testdata/fuzz.
-FUZZ_TARGETS := bridge/outputs:FuzzMapCluster bridge/outputs:FuzzMapMachine bridge/readiness:FuzzObserve bridge/gate:FuzzDecide bridge/xrd:FuzzCheck bridge/credentials:FuzzGranted internal/leanjson:FuzzStripManagedFields
+FUZZ_TARGETS := bridge/outputs:FuzzMapCluster bridge/outputs:FuzzMapMachine bridge/outputs:FuzzMapControlPlane bridge/readiness:FuzzObserve bridge/gate:FuzzDecide bridge/xrd:FuzzCheck bridge/credentials:FuzzGranted internal/leanjson:FuzzStripManagedFields
 FUZZ_TIME ?= 10s
 
 .PHONY: fuzz

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -65,6 +66,35 @@ func FuzzMapMachine(f *testing.F) {
 		_ = Missing(errs)
 		if m.ProviderID != "" && !providerIDFormat.MatchString(m.ProviderID) {
 			t.Errorf("mapped a provider ID Kubernetes rejects: %q", m.ProviderID)
+		}
+	})
+}
+
+// Any content a composition can put in a ControlPlane XR maps without a
+// panic: to an endpoint, a Kubernetes version and a Secret name CAPI and the
+// API server accept, or to errors that name the field.
+func FuzzMapControlPlane(f *testing.F) {
+	f.Add([]byte(`{"status":{"outputs":{"controlPlaneEndpoint":{"host":"10.0.0.1","port":443},"version":"v1.36.3","kubeconfig":{"name":"conn","key":"kubeconfig"}}}}`))
+	f.Add([]byte(`{"status":{"outputs":{"version":"1.36","kubeconfig":"apiVersion: v1"}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		xr, ok := decodeXR(data)
+		if !ok {
+			return
+		}
+		cp, errs := MapControlPlane(xr)
+		namesFields(t, errs)
+		_ = Missing(errs)
+		if len(errs) > 0 {
+			return
+		}
+		if cp.Endpoint.Host == "" || cp.Endpoint.Port < 1 || cp.Endpoint.Port > 65535 {
+			t.Errorf("mapped an endpoint CAPI cannot use: %+v", cp.Endpoint)
+		}
+		if len(cp.Version) < 2 || cp.Version[0] != 'v' {
+			t.Errorf("mapped a version that is not Kubernetes': %q", cp.Version)
+		}
+		if len(validation.IsDNS1123Subdomain(cp.Kubeconfig.Name)) > 0 || len(validation.IsConfigMapKey(cp.Kubeconfig.Key)) > 0 {
+			t.Errorf("mapped a Secret key the API server would refuse: %+v", cp.Kubeconfig)
 		}
 	})
 }
