@@ -20,8 +20,9 @@ import (
 const xrdUsage = `Usage: capxp xrd adopt XRD.yaml [-o yaml|json]
 
 Prints what a platform team applies beside each XRD in XRD.yaml that
-declares a CAPI contract (label capxp.dev/contract: InfraCluster or
-InfraMachine), for CAPI and CAPXP to use its kind as they use CAPXP's own:
+declares a CAPI contract (label capxp.dev/contract: InfraCluster,
+InfraMachine or ControlPlane), for CAPI and CAPXP to use its kind as they
+use CAPXP's own:
 
   - the template CRD, <Kind>Template in the XRD's group and versions, which
     MachineDeployments, MachineSets, control planes and ClusterClasses clone

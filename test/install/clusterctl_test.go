@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/lifeline"
@@ -51,6 +52,7 @@ func TestClusterctl(t *testing.T) {
 
 	const ns, name = "team-a", "alpha"
 	provisionLocal(ctx, t, p, clusterctl, ns, name)
+	provisionManaged(ctx, t, p, clusterctl, "team-b", "bravo")
 	generateTopology(t, run, ns)
 	attackAsTenant(ctx, t, p)
 
@@ -61,16 +63,19 @@ func TestClusterctl(t *testing.T) {
 		}
 	}
 
-	// Delete the cluster, then the provider; nothing of CAPXP stays.
-	if err := c.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the cluster is gone", 3*time.Minute, func() error {
-		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &clusterv1.Cluster{})
-		if apierrors.IsNotFound(err) {
-			return nil
+	// Delete the clusters, then the provider; nothing of CAPXP stays.
+	for _, key := range []client.ObjectKey{{Namespace: ns, Name: name}, {Namespace: "team-b", Name: "bravo"}} {
+		if err := c.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}); err != nil {
+			t.Fatal(err)
 		}
-		return fmt.Errorf("still there: %v", err)
+	}
+	eventually(t, "the clusters are gone", 3*time.Minute, func() error {
+		for _, key := range []client.ObjectKey{{Namespace: ns, Name: name}, {Namespace: "team-b", Name: "bravo"}} {
+			if err := c.Get(ctx, key, &clusterv1.Cluster{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%s still there: %v", key, err)
+			}
+		}
+		return nil
 	})
 	run("delete", "--infrastructure", "crossplane", "--include-crd", "--include-namespace")
 	p.StopDeployment()
@@ -124,7 +129,6 @@ func generateTopology(t *testing.T, run func(...string) string, ns string) {
 func provisionLocal(ctx context.Context, t *testing.T, p *plane.Plane, clusterctl func(*plane.Plane, ...string) string, ns, name string) []*unstructured.Unstructured {
 	t.Helper()
 	c := p.Management().Client
-	var objs []*unstructured.Unstructured
 	// The workload cluster's kubeconfig, which the local flavor's
 	// ProviderConfig and CAPI both read.
 	for _, o := range []client.Object{
@@ -140,20 +144,7 @@ func provisionLocal(ctx context.Context, t *testing.T, p *plane.Plane, clusterct
 		}
 	}
 	manifest := clusterctl(p, "generate", "cluster", name, "--flavor", "local", "--infrastructure", "crossplane", "-n", ns, "--worker-machine-count", "2")
-	for _, u := range decodeAll(manifest) {
-		objs = append(objs, u.DeepCopy())
-		// The client discovers kinds lazily: a kind Crossplane has just
-		// started serving can take a moment to be known, as with kubectl;
-		// and the machine gate's MutatingAdmissionPolicy answers 503 until
-		// the API server's type converters know the kind.
-		eventually(t, "create "+u.GetKind()+" "+u.GetName(), 30*time.Second, func() error {
-			err := c.Create(ctx, u)
-			if err != nil && !apimeta.IsNoMatchError(err) && !apierrors.IsServiceUnavailable(err) {
-				t.Fatalf("cannot create %s %s: %v", u.GetKind(), u.GetName(), err)
-			}
-			return err
-		})
-	}
+	objs := createAll(ctx, t, c, manifest)
 
 	eventually(t, "the cluster and its 3 machines are provisioned", 3*time.Minute, func() error {
 		cl := &clusterv1.Cluster{}
@@ -180,6 +171,64 @@ func provisionLocal(ctx context.Context, t *testing.T, p *plane.Plane, clusterct
 	})
 
 	return objs
+}
+
+// createAll creates every object of a manifest, as `kubectl apply` would,
+// and returns them.
+func createAll(ctx context.Context, t *testing.T, c client.Client, manifest string) []*unstructured.Unstructured {
+	t.Helper()
+	var objs []*unstructured.Unstructured
+	for _, u := range decodeAll(manifest) {
+		objs = append(objs, u.DeepCopy())
+		// The client discovers kinds lazily: a kind Crossplane has just
+		// started serving can take a moment to be known, as with kubectl;
+		// and the machine gate's MutatingAdmissionPolicy answers 503 until
+		// the API server's type converters know the kind.
+		eventually(t, "create "+u.GetKind()+" "+u.GetName(), 30*time.Second, func() error {
+			err := c.Create(ctx, u)
+			if err != nil && !apimeta.IsNoMatchError(err) && !apierrors.IsServiceUnavailable(err) {
+				t.Fatalf("cannot create %s %s: %v", u.GetKind(), u.GetName(), err)
+			}
+			return err
+		})
+	}
+	return objs
+}
+
+// provisionManaged creates a cluster of the release's managed flavor (a
+// CrossplaneControlPlane and a MachineDeployment of two) in namespace ns, as
+// a platform team would, and waits until CAPI reports it Available: the
+// installed manager, with the permissions clusterctl gave it, wrote the
+// cluster's kubeconfig Secret, and CAPI reached the cluster with it.
+func provisionManaged(ctx context.Context, t *testing.T, p *plane.Plane, clusterctl func(*plane.Plane, ...string) string, ns, name string) {
+	t.Helper()
+	c := p.Management().Client
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "workload-kubeconfig"}, Data: map[string][]byte{"kubeconfig": p.Workload.Kubeconfig}},
+	} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createAll(ctx, t, c, clusterctl(p, "generate", "cluster", name, "--flavor", "managed", "--infrastructure", "crossplane", "-n", ns))
+	eventually(t, "the managed cluster is Available, through the kubeconfig the manager wrote", 3*time.Minute, func() error {
+		cl := &clusterv1.Cluster{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cl); err != nil {
+			return err
+		}
+		if a := conditions.Get(cl, clusterv1.AvailableCondition); a == nil || a.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Available: %+v", a)
+		}
+		s := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-kubeconfig"}, s); err != nil {
+			return err
+		}
+		if !bytes.Equal(s.Data["value"], p.Workload.Kubeconfig) {
+			return fmt.Errorf("Secret %s holds another kubeconfig", s.Name)
+		}
+		return nil
+	})
 }
 
 // installFromRelease builds capxp and writes the release's clusterctl
