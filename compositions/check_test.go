@@ -41,6 +41,18 @@ func TestCompositionCheck(t *testing.T) {
 			breaks:  dropPatchesTo("status.outputs.controlPlaneEndpoint.host"),
 			failing: []string{compcheck.FieldEndpoint},
 		},
+		"ControlPlaneKubeconfigNotNamed": {
+			reason:      "a control plane Composition that does not name the Secret of its kubeconfig",
+			composition: "local/controlplane.yaml", xr: "local-controlplane.yaml",
+			breaks:  dropPatchesTo("status.outputs.kubeconfig.name"),
+			failing: []string{compcheck.FieldKubeconfig},
+		},
+		"ControlPlaneVersionNotReported": {
+			reason:      "a control plane Composition that does not report the version the service serves",
+			composition: "local/controlplane.yaml", xr: "local-controlplane.yaml",
+			breaks:  dropPatchesTo("status.outputs.version"),
+			failing: []string{compcheck.FieldVersion},
+		},
 		"CredentialsNotPassedThrough": {
 			reason:      "a machine Composition whose managed resource keeps the template's ProviderConfig name",
 			composition: "local/machine.yaml", xr: "local-machine.yaml",

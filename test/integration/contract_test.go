@@ -24,7 +24,7 @@ import (
 func TestCAPIResolvesTheContractThroughTheXRD(t *testing.T) {
 	xrds, err := envtest.ReadXRDs(envtest.RepoRoot() + "/compositions/xrds")
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	NewWithT(t).Expect(xrds).To(HaveLen(2))
+	NewWithT(t).Expect(xrds).To(HaveLen(3))
 
 	for _, xrd := range xrds {
 		t.Run(xrd.Spec.Names.Kind, func(t *testing.T) {
