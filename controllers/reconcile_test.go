@@ -139,6 +139,29 @@ func testMachineXR(mutate ...func(u *unstructured.Unstructured)) *unstructured.U
 	return u
 }
 
+// testControlPlaneXR is a CrossplaneControlPlane of team-a that Crossplane
+// reports ready with an endpoint, a version and its kubeconfig's Secret,
+// owned by Cluster demo.
+func testControlPlaneXR(mutate ...func(u *unstructured.Unstructured)) *unstructured.Unstructured {
+	u := testXR()
+	u.SetKind(infrav1.CrossplaneControlPlaneKind)
+	_ = unstructured.SetNestedMap(u.Object, map[string]any{
+		"controlPlaneEndpoint": map[string]any{"host": "api.example.org", "port": int64(443)},
+		"version":              "v1.36.3",
+		"kubeconfig":           map[string]any{"name": "demo-admin", "key": "kubeconfig"},
+	}, "status", "outputs")
+	for _, m := range mutate {
+		m(u)
+	}
+	return u
+}
+
+// adminKubeconfig is the Secret testControlPlaneXR's composition names.
+func adminKubeconfig() *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo-admin"},
+		Data: map[string][]byte{"kubeconfig": []byte(testKubeconfig)}}
+}
+
 // testMachine is Machine demo-md-0 of Cluster demo; with bootstrap data it
 // names its secret.
 func testMachine(bootstrapData bool) *clusterv1.Machine {
@@ -250,8 +273,11 @@ func reconcileOnce(t *testing.T, creds credentials.Resolver, xr *unstructured.Un
 	access.ok[schema.GroupResource{Resource: "configmaps"}] = true
 	rec := events.NewFakeRecorder(10)
 	var contract seam = infraCluster{client: c}
-	if xr.GetKind() == infrav1.CrossplaneMachineKind {
+	switch xr.GetKind() {
+	case infrav1.CrossplaneMachineKind:
 		contract = infraMachine{client: c, access: access}
+	case infrav1.CrossplaneControlPlaneKind:
+		contract = controlPlane{infraCluster{client: c}}
 	}
 	r := &xrReconciler{
 		client: c, gvk: xr.GroupVersionKind(), contract: contract, recorder: rec,
@@ -349,6 +375,32 @@ func TestReconcile(t *testing.T) {
 			writes: []want{
 				{"patch", "CrossplaneMachine", "demo-md-0", []string{`"crossplane.io/paused":null`, `"providerID":"local:///team-a/demo-md-0"`}},
 				{"apply status", "CrossplaneMachine", "demo-md-0", []string{`"provisioned":true`, `"ready":true`}},
+			},
+		},
+		"ControlPlaneNormal": {
+			reason: "a control plane XR ready with its outputs gets the cluster's kubeconfig Secret first, then its endpoint, and is initialized, managed, at the version it serves",
+			creds:  granted,
+			xr:     testControlPlaneXR(annotate(paused, "true")),
+			objs:   []client.Object{testCluster(false), adminKubeconfig()},
+			writes: []want{
+				{"create", "*v1.Secret", "demo-kubeconfig", nil},
+				{"patch", "CrossplaneControlPlane", "demo", []string{`"crossplane.io/paused":null`, `"controlPlaneEndpoint":{"host":"api.example.org","port":443}`}},
+				{"apply status", "CrossplaneControlPlane", "demo", []string{`"controlPlaneInitialized":true`, `"externalManagedControlPlane":true`, `"version":"v1.36.3"`}},
+			},
+			events: []string{
+				"Normal KubeconfigWritten Wrote Secret demo-kubeconfig from Secret demo-admin",
+				"Normal Provisioned Control plane control plane v1.36.3 initialized at api.example.org:443",
+			},
+		},
+		"ControlPlaneWaitsForItsKubeconfig": {
+			reason: "until the Secret its composition names exists, a control plane is not initialized, and the Cluster's own condition for it says why",
+			waits:  true,
+			creds:  granted,
+			xr:     testControlPlaneXR(annotate(paused, "true")),
+			objs:   []client.Object{testCluster(false)},
+			writes: []want{
+				{"patch", "CrossplaneControlPlane", "demo", []string{`"crossplane.io/paused":null`}},
+				{"apply status", "Cluster", "demo", []string{`"type":"CrossplaneControlPlaneReady"`, `"reason":"WaitingForKubeconfig"`}},
 			},
 		},
 		"PausedByCAPI": {
