@@ -33,6 +33,10 @@ func TestWarnings(t *testing.T) {
 			xrd:    xrd(infrav1.ContractInfraMachine, machineSchema, asMachine),
 			warns:  true,
 		},
+		"ControlPlaneFollows": {
+			reason: "a managed control plane is changed in place, as its service is: it follows its Composition",
+			xrd:    xrd(infrav1.ContractControlPlane, controlPlaneSchema, policy(xpv2.UpdateAutomatic)),
+		},
 		"ClusterFollows": {
 			reason: "a cluster XR is changed in place by CAPI's design: it follows its Composition",
 			xrd:    xrd(infrav1.ContractInfraCluster, machineSchema, policy(xpv2.UpdateAutomatic)),

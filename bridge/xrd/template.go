@@ -83,9 +83,13 @@ func TemplateCRD(x *xpextv2.CompositeResourceDefinition, crossplane extv1.JSONSc
 		}
 		spec.Properties["crossplane"] = crossplane
 		WithoutTransitionRules(&spec)
-		if a.Contract == infrav1.ContractInfraMachine {
+		switch a.Contract {
+		case infrav1.ContractInfraMachine:
 			spec.XValidations = append(spec.XValidations,
 				extv1.ValidationRule{Rule: "!has(self.providerID)", Message: "providerID is written per machine by the bridge; a template cannot preset it"})
+		case infrav1.ContractControlPlane:
+			spec.XValidations = append(spec.XValidations,
+				extv1.ValidationRule{Rule: "!has(self.controlPlaneEndpoint)", Message: "controlPlaneEndpoint is written per control plane by the bridge from its service's endpoint; a template cannot preset it"})
 		}
 		crd.Spec.Versions = append(crd.Spec.Versions, extv1.CustomResourceDefinitionVersion{
 			Name:       v.Name,

@@ -74,6 +74,14 @@ func TestTemplateCRD(t *testing.T) {
 			storage: "v1beta1",
 			rules:   []string{"has(self.parameters)", "!has(self.providerID)"},
 		},
+		"ControlPlane": {
+			reason:  "a managed control plane template cannot preset the endpoint the bridge writes per control plane",
+			xrd:     xrd(infrav1.ContractControlPlane, controlPlaneSchema, withSchemas(controlPlaneSchema)),
+			name:    "eksclustertemplates.platform.example.org",
+			kind:    "EKSClusterTemplate",
+			storage: "v1beta1",
+			rules:   []string{"!has(self.controlPlaneEndpoint)"},
+		},
 		"NoContract": {
 			reason: "only an XRD that declares a contract has a template",
 			xrd:    xrd("", clusterSchema, withSchemas(clusterSchema)),

@@ -28,7 +28,8 @@ use CAPXP's own:
     MachineDeployments, MachineSets, control planes and ClusterClasses clone
     into XRs of the kind. Its spec.template.spec is the XR's spec plus
     spec.crossplane (the Composition selection); it is immutable, a machine
-    template cannot preset spec.providerID, and it carries the labels by
+    template cannot preset spec.providerID nor a control plane template
+    spec.controlPlaneEndpoint, and it carries the labels by
     which CAPI resolves its contract version and clusterctl moves it;
   - a ClusterRole aggregated into CAPXP's manager (capxp.dev/aggregate-to-
     manager): get, list, watch and patch the XRs, patch their status;
