@@ -49,7 +49,7 @@ const (
 	// TopologyExample is the example cluster created from a ClusterClass.
 	TopologyExample = "examples/topology/cluster.yaml"
 	// ManagedExample is the example cluster whose control plane is a
-	// CrossplaneControlPlane.
+	// CrossplaneControlPlane, with a CrossplaneMachinePool of workers.
 	ManagedExample = "examples/managed/cluster.yaml"
 	// ConfigDir holds the kustomize sources of the clusterctl components;
 	// ComponentsKustomization builds infrastructure-components.yaml.

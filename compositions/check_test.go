@@ -53,6 +53,12 @@ func TestCompositionCheck(t *testing.T) {
 			breaks:  dropPatchesTo("status.outputs.version"),
 			failing: []string{compcheck.FieldVersion},
 		},
+		"MachinePoolInstancesNotReported": {
+			reason:      "a machine pool Composition that does not report its machines' provider IDs",
+			composition: "local/machinepool.yaml", xr: "local-machinepool.yaml",
+			breaks:  dropPatchesTo("status.outputs.providerIDList"),
+			failing: []string{compcheck.FieldProviderIDList},
+		},
 		"CredentialsNotPassedThrough": {
 			reason:      "a machine Composition whose managed resource keeps the template's ProviderConfig name",
 			composition: "local/machine.yaml", xr: "local-machine.yaml",

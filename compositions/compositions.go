@@ -40,12 +40,30 @@ const (
 	LocalControlPlaneVersionKey = "version"
 )
 
+// The local backend's machine pools are the plane's auto scaling groups:
+// the local CrossplaneMachinePool Composition asks for one with a ConfigMap
+// of the workload cluster in LocalMachinePoolNamespace (named
+// <XR namespace>.<XR name>; keys LocalMachinePoolKey*), the plane registers
+// that many Nodes, and publishes their provider IDs, as a JSON list, in the
+// ConfigMap of the same name with LocalMachinePoolInstancesSuffix, which
+// the Composition observes.
+const (
+	LocalMachinePoolNamespace         = "capxp-local-machine-pools"
+	LocalMachinePoolInstancesSuffix   = ".instances"
+	LocalMachinePoolKeyNamespace      = "namespace"
+	LocalMachinePoolKeyName           = "name"
+	LocalMachinePoolKeyReplicas       = "replicas"
+	LocalMachinePoolKeyFailureDomains = "failureDomains"
+	LocalMachinePoolKeyVersion        = "version"
+	LocalMachinePoolKeyProviderIDs    = "providerIDs"
+)
+
 // Backends are the folders holding Compositions.
 var Backends = []string{"aws", "byo", "local"}
 
 // FS holds the XRDs, every backend's Compositions, and an example XR of
 // each Composition (examples/BACKEND-cluster.yaml, BACKEND-controlplane.yaml,
-// BACKEND-machine.yaml, or
+// BACKEND-machine.yaml, BACKEND-machinepool.yaml, or
 // BACKEND-machine-ROLE.yaml for the backends with machine roles).
 //
 //go:embed xrds/*.yaml aws/*.yaml byo/*.yaml local/*.yaml examples/*.yaml
@@ -65,6 +83,8 @@ func Example(comp *unstructured.Unstructured) (*unstructured.Unstructured, error
 		name = backend + "-cluster"
 	case "CrossplaneControlPlane":
 		name = backend + "-controlplane"
+	case "CrossplaneMachinePool":
+		name = backend + "-machinepool"
 	case "CrossplaneMachine":
 		name = backend + "-machine"
 		if role := comp.GetLabels()[LabelMachineRole]; role != "" {
@@ -72,7 +92,7 @@ func Example(comp *unstructured.Unstructured) (*unstructured.Unstructured, error
 		}
 	}
 	if backend == "" || name == "" {
-		return nil, errors.Errorf("composition %s is not one of CAPXP's (no %s label for a CrossplaneCluster, CrossplaneControlPlane or CrossplaneMachine)", comp.GetName(), LabelBackend)
+		return nil, errors.Errorf("composition %s is not one of CAPXP's (no %s label for a CrossplaneCluster, CrossplaneControlPlane, CrossplaneMachine or CrossplaneMachinePool)", comp.GetName(), LabelBackend)
 	}
 	x, err := Read(path.Join(ExamplesDir, name+".yaml"))
 	if err != nil {

@@ -88,6 +88,12 @@ func Provide(o *unstructured.Unstructured) {
 		if obs.GetKind() == "ConfigMap" && obs.GetNamespace() == LocalControlPlaneNamespace && obs.GetName() == LocalControlPlaneRecord {
 			obs.Object["data"] = map[string]any{LocalControlPlaneVersionKey: "v1.36.3"}
 		}
+		// The plane's auto scaling group reports three instances.
+		if pool, ok := strings.CutSuffix(obs.GetName(), LocalMachinePoolInstancesSuffix); ok && obs.GetKind() == "ConfigMap" && obs.GetNamespace() == LocalMachinePoolNamespace {
+			ns, name, _ := strings.Cut(pool, ".")
+			ids := fmt.Sprintf(`["capxp-local:///%[1]s/%[2]s-%[3]s","capxp-local:///%[1]s/%[2]s-%[4]s","capxp-local:///%[1]s/%[2]s-%[5]s"]`, ns, name, h[:5], h[5:10], h[10:15])
+			obs.Object["data"] = map[string]any{LocalMachinePoolKeyProviderIDs: ids}
+		}
 		at = map[string]any{"manifest": obs.Object}
 	}
 	_ = p.SetValue("status.atProvider", at)

@@ -384,6 +384,35 @@ func contractCases() map[string]contractCase {
 				})
 			},
 		},
+		"LocalMachinePool": {
+			reason:      "a local machine pool asks the plane's auto scaling group for its replicas and reports the instances the plane registered",
+			composition: "local/machinepool.yaml",
+			xr:          "local-machinepool.yaml",
+			resources:   2,
+			check: func(t *testing.T, xr *unstructured.Unstructured, o map[string]*unstructured.Unstructured) {
+				t.Helper()
+				assertFields(t, o["auto-scaling-group"], map[string]any{
+					"spec.forProvider.manifest.kind":                "ConfigMap",
+					"spec.forProvider.manifest.metadata.namespace":  "capxp-local-machine-pools",
+					"spec.forProvider.manifest.metadata.name":       "dev.delta-pool-0",
+					"spec.forProvider.manifest.data.replicas":       "3",
+					"spec.forProvider.manifest.data.failureDomains": `["zone-a","zone-b"]`,
+					"spec.forProvider.manifest.data.version":        "v1.36.3",
+					"spec.forProvider.manifest.data.name":           "delta-pool-0",
+					"spec.forProvider.manifest.data.namespace":      "dev",
+					"spec.providerConfigRef.name":                   "delta-workload",
+				})
+				assertFields(t, o["instances"], map[string]any{
+					"spec.managementPolicies[0]":              "Observe",
+					"spec.forProvider.manifest.metadata.name": "dev.delta-pool-0.instances",
+					"spec.providerConfigRef.name":             "delta-workload",
+				})
+				ids, _, _ := unstructured.NestedStringSlice(xr.Object, "status", "outputs", "providerIDList")
+				if len(ids) != 3 || !strings.HasPrefix(ids[0], "capxp-local:///dev/delta-pool-0-") {
+					t.Errorf("status.outputs.providerIDList: want the plane's three instances, got %q", ids)
+				}
+			},
+		},
 	}
 }
 
@@ -546,8 +575,8 @@ func TestDefaultCompositions(t *testing.T) {
 	for _, x := range xrds {
 		def, _, _ := unstructured.NestedString(x.Object, "spec", "defaultCompositionRef", "name")
 		kind, _, _ := unstructured.NestedString(x.Object, "spec", "names", "kind")
-		if def == "" && kind == "CrossplaneControlPlane" {
-			// No production backend ships for it yet: every XR selects one.
+		if def == "" && (kind == "CrossplaneControlPlane" || kind == "CrossplaneMachinePool") {
+			// No production backend ships for them yet: every XR selects one.
 			continue
 		}
 		c, ok := names[def]

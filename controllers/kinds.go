@@ -86,6 +86,8 @@ func newSeam(c client.Client, access *readAccess, contract string) (seam, error)
 		return infraCluster{client: c}, nil
 	case infrav1.ContractInfraMachine:
 		return infraMachine{client: c, access: access}, nil
+	case infrav1.ContractInfraMachinePool:
+		return infraMachinePool{infraMachine{client: c, access: access}}, nil
 	case infrav1.ContractControlPlane:
 		return controlPlane{infraCluster{client: c}}, nil
 	}

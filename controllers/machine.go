@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -89,37 +91,58 @@ func (m infraMachine) prepare(ctx context.Context, s *scope) (*verdict.Verdict, 
 	if !ok {
 		return nil, errors.Errorf("owner %T is not a Machine", s.owner)
 	}
-	// The cluster's XR holds the failure domains, network and credentials
-	// the machine inherits. It is read once the Cluster says its
-	// infrastructure is provisioned; an error then is retried, never taken
-	// as "nothing to inherit".
-	var clusterXR *unstructured.Unstructured
-	if ptr.Deref(s.cluster.Status.Initialization.InfrastructureProvisioned, false) {
-		// Whatever the cluster's infrastructure kind, the bridge must be
-		// granted it: say so rather than wait in silence.
-		ref := s.cluster.Spec.InfrastructureRef
-		missing, err := m.mayRead(ctx, schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
-		if err == nil && len(missing) == 0 {
-			clusterXR, err = external.GetObjectFromContractVersionedRef(ctx, m.client, ref, s.cluster.Namespace)
-			if apierrors.IsForbidden(err) {
-				missing, err = []string{"get"}, nil
-			}
-		}
-		if err != nil {
-			return nil, errors.Wrap(err, errGetClusterXR)
-		}
-		if len(missing) > 0 {
-			return &verdict.Verdict{Reason: infrav1.ForbiddenReason, Message: fmt.Sprintf(
-				"The bridge may not %s %s, the kind of Cluster %s's infrastructure, for the failure domains, network and credentials its machines inherit: grant it with a ClusterRole labelled %s: \"true\"",
-				strings.Join(missing, ", "), ref.Kind, s.cluster.Name, xrd.AggregateToBridgeLabel)}, nil
-		}
+	clusterXR, forbidden, err := m.clusterInfrastructure(ctx, s.cluster)
+	if err != nil || forbidden != nil {
+		return forbidden, err
 	}
 	d := gate.Decide(gate.Inputs{Machine: machine, Cluster: s.cluster, ClusterXR: clusterXR, XR: &s.xr.Unstructured})
+	return inject(s, d)
+}
+
+// clusterInfrastructure reads the cluster's XR, which holds the failure
+// domains, network and credentials machines and pools inherit, once the
+// Cluster says its infrastructure is provisioned (nil before); an error then
+// is retried, never taken as "nothing to inherit". A verdict says the bridge
+// may not read its kind.
+func (m infraMachine) clusterInfrastructure(ctx context.Context, cluster *clusterv1.Cluster) (*unstructured.Unstructured, *verdict.Verdict, error) {
+	if !ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false) {
+		return nil, nil, nil
+	}
+	// Whatever the cluster's infrastructure kind, the bridge must be granted
+	// it: say so rather than wait in silence.
+	ref := cluster.Spec.InfrastructureRef
+	missing, err := m.mayRead(ctx, schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
+	var clusterXR *unstructured.Unstructured
+	if err == nil && len(missing) == 0 {
+		clusterXR, err = external.GetObjectFromContractVersionedRef(ctx, m.client, ref, cluster.Namespace)
+		if apierrors.IsForbidden(err) {
+			missing, err = []string{"get"}, nil
+		}
+	}
+	if err != nil {
+		return nil, nil, errors.Wrap(err, errGetClusterXR)
+	}
+	if len(missing) > 0 {
+		return nil, &verdict.Verdict{Reason: infrav1.ForbiddenReason, Message: fmt.Sprintf(
+			"The bridge may not %s %s, the kind of Cluster %s's infrastructure, for the failure domains, network and credentials its machines inherit: grant it with a ClusterRole labelled %s: \"true\"",
+			strings.Join(missing, ", "), ref.Kind, cluster.Name, xrd.AggregateToBridgeLabel)}, nil
+	}
+	return clusterXR, nil, nil
+}
+
+// inject applies a closed gate's verdict, or an open gate's spec fields to
+// the working copy: a map field completes what the XR holds (the network a
+// template named), nil removes one, any other replaces it. The injection's sources go to an
+// annotation, for users to see where each field came from.
+func inject(s *scope, d gate.Decision) (*verdict.Verdict, error) {
 	if !d.Ready {
 		return &verdict.Verdict{Reason: d.Reason, Message: d.Message}, nil
 	}
 	for k, v := range d.Spec {
-		// The network may complete what the machine holds.
+		if v == nil {
+			unstructured.RemoveNestedField(s.xr.Object, "spec", k)
+			continue
+		}
 		own, _, _ := unstructured.NestedFieldNoCopy(s.xr.Object, "spec", k)
 		mine, isMap := own.(map[string]any)
 		fields, ok := v.(map[string]any)
@@ -134,9 +157,22 @@ func (m infraMachine) prepare(ctx context.Context, s *scope) (*verdict.Verdict, 
 		}
 	}
 	if len(d.Sources) > 0 {
-		meta.AddAnnotations(&s.xr.Unstructured, map[string]string{infrav1.InjectedFromAnnotation: strings.Join(d.Sources, "\n")})
+		meta.AddAnnotations(&s.xr.Unstructured, map[string]string{infrav1.InjectedFromAnnotation: injectedFrom(s.xr.GetAnnotations()[infrav1.InjectedFromAnnotation], d.Sources)})
 	}
 	return nil, nil
+}
+
+// injectedFrom merges new sources ("spec.<field>: <where from>") into the
+// annotation's lines: a pool's later injections (its replicas) replace the
+// lines of their fields and keep the others.
+func injectedFrom(annotation string, sources []string) string {
+	byField := map[string]string{}
+	for _, line := range append(strings.Split(annotation, "\n"), sources...) {
+		if f, _, ok := strings.Cut(line, ": "); ok {
+			byField[f] = line
+		}
+	}
+	return strings.Join(slices.Sorted(maps.Values(byField)), "\n")
 }
 
 // mayRead says which of get, list and watch the bridge may not use on a
@@ -181,35 +217,41 @@ func (infraMachine) watches(k *kindControllers, gvk schema.GroupVersionKind, _ *
 		// and the bridge's verdict on it; CAPI's many status writes are
 		// none of the XR's business.
 		{obj: &clusterv1.Machine{}, fn: util.MachineToInfrastructureMapFunc(gvk),
-			predicates: []predicate.Predicate{predicate.Funcs{UpdateFunc: machineChanged}}},
-		// The Cluster's creation, pause and infrastructure provisioning,
-		// which gate every machine of the cluster; a Cluster's status
-		// changes as its machines do, and each would wake them all.
-		{obj: &clusterv1.Cluster{}, fn: listByCluster(k.mgr.GetClient(), gvk),
-			predicates: []predicate.Predicate{predicate.Funcs{
-				UpdateFunc:  predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(k.mgr.GetScheme(), k.mgr.GetLogger()).Update,
-				DeleteFunc:  func(event.DeleteEvent) bool { return false },
-				GenericFunc: func(event.GenericEvent) bool { return false },
-			}}},
+			predicates: []predicate.Predicate{predicate.Funcs{UpdateFunc: ownerChanged}}},
+		clusterGates(k, gvk),
 	}
 }
 
-// machineChanged passes the Machine updates a machine XR depends on: a new
-// generation (the bootstrap data secret name, the failure domain), the start
-// of its deletion, and a change of the bridge's verdict (so one removed by
-// someone else is restored).
-func machineChanged(e event.UpdateEvent) bool {
-	o, ok := e.ObjectOld.(*clusterv1.Machine)
-	n, ok2 := e.ObjectNew.(*clusterv1.Machine)
+// clusterGates watches the Cluster's creation, pause and infrastructure
+// provisioning, which gate every machine and pool of the cluster; a
+// Cluster's status changes as its machines do, and each would wake them
+// all.
+func clusterGates(k *kindControllers, gvk schema.GroupVersionKind) watch {
+	return watch{obj: &clusterv1.Cluster{}, fn: listByCluster(k.mgr.GetClient(), gvk),
+		predicates: []predicate.Predicate{predicate.Funcs{
+			UpdateFunc:  predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(k.mgr.GetScheme(), k.mgr.GetLogger()).Update,
+			DeleteFunc:  func(event.DeleteEvent) bool { return false },
+			GenericFunc: func(event.GenericEvent) bool { return false },
+		}}}
+}
+
+// ownerChanged passes the updates of a Machine or MachinePool its XR
+// depends on: a new generation (the bootstrap data secret name, the failure
+// domain, a pool's replicas), the start of its deletion, and a change of
+// the bridge's verdict (so one removed by someone else is restored).
+func ownerChanged(e event.UpdateEvent) bool {
+	o, n := e.ObjectOld, e.ObjectNew
+	if o.GetGeneration() != n.GetGeneration() || o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() {
+		return true
+	}
+	og, ok := o.(conditions.Getter)
+	ng, ok2 := n.(conditions.Getter)
 	if !ok || !ok2 {
 		return true
 	}
-	if o.Generation != n.Generation || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() {
-		return true
-	}
 	return !equality.Semantic.DeepEqual(
-		conditions.Get(o, infrav1.CrossplaneInfrastructureReadyCondition),
-		conditions.Get(n, infrav1.CrossplaneInfrastructureReadyCondition))
+		conditions.Get(og, infrav1.CrossplaneInfrastructureReadyCondition),
+		conditions.Get(ng, infrav1.CrossplaneInfrastructureReadyCondition))
 }
 
 // listByCluster maps a Cluster to the XRs of a kind labelled with its name.

@@ -24,14 +24,14 @@ package controllers
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=patch
 
 // CAPXP's own XR kinds, and grants.
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=crossplaneclusters;crossplanemachines;crossplanecontrolplanes,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=crossplaneclusters/status;crossplanemachines/status;crossplanecontrolplanes/status,verbs=patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=crossplaneclusters;crossplanemachines;crossplanemachinepools;crossplanecontrolplanes,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=crossplaneclusters/status;crossplanemachines/status;crossplanemachinepools/status;crossplanecontrolplanes/status,verbs=patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=clusterproviderconfiggrants,verbs=get;list;watch
 
 // CAPI's objects: read them, and write the one condition type the bridge
 // owns on them.
-// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;machines,verbs=get;list;watch
-// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters/status;machines/status,verbs=patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;machines;machinepools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters/status;machines/status;machinepools/status,verbs=patch
 
 // Credentials: namespaces' labels for grants; only the existence of
 // credentials Secrets (get, never list or watch).

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -156,6 +157,61 @@ func testControlPlaneXR(mutate ...func(u *unstructured.Unstructured)) *unstructu
 	return u
 }
 
+// testPoolXR is a CrossplaneMachinePool of team-a that Crossplane reports
+// ready with the given machines, owned by MachinePool demo-pool of Cluster
+// demo.
+func testPoolXR(ids []any, mutate ...func(u *unstructured.Unstructured)) *unstructured.Unstructured {
+	u := testXR()
+	u.SetKind(infrav1.CrossplaneMachinePoolKind)
+	u.SetName("demo-pool")
+	u.SetUID("pool-uid")
+	u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachinePool", Name: "demo-pool", UID: "pool-uid"}})
+	_ = unstructured.SetNestedMap(u.Object, map[string]any{"providerIDList": ids}, "status", "outputs")
+	for _, m := range mutate {
+		m(u)
+	}
+	return u
+}
+
+// poolComposed is a pool XR the bridge opened for 3 replicas and mapped 3
+// machines of.
+func poolComposed(u *unstructured.Unstructured) {
+	_ = unstructured.SetNestedField(u.Object, int64(3), "spec", "replicas")
+	_ = unstructured.SetNestedMap(u.Object, map[string]any{"name": "demo-pool-bootstrap", "key": "value"}, "spec", "bootstrap", "dataSecretRef")
+	_ = unstructured.SetNestedMap(u.Object, map[string]any{}, "spec", "network")
+	_ = unstructured.SetNestedSlice(u.Object, threeMachines, "spec", "providerIDList")
+	_ = unstructured.SetNestedField(u.Object, true, "status", "initialization", "provisioned")
+	_ = unstructured.SetNestedField(u.Object, true, "status", "ready")
+	_ = unstructured.SetNestedField(u.Object, int64(3), "status", "replicas")
+	u.SetFinalizers([]string{infrav1.Finalizer})
+}
+
+var threeMachines = []any{"local:///team-a/demo-pool-a", "local:///team-a/demo-pool-b", "local:///team-a/demo-pool-c"}
+
+// testMachinePool is MachinePool demo-pool of Cluster demo, of replicas,
+// with its bootstrap data.
+func testMachinePool(replicas int32) *clusterv1.MachinePool {
+	mp := &clusterv1.MachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo-pool", UID: "pool-uid"},
+		Spec: clusterv1.MachinePoolSpec{ClusterName: "demo", Replicas: ptr.To(replicas)}}
+	mp.Spec.Template.Spec.Bootstrap.DataSecretName = ptr.To("demo-pool-bootstrap")
+	return mp
+}
+
+// provisionedCluster is Cluster demo whose infrastructure, CrossplaneCluster
+// demo, is provisioned.
+func provisionedCluster() *clusterv1.Cluster {
+	c := testCluster(false)
+	c.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.CrossplaneClusterKind, Name: "demo"}
+	c.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
+	return c
+}
+
+// clusterCRD is the CRD of CrossplaneCluster as CAPI reads it to find the
+// contract's version.
+func clusterCRD() *extv1.CustomResourceDefinition {
+	return &extv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "crossplaneclusters." + infrav1.GroupVersion.Group, Labels: infrav1.ContractLabels()}}
+}
+
 // adminKubeconfig is the Secret testControlPlaneXR's composition names.
 func adminKubeconfig() *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo-admin"},
@@ -235,8 +291,11 @@ func reconcileOnce(t *testing.T, creds credentials.Resolver, xr *unstructured.Un
 		}
 		writes = append(writes, sent{verb, kind, name, b})
 	}
-	mapper := meta.NewDefaultRESTMapper(nil)
-	for _, gvk := range []schema.GroupVersionKind{xr.GroupVersionKind(), composedGVK, clusterv1.GroupVersion.WithKind("Cluster"), clusterv1.GroupVersion.WithKind("Machine")} {
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{infrav1.GroupVersion})
+	for _, gvk := range []schema.GroupVersionKind{
+		xr.GroupVersionKind(), composedGVK, infrav1.GroupVersion.WithKind(infrav1.CrossplaneClusterKind),
+		clusterv1.GroupVersion.WithKind("Cluster"), clusterv1.GroupVersion.WithKind("Machine"), clusterv1.GroupVersion.WithKind("MachinePool"),
+	} {
 		mapper.Add(gvk, meta.RESTScopeNamespace)
 	}
 	c := fake.NewClientBuilder().WithScheme(NewScheme()).WithRESTMapper(mapper).WithObjects(append(objs, xr)...).WithInterceptorFuncs(interceptor.Funcs{
@@ -271,11 +330,14 @@ func reconcileOnce(t *testing.T, creds credentials.Resolver, xr *unstructured.Un
 	}).Build()
 	access := newReadAccess(c)
 	access.ok[schema.GroupResource{Resource: "configmaps"}] = true
+	access.ok[schema.GroupResource{Group: infrav1.GroupVersion.Group, Resource: "crossplaneclusters"}] = true
 	rec := events.NewFakeRecorder(10)
 	var contract seam = infraCluster{client: c}
 	switch xr.GetKind() {
 	case infrav1.CrossplaneMachineKind:
 		contract = infraMachine{client: c, access: access}
+	case infrav1.CrossplaneMachinePoolKind:
+		contract = infraMachinePool{infraMachine{client: c, access: access}}
 	case infrav1.CrossplaneControlPlaneKind:
 		contract = controlPlane{infraCluster{client: c}}
 	}
@@ -375,6 +437,45 @@ func TestReconcile(t *testing.T) {
 			writes: []want{
 				{"patch", "CrossplaneMachine", "demo-md-0", []string{`"crossplane.io/paused":null`, `"providerID":"local:///team-a/demo-md-0"`}},
 				{"apply status", "CrossplaneMachine", "demo-md-0", []string{`"provisioned":true`, `"ready":true`}},
+			},
+		},
+		"PoolNormal": {
+			reason: "a pool XR held at admission opens once its cluster is provisioned and its bootstrap data exists: released with its replicas, bootstrap reference and network, given the machines it reports, provisioned with their count",
+			creds:  granted,
+			xr:     testPoolXR(threeMachines, annotate(paused, "true")),
+			objs:   []client.Object{provisionedCluster(), testXR(), clusterCRD(), testMachinePool(3)},
+			writes: []want{
+				{"patch", "CrossplaneMachinePool", "demo-pool", []string{`"crossplane.io/paused":null`, `"replicas":3`,
+					`"dataSecretRef":{"key":"value","name":"demo-pool-bootstrap"}`, `"providerIDList":["local:///team-a/demo-pool-a","local:///team-a/demo-pool-b","local:///team-a/demo-pool-c"]`}},
+				{"apply status", "CrossplaneMachinePool", "demo-pool", []string{`"provisioned":true`, `"ready":true`, `"replicas":3`}},
+			},
+		},
+		"PoolWaitsForTheClusterInfrastructure": {
+			reason: "a pool XR stays held until its Cluster's infrastructure is provisioned; CAPI's own conditions say so on the MachinePool",
+			waits:  true,
+			creds:  granted,
+			xr:     testPoolXR(nil, annotate(paused, "true")),
+			objs:   []client.Object{testCluster(false), testMachinePool(3)},
+		},
+		"PoolScaled": {
+			reason: "a MachinePool scaled up scales its XR, and only the replicas are written",
+			creds:  granted,
+			xr:     testPoolXR(threeMachines, poolComposed),
+			objs:   []client.Object{provisionedCluster(), testXR(), clusterCRD(), testMachinePool(5)},
+			writes: []want{
+				{"patch", "CrossplaneMachinePool", "demo-pool", []string{`"spec":{"replicas":5}`}},
+			},
+		},
+		"PoolReportsItsNewMachines": {
+			reason: "the machines a pool reports after scaling go to spec.providerIDList and their count to status.replicas",
+			creds:  granted,
+			xr: testPoolXR(append(threeMachines[:3:3], "local:///team-a/demo-pool-d"), poolComposed, func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, int64(4), "spec", "replicas")
+			}),
+			objs: []client.Object{provisionedCluster(), testXR(), clusterCRD(), testMachinePool(4)},
+			writes: []want{
+				{"patch", "CrossplaneMachinePool", "demo-pool", []string{`"providerIDList":["local:///team-a/demo-pool-a","local:///team-a/demo-pool-b","local:///team-a/demo-pool-c","local:///team-a/demo-pool-d"]`}},
+				{"apply status", "CrossplaneMachinePool", "demo-pool", []string{`"replicas":4`}},
 			},
 		},
 		"ControlPlaneNormal": {

@@ -25,6 +25,9 @@ import (
 // BootstrapDataKey is the key of CAPI's bootstrap data secrets.
 const BootstrapDataKey = "value"
 
+// specBootstrap is the XR spec field holding the bootstrap reference.
+const specBootstrap = "bootstrap"
+
 // Inputs are the objects the gate looks at.
 type Inputs struct {
 	// Machine owns the machine XR.
@@ -43,8 +46,9 @@ type Decision struct {
 	// Verdict is Ready when the machine XR may be composed (the gate is
 	// open); its Reason and Message say why not, when closed.
 	verdict.Verdict
-	// Spec holds the spec fields to inject, keyed by their name under spec;
-	// empty when there is nothing to inject (the gate opened before).
+	// Spec holds the spec fields to inject, keyed by their name under spec,
+	// nil for one to remove; empty when there is nothing to inject (the gate
+	// opened before).
 	Spec map[string]any
 	// Sources say, when the gate injects, where each field the composition
 	// gets came from: "spec.network.subnetID: CrossplaneCluster demo's
@@ -92,7 +96,7 @@ func Decide(in Inputs) Decision {
 	}
 
 	spec := map[string]any{
-		"bootstrap": map[string]any{"dataSecretRef": map[string]any{"name": secret, "key": BootstrapDataKey}},
+		specBootstrap: map[string]any{"dataSecretRef": map[string]any{"name": secret, "key": BootstrapDataKey}},
 	}
 	var cluster *fieldpath.Paved
 	if in.ClusterXR != nil {
@@ -133,7 +137,7 @@ func Decide(in Inputs) Decision {
 	}
 
 	from := map[string]string{
-		"bootstrap":     fmt.Sprintf("Machine %s's bootstrap data secret %s", in.Machine.Name, secret),
+		specBootstrap:   fmt.Sprintf("Machine %s's bootstrap data secret %s", in.Machine.Name, secret),
 		"failureDomain": "Machine.spec.failureDomain",
 	}
 	clusterName := "the cluster's infrastructure"
@@ -179,7 +183,7 @@ func Decide(in Inputs) Decision {
 		return Decision{Verdict: verdict.Verdict{Ready: true}}
 	}
 	// Where each field the composition gets comes from.
-	for _, k := range []string{"bootstrap", "failureDomain", "providerConfigRef"} {
+	for _, k := range []string{specBootstrap, "failureDomain", "providerConfigRef"} {
 		switch _, injecting := spec[k]; {
 		case injecting:
 			sources = append(sources, fmt.Sprintf("spec.%s: %s", k, from[k]))

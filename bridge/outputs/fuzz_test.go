@@ -98,3 +98,27 @@ func FuzzMapControlPlane(f *testing.F) {
 		}
 	})
 }
+
+// Any content of an InfraMachinePool XR maps without a panic: to a list of
+// distinct provider IDs in Kubernetes' format, or to errors that name the
+// field.
+func FuzzMapMachinePool(f *testing.F) {
+	f.Add([]byte(`{"spec":{"replicas":2},"status":{"outputs":{"providerIDList":["aws:///eu-west-1a/i-1","aws:///eu-west-1b/i-2"]}}}`))
+	f.Add([]byte(`{"spec":{"replicas":0}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		xr, ok := decodeXR(data)
+		if !ok {
+			return
+		}
+		mp, errs := MapMachinePool(xr)
+		namesFields(t, errs)
+		_ = Missing(errs)
+		seen := map[string]bool{}
+		for _, id := range mp.ProviderIDList {
+			if !providerIDFormat.MatchString(id) || seen[id] {
+				t.Errorf("mapped a provider ID list CAPI cannot use: %q", mp.ProviderIDList)
+			}
+			seen[id] = true
+		}
+	})
+}

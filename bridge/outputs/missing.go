@@ -19,8 +19,9 @@ func Missing(errs field.ErrorList) bool {
 
 // missable are the outputs a composition reports once it has them.
 var missable = map[string]bool{
-	outputEndpoint.String():   true,
-	outputProviderID.String(): true,
-	outputVersion.String():    true,
-	outputKubeconfig.String(): true,
+	outputEndpoint.String():       true,
+	outputProviderID.String():     true,
+	outputVersion.String():        true,
+	outputKubeconfig.String():     true,
+	outputProviderIDList.String(): true,
 }

@@ -87,6 +87,9 @@ func TemplateCRD(x *xpextv2.CompositeResourceDefinition, crossplane extv1.JSONSc
 		case infrav1.ContractInfraMachine:
 			spec.XValidations = append(spec.XValidations,
 				extv1.ValidationRule{Rule: "!has(self.providerID)", Message: "providerID is written per machine by the bridge; a template cannot preset it"})
+		case infrav1.ContractInfraMachinePool:
+			spec.XValidations = append(spec.XValidations,
+				extv1.ValidationRule{Rule: "!has(self.providerIDList)", Message: "providerIDList is written per pool by the bridge; a template cannot preset it"})
 		case infrav1.ContractControlPlane:
 			spec.XValidations = append(spec.XValidations,
 				extv1.ValidationRule{Rule: "!has(self.controlPlaneEndpoint)", Message: "controlPlaneEndpoint is written per control plane by the bridge from its service's endpoint; a template cannot preset it"})

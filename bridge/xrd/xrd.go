@@ -55,6 +55,13 @@ var required = map[string][]schemaField{
 		{"status.initialization.provisioned", typeBoolean},
 		{"status.ready", typeBoolean},
 	},
+	infrav1.ContractInfraMachinePool: {
+		{"spec.providerIDList", "array"},
+		{"spec.replicas", "integer"},
+		{"status.initialization.provisioned", typeBoolean},
+		{"status.ready", typeBoolean},
+		{"status.replicas", "integer"},
+	},
 	infrav1.ContractControlPlane: {
 		{"spec.controlPlaneEndpoint.host", typeString},
 		{"spec.controlPlaneEndpoint.port", "integer"},
@@ -66,7 +73,7 @@ var required = map[string][]schemaField{
 
 // Contracts are the contracts an XRD may declare, in the order they are
 // listed to users.
-var Contracts = []string{infrav1.ContractInfraCluster, infrav1.ContractInfraMachine, infrav1.ContractControlPlane}
+var Contracts = []string{infrav1.ContractInfraCluster, infrav1.ContractInfraMachine, infrav1.ContractInfraMachinePool, infrav1.ContractControlPlane}
 
 // Check decides whether an XRD can implement the contract its
 // capxp.dev/contract label declares.

@@ -40,6 +40,25 @@ var controlPlaneSchema = props(map[string]extv1.JSONSchemaProps{
 	}),
 })
 
+var poolSchema = props(map[string]extv1.JSONSchemaProps{
+	"spec": props(map[string]extv1.JSONSchemaProps{
+		"providerIDList": {Type: "array", Items: &extv1.JSONSchemaPropsOrArray{Schema: &extv1.JSONSchemaProps{Type: "string"}}},
+		"replicas":       {Type: "integer"},
+	}),
+	"status": props(map[string]extv1.JSONSchemaProps{
+		"initialization": props(map[string]extv1.JSONSchemaProps{"provisioned": {Type: "boolean"}}),
+		"ready":          {Type: "boolean"},
+		"replicas":       {Type: "integer"},
+	}),
+})
+
+// withoutStatusReplicas is s without status.replicas.
+func withoutStatusReplicas(s extv1.JSONSchemaProps) extv1.JSONSchemaProps {
+	out := *s.DeepCopy()
+	delete(out.Properties["status"].Properties, "replicas")
+	return out
+}
+
 type mod func(*xpextv2.CompositeResourceDefinition)
 
 func xrd(contract string, s extv1.JSONSchemaProps, mods ...mod) *xpextv2.CompositeResourceDefinition {
@@ -90,15 +109,26 @@ func TestCheck(t *testing.T) {
 				Group: "platform.example.org", Version: "v1beta1", Kind: "EKSCluster",
 			}}},
 		},
+		"ForeignMachinePool": {
+			reason: "a platform team's auto scaling group XRD is adapted to the InfraMachinePool contract",
+			xrd:    xrd("InfraMachinePool", poolSchema),
+			want: want{a: &Adaptation{Contract: "InfraMachinePool", GVK: schema.GroupVersionKind{
+				Group: "platform.example.org", Version: "v1beta1", Kind: "EKSCluster"}}},
+		},
+		"MachinePoolWithoutReplicas": {
+			reason: "CAPI reads a pool's status.replicas: an XRD without it cannot implement InfraMachinePool",
+			xrd:    xrd("InfraMachinePool", withoutStatusReplicas(poolSchema)),
+			want:   want{reason: infrav1.MissingSchemaFieldReason, err: "CAPI's InfraMachinePool contract needs status.replicas of type integer"},
+		},
 		"ControlPlaneWithoutVersion": {
 			reason: "CAPI reads a control plane's status.version: an XRD without it cannot implement ControlPlane",
 			xrd:    xrd("ControlPlane", clusterSchema),
 			want:   want{reason: infrav1.MissingSchemaFieldReason, err: "CAPI's ControlPlane contract needs status.version of type string"},
 		},
 		"UnknownContract": {
-			reason: "only the two infrastructure contracts exist",
+			reason: "only the four contracts exist",
 			xrd:    xrd("InfraWidget", clusterSchema),
-			want:   want{reason: infrav1.UnknownContractReason, err: `metadata.labels[capxp.dev/contract]: Unsupported value: "InfraWidget": supported values: "InfraCluster", "InfraMachine", "ControlPlane"`},
+			want:   want{reason: infrav1.UnknownContractReason, err: `metadata.labels[capxp.dev/contract]: Unsupported value: "InfraWidget": supported values: "InfraCluster", "InfraMachine", "InfraMachinePool", "ControlPlane"`},
 		},
 		"ClusterScoped": {
 			reason: "CAPI's references are namespaced",

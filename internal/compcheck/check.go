@@ -58,8 +58,10 @@ const (
 	FieldDeletion         = "deletion"
 	FieldVersion          = "version"
 	FieldKubeconfig       = "kubeconfig by reference"
+	FieldProviderIDList   = "providerIDList"
 	contractInfraCluster  = infrav1.ContractInfraCluster
 	contractInfraMachine  = infrav1.ContractInfraMachine
+	contractMachinePool   = infrav1.ContractInfraMachinePool
 	contractControlPlane  = infrav1.ContractControlPlane
 	providerConfigRefPath = "spec.providerConfigRef"
 )
@@ -73,8 +75,8 @@ type Verdict struct {
 
 // Input is what a check renders.
 type Input struct {
-	// Contract is InfraCluster or InfraMachine (the XRD's
-	// capxp.dev/contract label).
+	// Contract is InfraCluster, InfraMachine, InfraMachinePool or
+	// ControlPlane (the XRD's capxp.dev/contract label).
 	Contract    string
 	Composition *unstructured.Unstructured
 	XRD         *unstructured.Unstructured
@@ -123,8 +125,8 @@ func (r *Result) OK() bool {
 // reconciles) and judges every contract field. An error is returned only
 // for what is not the Composition's fault (the engine failing to run).
 func Check(ctx context.Context, e *render.Engine, in Input) (*Result, error) {
-	if in.Contract != contractInfraCluster && in.Contract != contractInfraMachine && in.Contract != contractControlPlane {
-		return nil, errors.Errorf("contract %q: want %s, %s or %s", in.Contract, contractInfraCluster, contractInfraMachine, contractControlPlane)
+	if !slices.Contains([]string{contractInfraCluster, contractInfraMachine, contractMachinePool, contractControlPlane}, in.Contract) {
+		return nil, errors.Errorf("contract %q: want %s, %s, %s or %s", in.Contract, contractInfraCluster, contractInfraMachine, contractMachinePool, contractControlPlane)
 	}
 	extra := []*unstructured.Unstructured{BootstrapSecret(in.XR)}
 	xr := in.XR.DeepCopy()
@@ -312,6 +314,8 @@ func judge(in Input, r *Result) []Verdict {
 		vs = append(vs, clusterVerdicts(r.XR)...)
 	case contractInfraMachine:
 		vs = append(vs, machineVerdicts(r.XR)...)
+	case contractMachinePool:
+		vs = append(vs, machinePoolVerdicts(r.XR))
 	case contractControlPlane:
 		vs = append(vs, controlPlaneVerdicts(r.XR)...)
 	}
@@ -387,6 +391,12 @@ func controlPlaneVerdicts(xr *unstructured.Unstructured) []Verdict {
 		verdict(FieldVersion, byPath(errs, "status.outputs.version"), cp.Version),
 		verdict(FieldKubeconfig, byPath(errs, "status.outputs.kubeconfig"), fmt.Sprintf("Secret %s, key %s", cp.Kubeconfig.Name, cp.Kubeconfig.Key)),
 	}
+}
+
+// machinePoolVerdicts: the pool's machines, each a provider ID, none twice.
+func machinePoolVerdicts(xr *unstructured.Unstructured) Verdict {
+	mp, errs := outputs.MapMachinePool(xr)
+	return verdict(FieldProviderIDList, byPath(errs, "status.outputs.providerIDList"), fmt.Sprintf("%d machine(s)", mp.Replicas()))
 }
 
 func machineVerdicts(xr *unstructured.Unstructured) []Verdict {

@@ -31,6 +31,7 @@ const (
 	CrossplaneClusterKind          = "CrossplaneCluster"
 	CrossplaneMachineKind          = "CrossplaneMachine"
 	CrossplaneControlPlaneKind     = "CrossplaneControlPlane"
+	CrossplaneMachinePoolKind      = "CrossplaneMachinePool"
 	CrossplaneClusterTemplateKind  = "CrossplaneClusterTemplate"
 	CrossplaneMachineTemplateKind  = "CrossplaneMachineTemplate"
 	ClusterProviderConfigGrantKind = "ClusterProviderConfigGrant"

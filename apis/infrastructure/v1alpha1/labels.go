@@ -4,7 +4,8 @@ package v1alpha1
 const (
 	// ContractLabel marks a CompositeResourceDefinition whose composite
 	// resources implement a CAPI contract. Its value is one of
-	// ContractInfraCluster, ContractInfraMachine or ContractControlPlane. The
+	// ContractInfraCluster, ContractInfraMachine, ContractInfraMachinePool or
+	// ContractControlPlane. The
 	// bridge adapts every XRD carrying it, not only the ones CAPXP ships.
 	ContractLabel = "capxp.dev/contract"
 
@@ -13,6 +14,10 @@ const (
 
 	// ContractInfraMachine is the ContractLabel value of an InfraMachine XRD.
 	ContractInfraMachine = "InfraMachine"
+
+	// ContractInfraMachinePool is the ContractLabel value of an
+	// InfraMachinePool XRD: a group of machines the backend scales.
+	ContractInfraMachinePool = "InfraMachinePool"
 
 	// ContractControlPlane is the ContractLabel value of a ControlPlane XRD:
 	// a managed control plane.

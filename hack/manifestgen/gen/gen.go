@@ -32,6 +32,7 @@ var Composites = map[string]string{
 	infrav1.CrossplaneClusterKind:      infrav1.ContractInfraCluster,
 	infrav1.CrossplaneMachineKind:      infrav1.ContractInfraMachine,
 	infrav1.CrossplaneControlPlaneKind: infrav1.ContractControlPlane,
+	infrav1.CrossplaneMachinePoolKind:  infrav1.ContractInfraMachinePool,
 }
 
 // DefaultCompositions names the Composition Crossplane uses for an XR that

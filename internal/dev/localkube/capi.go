@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/cluster-api/core/reconcilers/machine"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machinehealthcheck"
+	"sigs.k8s.io/cluster-api/core/reconcilers/machinepool"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machineset"
 	topologycluster "sigs.k8s.io/cluster-api/core/reconcilers/topology/cluster"
 	topologymachinedeployment "sigs.k8s.io/cluster-api/core/reconcilers/topology/machinedeployment"
@@ -198,8 +199,8 @@ func (e *Environment) startProvider(ctx, mctx context.Context, c *CAPI, pr *prov
 	return mgr, nil
 }
 
-// setupCore sets up CAPI's Cluster, Machine, MachineSet, MachineDeployment
-// and MachineHealthCheck reconcilers.
+// setupCore sets up CAPI's Cluster, Machine, MachineSet, MachineDeployment,
+// MachinePool and MachineHealthCheck reconcilers.
 func setupCore(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache) error {
 	if err := (&cluster.Reconciler{
 		Client:                      mgr.GetClient(),
@@ -229,6 +230,13 @@ func setupCore(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCac
 		APIReader: mgr.GetAPIReader(),
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return errors.Wrap(err, "cannot set up CAPI's MachineDeployment reconciler")
+	}
+	if err := (&machinepool.Reconciler{
+		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
+		ClusterCache: cc,
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+		return errors.Wrap(err, "cannot set up CAPI's MachinePool reconciler")
 	}
 	if err := (&machinehealthcheck.Reconciler{
 		Client:       mgr.GetClient(),

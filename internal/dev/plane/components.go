@@ -126,11 +126,12 @@ func (p *Plane) StartProviderKubernetes(ctx context.Context) error {
 // providerKubernetesProcess names the provider-kubernetes process.
 const providerKubernetesProcess = "provider-kubernetes"
 
-// startCAPI runs CAPI's Cluster, Machine, MachineSet, MachineDeployment and
-// MachineHealthCheck reconcilers in this process, as CAPI's manager
-// configures them, with its ClusterTopology feature (ClusterClasses) and the
-// kubeadm bootstrap and control plane providers, and the plane's stand-ins
-// for kubeadm and the kubelet on the hosts.
+// startCAPI runs CAPI's Cluster, Machine, MachineSet, MachineDeployment,
+// MachinePool and MachineHealthCheck reconcilers in this process, as CAPI's
+// manager configures them, with its ClusterTopology feature (ClusterClasses)
+// and the kubeadm bootstrap and control plane providers, and the plane's
+// stand-ins for kubeadm and the kubelet on the hosts and for the cloud's
+// auto scaling groups.
 func (p *Plane) startCAPI(ctx context.Context) error {
 	// In-process controllers log through controller-runtime's logger, to a
 	// file beside the other components' logs.
@@ -143,6 +144,9 @@ func (p *Plane) startCAPI(ctx context.Context) error {
 		return err
 	}
 	if err := p.standInForKubelets(p.capi.Manager); err != nil {
+		return err
+	}
+	if err := p.standInForAutoScaling(p.capi.Manager); err != nil {
 		return err
 	}
 	return p.standInForKubeadm(p.capi.Manager)

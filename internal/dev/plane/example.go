@@ -83,7 +83,7 @@ var Examples = []Example{
 	{Name: "topology", File: capxp.TopologyExample, Classes: []string{"clusterclass-crossplane-local.yaml", "clusterclass-crossplane-byo.yaml"}, Cluster: "classy", Machines: 3, Available: true,
 		Description: "a Cluster from the ClusterClass crossplane-local: a KubeadmControlPlane of 1 and a MachineDeployment of 2, all CrossplaneMachines on the local backend"},
 	{Name: "managed", File: capxp.ManagedExample, Cluster: "managed", Machines: 2, Available: true,
-		Description: "a managed control plane, a CrossplaneControlPlane whose kubeconfig the bridge writes, and a MachineDeployment of 2 on the local backend"},
+		Description: "a managed control plane, a CrossplaneControlPlane whose kubeconfig the bridge writes, a MachineDeployment of 2 and a MachinePool of 2 on the local backend"},
 }
 
 // ExampleNamed finds an example by name, or says which there are.

@@ -1,0 +1,106 @@
+package controllers
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/gate"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/outputs"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
+)
+
+const (
+	errGetOwnerMachinePool = "cannot get the owner MachinePool"
+	errGetPoolCluster      = "cannot get the MachinePool's Cluster"
+)
+
+// infraMachinePool is the InfraMachinePool seam: the owner is a
+// MachinePool; the XR stays paused until the pool's gate opens, and then
+// follows its MachinePool (replicas, failure domains, version, bootstrap
+// data); the providerIDList output goes to spec.providerIDList and its
+// length to status.replicas, whenever they change.
+type infraMachinePool struct {
+	// infraMachine reads the cluster's infrastructure as for machines.
+	infraMachine
+}
+
+// owner is the MachinePool that owns the XR, and its Cluster; none until
+// that Cluster exists, except for a deleting XR.
+func (m infraMachinePool) owner(ctx context.Context, xr *composite.Unstructured) (client.Object, *clusterv1.Cluster, error) {
+	mp, err := util.GetOwnerMachinePool(ctx, m.client, ownedBy(xr))
+	if err = client.IgnoreNotFound(err); err != nil || mp == nil {
+		return nil, nil, errors.Wrap(err, errGetOwnerMachinePool)
+	}
+	cluster, err := util.GetClusterByName(ctx, m.client, mp.Namespace, mp.Spec.ClusterName)
+	if client.IgnoreNotFound(err) != nil {
+		return nil, nil, errors.Wrap(err, errGetPoolCluster)
+	}
+	if cluster == nil && xr.GetDeletionTimestamp().IsZero() {
+		return nil, nil, nil
+	}
+	return mp, cluster, nil
+}
+
+// prepare runs the pool's gate: closed, it returns why; open, it injects
+// what changed of the MachinePool, and on the first opening the cluster's
+// network and credentials, which the one deferred patch sends together
+// with the unpause.
+func (m infraMachinePool) prepare(ctx context.Context, s *scope) (*verdict.Verdict, error) {
+	mp, ok := s.owner.(*clusterv1.MachinePool)
+	if !ok {
+		return nil, errors.Errorf("owner %T is not a MachinePool", s.owner)
+	}
+	clusterXR, forbidden, err := m.clusterInfrastructure(ctx, s.cluster)
+	if err != nil || forbidden != nil {
+		return forbidden, err
+	}
+	return inject(s, gate.DecidePool(gate.PoolInputs{MachinePool: mp, Cluster: s.cluster, ClusterXR: clusterXR, XR: &s.xr.Unstructured}))
+}
+
+// outputs maps providerIDList. A pool's provisioning is CAPI's to report on
+// the MachinePool, as a machine's is on the Machine.
+func (infraMachinePool) outputs(xr *unstructured.Unstructured) (func(*unstructured.Unstructured), string, field.ErrorList) {
+	out, errs := outputs.MapMachinePool(xr)
+	set := func(u *unstructured.Unstructured) {
+		ids := make([]any, 0, len(out.ProviderIDList))
+		for _, id := range out.ProviderIDList {
+			ids = append(ids, id)
+		}
+		_ = unstructured.SetNestedSlice(u.Object, ids, "spec", "providerIDList")
+	}
+	return set, "", errs
+}
+
+func (infraMachinePool) conditionType() string {
+	return infrav1.CrossplaneInfrastructureReadyCondition
+}
+
+// milestone is provisioned, v1beta1's ready (which CAPI's MachinePool
+// controller reads), and the replicas: the machines spec.providerIDList
+// names, so that CAPI never reads a count and a list that disagree.
+func (infraMachinePool) milestone(xr *unstructured.Unstructured) map[string]any {
+	ids, _, _ := unstructured.NestedSlice(xr.Object, "spec", "providerIDList")
+	return map[string]any{"status.initialization.provisioned": true, "status.ready": true, "status.replicas": int64(len(ids))}
+}
+
+func (infraMachinePool) watches(k *kindControllers, gvk schema.GroupVersionKind, _ *unstructured.Unstructured) []watch {
+	return []watch{
+		// The MachinePool's spec (replicas, template, failure domains), its
+		// deletion and the bridge's verdict on it; not CAPI's status writes
+		// (node references, ready replicas).
+		{obj: &clusterv1.MachinePool{}, fn: util.MachinePoolToInfrastructureMapFunc(k.base, gvk),
+			predicates: []predicate.Predicate{predicate.Funcs{UpdateFunc: ownerChanged}}},
+		clusterGates(k, gvk),
+	}
+}
