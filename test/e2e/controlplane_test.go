@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,8 +25,10 @@ import (
 // TestManagedControlPlane runs examples/managed: a Cluster whose
 // controlPlaneRef is a CrossplaneControlPlane composed by the local backend
 // (the workload API server as the managed service), with a
-// MachineDeployment of two workers. CAPI reports it Available through the
-// contract alone; the bridge writes CAPI's kubeconfig Secret from the Secret
+// MachineDeployment of two workers and a MachinePool of two, a
+// CrossplaneMachinePool the plane's auto scaling group runs. CAPI reports
+// it Available through the contracts alone; the pool scales both ways with
+// its MachinePool; the bridge writes CAPI's kubeconfig Secret from the Secret
 // the composition names, rotates it when that changes, refuses one that
 // holds no kubeconfig with a condition on the Cluster, follows a swapped
 // Composition without a CAPI object changing, and everything goes with the
@@ -61,6 +65,8 @@ func TestManagedControlPlane(t *testing.T) {
 	if c := conditions.Get(cluster, clusterv1.ClusterControlPlaneAvailableCondition); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("the Cluster's ControlPlaneAvailable: %+v", c)
 	}
+
+	scalePool(t, ns, "managed-pool")
 
 	// CAPI's kubeconfig Secret: the composition's, CAPI's type and label,
 	// controlled by the XR, and it reaches the workload cluster.
@@ -195,7 +201,7 @@ func TestManagedControlPlane(t *testing.T) {
 	waitForExampleAvailable(t, e, e.Machines, time.Minute)
 
 	deleteExampleCluster(t, e, 2*time.Minute, func() error {
-		for _, kind := range []string{infrav1.CrossplaneControlPlaneKind, infrav1.CrossplaneClusterKind, infrav1.CrossplaneMachineKind} {
+		for _, kind := range []string{infrav1.CrossplaneControlPlaneKind, infrav1.CrossplaneClusterKind, infrav1.CrossplaneMachineKind, infrav1.CrossplaneMachinePoolKind} {
 			if n := len(listOf(t, ns, "infrastructure.cluster.x-k8s.io/v1alpha1", kind)); n > 0 {
 				return fmt.Errorf("%d %ss left", n, kind)
 			}
@@ -206,6 +212,64 @@ func TestManagedControlPlane(t *testing.T) {
 		if _, err := kubeconfig(); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("Secret %s-kubeconfig left (%v)", e.Cluster, err)
 		}
-		return nil
+		// The auto scaling group is gone with its instances.
+		if err := noneLeft(ctx, p.Workload.Client, &corev1.NodeList{}, client.MatchingLabels{"capxp.dev/local-machine-pool": ns + ".managed-pool"}); err != nil {
+			return err
+		}
+		return noneLeft(ctx, p.Workload.Client, &corev1.ConfigMapList{}, client.InNamespace(compositions.LocalMachinePoolNamespace))
 	})
+}
+
+// scalePool scales a MachinePool of two up to three and down to one, and
+// waits each time until the plane runs that many Nodes, spread over the
+// pool's failure domains, and CAPI counts them ready in the MachinePool.
+func scalePool(t *testing.T, ns, name string) {
+	t.Helper()
+	ctx := t.Context()
+	key := client.ObjectKey{Namespace: ns, Name: name}
+	nodes := func() ([]corev1.Node, error) {
+		l := &corev1.NodeList{}
+		err := p.Workload.Client.List(ctx, l, client.MatchingLabels{"capxp.dev/local-machine-pool": ns + "." + name})
+		return l.Items, err
+	}
+	settled := func(replicas int32) {
+		t.Helper()
+		eventually(t, fmt.Sprintf("MachinePool %s runs %d ready machines", name, replicas), 2*time.Minute, func() error {
+			mp := &clusterv1.MachinePool{}
+			if err := mgmt().Get(ctx, key, mp); err != nil {
+				return err
+			}
+			running, err := nodes()
+			if err != nil {
+				return err
+			}
+			if len(running) != int(replicas) || len(mp.Spec.ProviderIDList) != int(replicas) || ptr.Deref(mp.Status.ReadyReplicas, 0) != replicas {
+				return fmt.Errorf("%d Nodes, %d provider IDs, %d ready", len(running), len(mp.Spec.ProviderIDList), ptr.Deref(mp.Status.ReadyReplicas, 0))
+			}
+			zones := map[string]int{}
+			for i := range running {
+				n := &running[i]
+				if !slices.Contains(mp.Spec.ProviderIDList, n.Spec.ProviderID) {
+					return fmt.Errorf("Node %s (%s) is not in the MachinePool's providerIDList %v", n.Name, n.Spec.ProviderID, mp.Spec.ProviderIDList)
+				}
+				zones[n.Labels["topology.kubernetes.io/zone"]]++
+			}
+			if replicas >= 2 && (zones["zone-a"] == 0 || zones["zone-b"] == 0) {
+				return fmt.Errorf("Nodes not spread over zone-a and zone-b: %v", zones)
+			}
+			return nil
+		})
+	}
+	settled(2)
+	for _, replicas := range []int32{3, 1} {
+		mp := &clusterv1.MachinePool{}
+		if err := mgmt().Get(ctx, key, mp); err != nil {
+			t.Fatal(err)
+		}
+		mp.Spec.Replicas = ptr.To(replicas)
+		if err := mgmt().Update(ctx, mp); err != nil {
+			t.Fatal(err)
+		}
+		settled(replicas)
+	}
 }

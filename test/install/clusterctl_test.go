@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -196,7 +197,8 @@ func createAll(ctx context.Context, t *testing.T, c client.Client, manifest stri
 }
 
 // provisionManaged creates a cluster of the release's managed flavor (a
-// CrossplaneControlPlane and a MachineDeployment of two) in namespace ns, as
+// CrossplaneControlPlane, a MachineDeployment of two and a MachinePool of
+// two) in namespace ns, as
 // a platform team would, and waits until CAPI reports it Available: the
 // installed manager, with the permissions clusterctl gave it, wrote the
 // cluster's kubeconfig Secret, and CAPI reached the cluster with it.
@@ -226,6 +228,14 @@ func provisionManaged(ctx context.Context, t *testing.T, p *plane.Plane, cluster
 		}
 		if !bytes.Equal(s.Data["value"], p.Workload.Kubeconfig) {
 			return fmt.Errorf("Secret %s holds another kubeconfig", s.Name)
+		}
+		// CAPI's Cluster Available does not wait for MachinePools.
+		mp := &clusterv1.MachinePool{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-mp-0"}, mp); err != nil {
+			return err
+		}
+		if ready := ptr.Deref(mp.Status.ReadyReplicas, 0); ready != 2 || len(mp.Spec.ProviderIDList) != 2 {
+			return fmt.Errorf("MachinePool %s: %d ready, provider IDs %v", mp.Name, ready, mp.Spec.ProviderIDList)
 		}
 		return nil
 	})

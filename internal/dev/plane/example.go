@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -479,11 +480,12 @@ type Status struct {
 	// Lines describe the cluster and each machine, with CAPI's phases and
 	// conditions and Crossplane's words about their XRs.
 	Lines []string
-	// Provisioned: the cluster's infrastructure is provisioned and every
-	// machine has a providerID and a Node.
+	// Provisioned: the cluster's infrastructure is provisioned, every
+	// machine has a providerID and a Node, and every MachinePool runs the
+	// machines it asks for, each with a Node.
 	Provisioned bool
-	// Available: CAPI reports the Cluster Available, and every Machine
-	// Ready and Available.
+	// Available: CAPI reports the Cluster Available, every Machine Ready
+	// and Available, and every MachinePool's machines ready and available.
 	Available bool
 }
 
@@ -531,9 +533,37 @@ func (p *Plane) ExampleStatusOf(ctx context.Context, name string, machines int) 
 			m.Name, orDash(m.Status.Phase), orDash(m.Spec.ProviderID), node, condition(m.Status.Conditions, clusterv1.MachineReadyCondition),
 			infraWords(m.Status.Conditions, clusterv1.MachineInfrastructureReadyCondition), xrWords(mxr)))
 	}
-	st.Provisioned = infra && len(ms.Items) == machines && ready == machines
-	st.Available = st.Provisioned && available
+	pools, poolsReady, poolsAvailable, err := p.poolStatus(ctx, ns, name)
+	if err != nil {
+		return st, err
+	}
+	st.Lines = append(st.Lines, pools...)
+	st.Provisioned = infra && len(ms.Items) == machines && ready == machines && poolsReady
+	st.Available = st.Provisioned && available && poolsAvailable
 	return st, nil
+}
+
+// poolStatus describes the cluster's MachinePools: whether each runs the
+// machines it asks for, with a Node each, and whether CAPI counts them all
+// ready and available (CAPI's Cluster Available does not wait for pools).
+func (p *Plane) poolStatus(ctx context.Context, ns, cluster string) (lines []string, provisioned, available bool, err error) {
+	mps := &clusterv1.MachinePoolList{}
+	if err := p.client.List(ctx, mps, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster}); err != nil {
+		return nil, false, false, err
+	}
+	provisioned, available = true, true
+	for i := range mps.Items {
+		mp := &mps.Items[i]
+		want := ptr.Deref(mp.Spec.Replicas, 1)
+		ready, avail := ptr.Deref(mp.Status.ReadyReplicas, 0), ptr.Deref(mp.Status.AvailableReplicas, 0)
+		xr := p.infraMachine(ctx, ns, mp.Spec.Template.Spec.InfrastructureRef)
+		lines = append(lines, fmt.Sprintf("  MachinePool %s: phase %s, %d asked, %d provider IDs, %d with a Node, %d ready, %d available; XR %s",
+			mp.Name, orDash(mp.Status.Phase), want, len(mp.Spec.ProviderIDList), len(mp.Status.NodeRefs), ready, avail, xrWords(xr)))
+		provisioned = provisioned && ptrValue(mp.Status.Initialization.InfrastructureProvisioned) &&
+			len(mp.Spec.ProviderIDList) == int(want) && len(mp.Status.NodeRefs) == int(want)
+		available = available && ready == want && avail == want
+	}
+	return lines, provisioned, available, nil
 }
 
 // WaitForExample reports the example's state whenever it changes until it
