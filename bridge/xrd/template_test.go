@@ -82,6 +82,14 @@ func TestTemplateCRD(t *testing.T) {
 			storage: "v1beta1",
 			rules:   []string{"!has(self.controlPlaneEndpoint)"},
 		},
+		"MachinePool": {
+			reason:  "a machine pool template cannot preset the providerIDList the bridge writes per pool",
+			xrd:     xrd(infrav1.ContractInfraMachinePool, poolSchema, withSchemas(poolSchema)),
+			name:    "eksclustertemplates.platform.example.org",
+			kind:    "EKSClusterTemplate",
+			storage: "v1beta1",
+			rules:   []string{"!has(self.providerIDList)"},
+		},
 		"NoContract": {
 			reason: "only an XRD that declares a contract has a template",
 			xrd:    xrd("", clusterSchema, withSchemas(clusterSchema)),

@@ -21,14 +21,15 @@ const xrdUsage = `Usage: capxp xrd adopt XRD.yaml [-o yaml|json]
 
 Prints what a platform team applies beside each XRD in XRD.yaml that
 declares a CAPI contract (label capxp.dev/contract: InfraCluster,
-InfraMachine or ControlPlane), for CAPI and CAPXP to use its kind as they
-use CAPXP's own:
+InfraMachine, InfraMachinePool or ControlPlane), for CAPI and CAPXP to use
+its kind as they use CAPXP's own:
 
   - the template CRD, <Kind>Template in the XRD's group and versions, which
     MachineDeployments, MachineSets, control planes and ClusterClasses clone
     into XRs of the kind. Its spec.template.spec is the XR's spec plus
     spec.crossplane (the Composition selection); it is immutable, a machine
-    template cannot preset spec.providerID nor a control plane template
+    template cannot preset spec.providerID, a pool template
+    spec.providerIDList, nor a control plane template
     spec.controlPlaneEndpoint, and it carries the labels by
     which CAPI resolves its contract version and clusterctl moves it;
   - a ClusterRole aggregated into CAPXP's manager (capxp.dev/aggregate-to-

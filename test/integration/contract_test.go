@@ -24,7 +24,7 @@ import (
 func TestCAPIResolvesTheContractThroughTheXRD(t *testing.T) {
 	xrds, err := envtest.ReadXRDs(envtest.RepoRoot() + "/compositions/xrds")
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	NewWithT(t).Expect(xrds).To(HaveLen(3))
+	NewWithT(t).Expect(xrds).To(HaveLen(4))
 
 	for _, xrd := range xrds {
 		t.Run(xrd.Spec.Names.Kind, func(t *testing.T) {
@@ -208,7 +208,7 @@ func TestCAPIClonesACrossplaneMachineTemplate(t *testing.T) {
 
 // minimalSpec is the smallest valid spec of a CAPXP composite resource kind.
 func minimalSpec(kind string) map[string]any {
-	if kind == infrav1.CrossplaneMachineKind {
+	if kind == infrav1.CrossplaneMachineKind || kind == infrav1.CrossplaneMachinePoolKind {
 		return map[string]any{"parameters": map[string]any{"size": "small"}}
 	}
 	return map[string]any{}

@@ -24,7 +24,10 @@ import (
 // Composition, a preset bootstrap data reference, a machine overriding its
 // cluster. No managed resource the real Crossplane composes in the namespace
 // ever names a ClusterProviderConfig other than the granted one: 0 admitted.
-var controlPlaneGVK = infrav1.GroupVersion.WithKind(infrav1.CrossplaneControlPlaneKind)
+var (
+	controlPlaneGVK = infrav1.GroupVersion.WithKind(infrav1.CrossplaneControlPlaneKind)
+	machinePoolGVK  = infrav1.GroupVersion.WithKind(infrav1.CrossplaneMachinePoolKind)
+)
 
 func TestNoAttemptComposesWithUngrantedCredentials(t *testing.T) {
 	stack(t)
@@ -53,25 +56,28 @@ func TestNoAttemptComposesWithUngrantedCredentials(t *testing.T) {
 		spec, update map[string]any
 	}
 	attempts := map[string]attempt{
-		"cluster-owned-name":               {gvk: clusterGVK, owned: true, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
-		"cluster-unowned-name":             {gvk: clusterGVK, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
-		"cluster-owned-group":              {gvk: clusterGVK, owned: true, spec: map[string]any{"providerConfigRef": ref("kubernetes.m.crossplane.io", "ClusterProviderConfig", granted)}},
-		"cluster-unowned-group":            {gvk: clusterGVK, spec: map[string]any{"providerConfigRef": ref("kubernetes.m.crossplane.io", "ClusterProviderConfig", granted)}},
-		"cluster-owned-kind":               {gvk: clusterGVK, owned: true, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ProviderConfig", ungranted)}, update: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
-		"cluster-owned-update-name":        {gvk: clusterGVK, owned: true, spec: map[string]any{"providerConfigRef": own}, update: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
-		"cluster-unowned-update-group":     {gvk: clusterGVK, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", granted)}, update: map[string]any{"providerConfigRef": ref("kubernetes.m.crossplane.io", "ClusterProviderConfig", granted)}},
-		"cluster-another-composition":      {gvk: clusterGVK, owned: true, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted), "crossplane": map[string]any{"compositionRef": map[string]any{"name": alt.Name}}}},
-		"cluster-update-composition":       {gvk: clusterGVK, owned: true, spec: map[string]any{"providerConfigRef": own}, update: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted), "crossplane": map[string]any{"compositionRef": map[string]any{"name": alt.Name}}}},
-		"machine-owned-name":               {gvk: machineGVK, owned: true, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
-		"machine-unowned-name":             {gvk: machineGVK, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
-		"machine-unowned-group":            {gvk: machineGVK, spec: map[string]any{"providerConfigRef": ref("kubernetes.m.crossplane.io", "ClusterProviderConfig", granted)}},
-		"machine-overrides-its-cluster":    {gvk: machineGVK, owned: true, spec: map[string]any{}, update: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
-		"machine-preset-bootstrap-data":    {gvk: machineGVK, owned: true, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted), "bootstrap": map[string]any{"dataSecretRef": map[string]any{"name": "data", "key": "value"}}}},
-		"machine-unowned-update-kind":      {gvk: machineGVK, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ProviderConfig", ungranted)}, update: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
-		"machine-preset-data-update-group": {gvk: machineGVK, spec: map[string]any{"bootstrap": map[string]any{"dataSecretRef": map[string]any{"name": "data", "key": "value"}}}, update: map[string]any{"providerConfigRef": ref("kubernetes.m.crossplane.io", "ClusterProviderConfig", granted)}},
-		"controlplane-unowned-name":        {gvk: controlPlaneGVK, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
-		"controlplane-unowned-group":       {gvk: controlPlaneGVK, spec: map[string]any{"providerConfigRef": ref("kubernetes.m.crossplane.io", "ClusterProviderConfig", granted)}},
-		"controlplane-update-name":         {gvk: controlPlaneGVK, spec: map[string]any{"providerConfigRef": own}, update: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
+		"cluster-owned-name":                {gvk: clusterGVK, owned: true, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
+		"cluster-unowned-name":              {gvk: clusterGVK, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
+		"cluster-owned-group":               {gvk: clusterGVK, owned: true, spec: map[string]any{"providerConfigRef": ref("kubernetes.m.crossplane.io", "ClusterProviderConfig", granted)}},
+		"cluster-unowned-group":             {gvk: clusterGVK, spec: map[string]any{"providerConfigRef": ref("kubernetes.m.crossplane.io", "ClusterProviderConfig", granted)}},
+		"cluster-owned-kind":                {gvk: clusterGVK, owned: true, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ProviderConfig", ungranted)}, update: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
+		"cluster-owned-update-name":         {gvk: clusterGVK, owned: true, spec: map[string]any{"providerConfigRef": own}, update: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
+		"cluster-unowned-update-group":      {gvk: clusterGVK, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", granted)}, update: map[string]any{"providerConfigRef": ref("kubernetes.m.crossplane.io", "ClusterProviderConfig", granted)}},
+		"cluster-another-composition":       {gvk: clusterGVK, owned: true, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted), "crossplane": map[string]any{"compositionRef": map[string]any{"name": alt.Name}}}},
+		"cluster-update-composition":        {gvk: clusterGVK, owned: true, spec: map[string]any{"providerConfigRef": own}, update: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted), "crossplane": map[string]any{"compositionRef": map[string]any{"name": alt.Name}}}},
+		"machine-owned-name":                {gvk: machineGVK, owned: true, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
+		"machine-unowned-name":              {gvk: machineGVK, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
+		"machine-unowned-group":             {gvk: machineGVK, spec: map[string]any{"providerConfigRef": ref("kubernetes.m.crossplane.io", "ClusterProviderConfig", granted)}},
+		"machine-overrides-its-cluster":     {gvk: machineGVK, owned: true, spec: map[string]any{}, update: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
+		"machine-preset-bootstrap-data":     {gvk: machineGVK, owned: true, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted), "bootstrap": map[string]any{"dataSecretRef": map[string]any{"name": "data", "key": "value"}}}},
+		"machine-unowned-update-kind":       {gvk: machineGVK, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ProviderConfig", ungranted)}, update: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
+		"machine-preset-data-update-group":  {gvk: machineGVK, spec: map[string]any{"bootstrap": map[string]any{"dataSecretRef": map[string]any{"name": "data", "key": "value"}}}, update: map[string]any{"providerConfigRef": ref("kubernetes.m.crossplane.io", "ClusterProviderConfig", granted)}},
+		"controlplane-unowned-name":         {gvk: controlPlaneGVK, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
+		"controlplane-unowned-group":        {gvk: controlPlaneGVK, spec: map[string]any{"providerConfigRef": ref("kubernetes.m.crossplane.io", "ClusterProviderConfig", granted)}},
+		"controlplane-update-name":          {gvk: controlPlaneGVK, spec: map[string]any{"providerConfigRef": own}, update: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
+		"machinepool-unowned-name":          {gvk: machinePoolGVK, spec: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
+		"machinepool-unowned-group":         {gvk: machinePoolGVK, spec: map[string]any{"providerConfigRef": ref("kubernetes.m.crossplane.io", "ClusterProviderConfig", granted)}},
+		"machinepool-overrides-its-cluster": {gvk: machinePoolGVK, spec: map[string]any{}, update: map[string]any{"providerConfigRef": ref(credsGroup, "ClusterProviderConfig", ungranted)}},
 	}
 
 	// The cluster every owned attempt belongs to composes with the granted
@@ -90,7 +96,7 @@ func TestNoAttemptComposesWithUngrantedCredentials(t *testing.T) {
 		for k, v := range a.spec {
 			spec[k] = v
 		}
-		if a.gvk == machineGVK {
+		if a.gvk == machineGVK || a.gvk == machinePoolGVK {
 			spec["parameters"] = map[string]any{"size": "m6i.large"}
 		}
 		xr := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
