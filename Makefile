@@ -25,7 +25,7 @@ GO_TEST_FLAGS ?= -count=1
 # Every package but the end-to-end, install, capxp-dev and fault tests, which `test` (the fault tests: `test-all`) runs after
 # them, one at a time: the plane's provider-kubernetes needs ports the render
 # tests' functions take.
-PKGS ?= $(shell go list ./... | grep -v -e /test/e2e -e /test/install -e /test/dev -e /test/chaos)
+PKGS ?= $(shell go list ./... | grep -v -e /test/e2e -e /test/install -e /test/dev -e /test/chaos -e /test/aws)
 
 ##@ General
 
@@ -105,8 +105,9 @@ test: ## Run unit, integration, composition, end-to-end, install and capxp-dev t
 	$(MAKE) --no-print-directory fuzz
 
 .PHONY: test-all
-test-all: test ## Run make test, then the fault tests (test/chaos, ~13 min), which a cold CI run has no room for.
+test-all: test ## Run make test, then the fault tests (test/chaos, ~13 min) and the aws backend's (make test-aws), which a cold CI run has no room for.
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 30m ./test/chaos/
+	$(MAKE) --no-print-directory test-aws
 
 # The fuzz targets (package directory:target); each runs FUZZ_TIME from its
 # seed corpus in testdata/fuzz. FUZZ_TIME is a count of executions, not a
@@ -132,6 +133,11 @@ test-install: ## Install the release with the real clusterctl and with Crossplan
 test-chaos: ## Run CAPXP under faults on the local plane: the manager killed outright 20 times, two replicas losing their leader, capxp-dev ended every way; counts what is left, orphaned or duplicated.
 	$(ENSURE_TOOLS) $(PLANE_TOOLS) >/dev/null
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 30m -v ./test/chaos/ ./test/dev/
+
+.PHONY: test-aws
+test-aws: ## Run, pause, roll out and delete a cluster's machines on the aws backend with the real provider-upjet-aws family against moto_server, an AWS API emulator on loopback (~5.5 min; the providers' first build ~13-20 min and ~15 GB of Go build cache).
+	$(ENSURE_TOOLS) $(PLANE_TOOLS) provider-aws-runtime >/dev/null
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -timeout 40m -v ./test/aws/
 
 .PHONY: test-e2e
 test-e2e: ## Run the end-to-end tests on the local management plane.

@@ -29,10 +29,14 @@ crossplane_version=v2.4.0
 pat_version=v0.10.7
 auto_ready_version=v0.7.0
 provider_kubernetes_version=v1.2.1
-# The AWS family the aws Composition composes with; only their packages'
-# CRDs and metadata template are staged (no AWS provider runs here).
+# The AWS family the aws Composition composes with: their packages' CRDs and
+# metadata template are staged for the plane's registry.
 provider_aws_version=v2.7.0
 provider_aws_services=(ec2 elbv2 secretsmanager)
+# The family's runtimes (make test-aws) are v2.5.0, the newest v2 release
+# whose dependencies the module proxy serves (hack/tools/provider-aws); its
+# CRDs of these services serve and store the same versions as v2.7.0's.
+provider_aws_runtime_version=v2.5.0
 golangci_lint_version=v2.15.0
 clusterctl_version=v1.14.2
 crossplane_cli_version=v2.5.0
@@ -225,6 +229,15 @@ for t in "${tools[@]}"; do
       build provider-kubernetes "$provider_kubernetes_version" hack/tools/provider-kubernetes github.com/crossplane-contrib/provider-kubernetes/cmd/provider
       stage_package provider-kubernetes "$provider_kubernetes_version" hack/tools/provider-kubernetes github.com/crossplane-contrib/provider-kubernetes ;;
     provider-aws) stage_provider_aws ;;
+    # The family's service runtimes, for make test-aws: long to build, so no
+    # other target builds them. Not the family's config provider
+    # (ProviderConfig usage tracking): it links every service's API types,
+    # over 10 GB of build cache for no call to AWS.
+    provider-aws-runtime)
+      for p in "${provider_aws_services[@]}"; do
+        GONOSUMDB=github.com/upbound/terraform-provider-aws \
+          build "provider-aws-$p" "$provider_aws_runtime_version" hack/tools/provider-aws "github.com/upbound/provider-aws/v2/cmd/provider/$p"
+      done ;;
     crds)
       stage_capi_crds
       stage_kubeadm_crds

@@ -54,8 +54,12 @@ type inputs struct {
 	// kwok runs the workload cluster's Nodes with the stages in kwokStages.
 	kwok, kwokStages string
 	// awsCRDs are the AWS kinds' CRDs (Options.AWSCRDs).
-	awsCRDs    []string
-	crossplane crossplaneInputs
+	awsCRDs []string
+	// awsRuntimes are the AWS family's provider binaries by package name,
+	// moto the AWS API emulator (Options.AWS).
+	awsRuntimes map[string]string
+	moto        string
+	crossplane  crossplaneInputs
 	// crossplaneCLI builds the dependencies' packages (package mode).
 	crossplaneCLI string
 }

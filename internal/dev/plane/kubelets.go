@@ -3,6 +3,7 @@ package plane
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,9 +47,16 @@ func hasTaint(taints []corev1.Taint, t corev1.Taint) bool {
 // mirror pods of the static pods kubeadm wrote, which kwok then runs on the
 // Node, and the role and taint kubeadm marks the Node with. kwok keeps a
 // Node's reported versions once they are set.
+//
+// With the AWS API emulator (Options.AWS), it also stands in for the kubelet
+// of an EC2 instance the emulator runs, which never boots: once a Machine's
+// providerID names one (aws:///<zone>/<instance>), its Node registers in the
+// workload cluster, named after the instance, in its zone, as the kubelet
+// of a booted instance would.
 type kubelets struct {
 	mgmt     client.Client
 	workload client.Client
+	aws      bool
 }
 
 // standInForKubelets runs kubelets in CAPI's manager.
@@ -57,7 +65,7 @@ func (p *Plane) standInForKubelets(mgr ctrl.Manager) error {
 		Named("plane-kubelets").
 		For(&clusterv1.Machine{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2, SkipNameValidation: ptr.To(true)}).
-		Complete(&kubelets{mgmt: mgr.GetClient(), workload: p.Workload.Client})
+		Complete(&kubelets{mgmt: mgr.GetClient(), workload: p.Workload.Client, aws: p.opts.AWS})
 	return errors.Wrap(err, "cannot run the plane's stand-in for kubelets")
 }
 
@@ -65,6 +73,13 @@ func (k *kubelets) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	m := &clusterv1.Machine{}
 	if err := k.mgmt.Get(ctx, req.NamespacedName, m); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if k.aws && m.DeletionTimestamp.IsZero() && !m.Status.NodeRef.IsDefined() {
+		if zone, instance, ok := awsInstance(m.Spec.ProviderID); ok {
+			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: instance, Labels: map[string]string{zoneLabel: zone}},
+				Spec: corev1.NodeSpec{ProviderID: m.Spec.ProviderID}}
+			return reconcile.Result{}, errors.Wrapf(client.IgnoreAlreadyExists(k.workload.Create(ctx, n)), "cannot register the Node of instance %s", instance)
+		}
 	}
 	if !m.DeletionTimestamp.IsZero() || !m.Status.NodeRef.IsDefined() || m.Spec.Version == "" {
 		return reconcile.Result{}, nil
@@ -124,4 +139,14 @@ func mirrorPod(component string, node *corev1.Node) *corev1.Pod {
 			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 		},
 	}
+}
+
+// awsInstance splits an EC2 providerID, aws:///<zone>/<instance>.
+func awsInstance(providerID string) (zone, instance string, ok bool) {
+	rest, ok := strings.CutPrefix(providerID, "aws:///")
+	if !ok {
+		return "", "", false
+	}
+	zone, instance, ok = strings.Cut(rest, "/")
+	return zone, instance, ok && zone != "" && instance != ""
 }

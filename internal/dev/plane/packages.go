@@ -171,7 +171,8 @@ func (p *Plane) pendingPackages(ctx context.Context, ref string, xrds []*unstruc
 		if _, ok := p.xp.function(pkg); ok {
 			return true
 		}
-		return pkg == providerKubernetesName || pkg == release.ProviderPackageName
+		_, aws := p.inputs.awsRuntimes[pkg]
+		return aws || pkg == providerKubernetesName || pkg == release.ProviderPackageName
 	}
 	var pkgs []pkgv1.Package
 	fl := &pkgv1.FunctionList{}

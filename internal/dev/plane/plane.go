@@ -82,6 +82,12 @@ type Options struct {
 	// the AWS family's staged package (hack/ensure-tools.sh provider-aws).
 	// No AWS provider runs here: a test that composes them plays its part.
 	AWSCRDs bool
+	// AWS runs, in package mode, the AWS family's providers the
+	// Configuration depends on (their runtimes built with
+	// hack/ensure-tools.sh provider-aws-runtime) against an AWS API
+	// emulator, moto_server, that the plane runs on loopback
+	// (AWSEndpoint). Without it, the family is installed and not run.
+	AWS bool
 	// AuditManagement makes the management API server log every write with
 	// its request (see ManagementAuditLog).
 	AuditManagement bool
@@ -118,6 +124,8 @@ type Plane struct {
 	// managerMetrics is the manager's Prometheus endpoint, managerProfiler
 	// its pprof endpoints.
 	managerMetrics, managerProfiler string
+	// awsEndpoint is the AWS API emulator's URL (Options.AWS).
+	awsEndpoint string
 }
 
 // ManagerProfilerURL is where the manager serves Go's pprof endpoints
@@ -182,6 +190,15 @@ func resolve(o Options) (inputs, error) {
 		}
 		if _, serr := os.Stat(o.Release); serr != nil {
 			err = tools.Missing(err, errors.Errorf("the release %s is missing: build it with `make release`", o.Release))
+		}
+	}
+	if o.AWS {
+		var aerr error
+		if o.Release == "" {
+			err = tools.Missing(err, errors.New("the AWS family runs as packages: give a release"))
+		}
+		if in.awsRuntimes, in.moto, aerr = awsRuntimes(o.Tools); aerr != nil {
+			err = tools.Missing(err, aerr)
 		}
 	}
 	if o.AWSCRDs {
@@ -266,6 +283,9 @@ func (p *Plane) start(ctx context.Context) error {
 			{"the package registry", p.startRegistry},
 			steps[5], steps[6], steps[8],
 			{"CAPXP's Configuration package and its dependencies", p.installPackages},
+		}
+		if p.opts.AWS {
+			steps = append(steps[:4:4], append([]stepT{{"the AWS API emulator (moto_server)", p.startAWSEmulator}}, steps[4:]...)...)
 		}
 	}
 	for _, s := range steps {

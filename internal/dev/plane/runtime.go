@@ -30,19 +30,24 @@ import (
 // them, resolves dependencies, installs CRDs, XRDs and Compositions) but
 // runs none; this does what its Deployment runtime would for the packages
 // that can run here, with local processes:
+//
 //   - a Function's revision gets the endpoint and serving certificate of the
 //     function's running binary;
+//
 //   - provider-kubernetes gets a webhook serving certificate, then runs once
 //     its revision's CRDs are established;
+//
 //   - the bridge (CAPXP's Provider package) runs as Crossplane's Deployment
 //     runtime would run it: with the identity of the service account its
 //     DeploymentRuntimeConfig names (crossplane-setup.yaml), and that
 //     configuration's arguments and environment.
 //
+//   - the AWS family, with Options.AWS, runs against the plane's AWS API
+//     emulator (runAWSProvider).
+//
 // Each running package's revision is marked RuntimeHealthy. Packages whose
-// runtime cannot run here (the AWS family: it would call AWS) are left
-// without a runtime, and so are not Healthy; the aws Composition is rendered
-// and validated, never provisioned, on the local plane.
+// runtime cannot run here (the AWS family without Options.AWS: it would
+// call AWS) are left without a runtime, and so are not Healthy.
 type packageRuntime struct {
 	p      *Plane
 	cancel context.CancelFunc
@@ -154,6 +159,10 @@ func (r *packageRuntime) reconcile(ctx context.Context) {
 			case release.ProviderPackageName:
 				r.setErr(n, r.runBridge(ctx, rev))
 			default:
+				if bin, ok := r.p.inputs.awsRuntimes[n]; ok {
+					r.setErr(n, r.runAWSProvider(ctx, rev, n, bin))
+					continue
+				}
 				// Crossplane establishes a provider's CRDs only once its
 				// runtime has recorded a serving certificate (for their
 				// conversion webhooks), whether or not the provider runs.

@@ -1,0 +1,115 @@
+package plane
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	pkgv1 "github.com/crossplane/crossplane/apis/v2/pkg/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
+)
+
+// AWSRuntimeVersion is the provider-upjet-aws release whose family runtimes
+// hack/ensure-tools.sh builds (provider-aws-runtime): the newest v2 release
+// whose dependencies the Go module proxy serves. Its CRDs of the services
+// CAPXP composes serve and store the same versions as those of the release
+// the packages carry.
+const AWSRuntimeVersion = "v2.5.0"
+
+// awsServices are the family's services CAPXP's aws Compositions compose.
+var awsServices = []string{"ec2", "elbv2", "secretsmanager"}
+
+// awsRuntimes finds the family's service runtimes, by package name, and
+// the AWS API emulator (moto_server, from the machine's Python). The
+// family's config package (provider-family-aws) runs nothing here: its
+// provider only tracks ProviderConfig usage, for deleting a ProviderConfig
+// in use, and links every service's API types.
+func awsRuntimes(d tools.Dir) (map[string]string, string, error) {
+	bins := map[string]string{}
+	var err error
+	for _, s := range awsServices {
+		name := "provider-aws-" + s
+		bin, berr := d.Binary(name, AWSRuntimeVersion)
+		if berr != nil {
+			err = tools.Missing(err, errors.Errorf("%s: build it with hack/ensure-tools.sh provider-aws-runtime", berr))
+			continue
+		}
+		bins[name] = bin
+	}
+	moto, lerr := exec.LookPath("moto_server")
+	if lerr != nil {
+		err = tools.Missing(err, errors.New("moto_server, the AWS API emulator, is not on PATH: install Python's moto[server] 5"))
+	}
+	return bins, moto, err
+}
+
+// startAWSEmulator runs moto_server on loopback: the AWS API the aws
+// family's providers call, through the endpoint of the ProviderConfigs a
+// test creates (AWSEndpoint).
+func (p *Plane) startAWSEmulator(ctx context.Context) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	proc, err := startProcess(p.dir, "moto", p.inputs.moto, nil, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
+	if err != nil {
+		return err
+	}
+	p.procs = append(p.procs, proc)
+	p.awsEndpoint = "http://" + hostPort(port)
+	return proc.waitHealthy(ctx, p.awsEndpoint+"/moto-api/data.json", time.Minute)
+}
+
+// AWSEndpoint is the AWS API emulator's URL (Options.AWS), for a
+// ProviderConfig's spec.endpoint.url.static; empty without one.
+func (p *Plane) AWSEndpoint() string { return p.awsEndpoint }
+
+// runAWSProvider runs one of the AWS family's packages as Crossplane's
+// Deployment runtime would, as a local process: once Crossplane has
+// established its CRDs, with its serving certificate, its listeners on
+// free loopback ports, and the administrator's identity, as
+// provider-kubernetes runs here.
+func (r *packageRuntime) runAWSProvider(ctx context.Context, rev *pkgv1.ProviderRevision, pkg, bin string) error {
+	certs := filepath.Join(r.p.dir, "tls", pkg)
+	if err := r.recordServerTLS(ctx, rev, pkg, certs); err != nil {
+		return err
+	}
+	if rev.GetCondition(pkgv1.TypeRevisionHealthy).Status != corev1.ConditionTrue {
+		return nil
+	}
+	if !r.started(pkg) {
+		var ports [3]int
+		for i := range ports {
+			port, err := freePort()
+			if err != nil {
+				return err
+			}
+			ports[i] = port
+		}
+		proc, err := startProcess(r.p.dir, pkg, bin, []string{"KUBECONFIG=" + r.p.kubeconfig},
+			"--certs-dir="+certs, fmt.Sprintf("--webhook-port=%d", ports[0]),
+			"--metrics-bind-address="+hostPort(ports[1]), "--health-probe-bind-addr="+hostPort(ports[2]),
+			// Drift is looked for every minute, not the default ten: a
+			// test deletes what the emulator holds behind the providers'
+			// backs too.
+			"--poll=1m", "--sync=1h")
+		if err != nil {
+			return err
+		}
+		if err := proc.waitHealthy(ctx, fmt.Sprintf("http://%s/readyz", hostPort(ports[2])), 2*time.Minute); err != nil {
+			proc.stop(10 * time.Second)
+			return err
+		}
+		r.mu.Lock()
+		r.running[pkg] = proc
+		r.mu.Unlock()
+	}
+	return r.runtimeHealthy(ctx, rev, "running as a local process of the CAPXP plane, against "+strings.TrimPrefix(r.p.awsEndpoint, "http://"))
+}
