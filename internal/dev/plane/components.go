@@ -80,10 +80,7 @@ func (p *Plane) runProviderKubernetes(ctx context.Context, certs string) (*proce
 	}
 	proc, err := startProcess(p.dir, providerKubernetesProcess, p.inputs.providerKubernetes,
 		[]string{"KUBECONFIG=" + p.kubeconfig, "WEBHOOK_TLS_CERT_DIR=" + certs},
-		// --enable-watches: Objects that ask to (the local machine pool's
-		// instances) are observed as their resource changes, not at the
-		// next poll.
-		"--health-probe-bind-addr="+hostPort(health), "--poll=30s", "--sync=10m", "--enable-watches")
+		"--health-probe-bind-addr="+hostPort(health), "--poll=30s", "--sync=10m")
 	if err != nil {
 		return nil, err
 	}
