@@ -42,7 +42,7 @@ PLANE_TOOLS := etcd kube-apiserver kube-controller-manager crossplane crossplane
 INSTALL_TOOLS := clusterctl
 
 .PHONY: dev
-dev: release ## Run the local management plane with an example cluster (EXAMPLE=local, byo, platform, external, topology or managed; bin/capxp-dev), CAPXP installed from the release's Crossplane packages; Ctrl-C stops it.
+dev: release ## Run the local management plane with an example cluster (EXAMPLE=local, byo, platform, external, topology, managed or managed-topology; bin/capxp-dev), CAPXP installed from the release's Crossplane packages; Ctrl-C stops it.
 	$(ENSURE_TOOLS) $(PLANE_TOOLS) >/dev/null
 	go build -o bin/ ./cmd/capxp-dev
 	bin/capxp-dev --tools-dir=$(TOOLS_CACHE) --release=$(RELEASE_DIR) --manager-binary=$(RELEASE_DIR)/bin/capxp --example=$(EXAMPLE)

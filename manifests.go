@@ -21,12 +21,11 @@ import (
 // components: the template CRDs and ClusterProviderConfigGrant generated
 // from apis/, RBAC, the manager's Deployment, its webhook Service and
 // certificate), examples/local, examples/byo, examples/platform and
-// examples/external, examples/topology, examples/managed (the example
-// clusters) and
-// VERSION (the
-// release being built).
+// examples/external, examples/topology, examples/managed,
+// examples/managed-topology (the example clusters) and VERSION (the release
+// being built).
 //
-//go:embed config examples/local/*.yaml examples/byo/*.yaml examples/platform/*.yaml examples/external/*.yaml examples/topology/*.yaml examples/managed/*.yaml VERSION
+//go:embed config examples/local/*.yaml examples/byo/*.yaml examples/platform/*.yaml examples/external/*.yaml examples/topology/*.yaml examples/managed/*.yaml examples/managed-topology/*.yaml VERSION
 var Manifests embed.FS
 
 // Paths of Manifests.
@@ -48,6 +47,9 @@ const (
 	ExternalInfrastructure = "examples/external/infrastructure.yaml"
 	// TopologyExample is the example cluster created from a ClusterClass.
 	TopologyExample = "examples/topology/cluster.yaml"
+	// ManagedTopologyExample is the example cluster with a managed control
+	// plane created from a ClusterClass.
+	ManagedTopologyExample = "examples/managed-topology/cluster.yaml"
 	// ManagedExample is the example cluster whose control plane is a
 	// CrossplaneControlPlane, with a CrossplaneMachinePool of workers.
 	ManagedExample = "examples/managed/cluster.yaml"

@@ -27,9 +27,11 @@ func OwnCRDLabels() map[string]map[string]string {
 	g := infrav1.GroupVersion.Group
 	grant := map[string]string{infrav1.ProviderLabel: infrav1.ProviderName, infrav1.ClusterctlLabel: ""}
 	return map[string]map[string]string{
-		"crossplaneclustertemplates." + g:  infrav1.ContractLabels(),
-		"crossplanemachinetemplates." + g:  infrav1.ContractLabels(),
-		"clusterproviderconfiggrants." + g: grant,
+		"crossplaneclustertemplates." + g:      infrav1.ContractLabels(),
+		"crossplanemachinetemplates." + g:      infrav1.ContractLabels(),
+		"crossplanemachinepooltemplates." + g:  infrav1.ContractLabels(),
+		"crossplanecontrolplanetemplates." + g: infrav1.ContractLabels(),
+		"clusterproviderconfiggrants." + g:     grant,
 	}
 }
 
@@ -48,7 +50,7 @@ type ownCRDs struct {
 // ownCRDsFieldOwner is the field manager of the labels ownCRDs applies.
 const ownCRDsFieldOwner = "capxp-own-crds"
 
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=patch,resourceNames=crossplaneclustertemplates.infrastructure.cluster.x-k8s.io;crossplanemachinetemplates.infrastructure.cluster.x-k8s.io;clusterproviderconfiggrants.infrastructure.cluster.x-k8s.io
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=patch,resourceNames=crossplaneclustertemplates.infrastructure.cluster.x-k8s.io;crossplanemachinetemplates.infrastructure.cluster.x-k8s.io;crossplanemachinepooltemplates.infrastructure.cluster.x-k8s.io;crossplanecontrolplanetemplates.infrastructure.cluster.x-k8s.io;clusterproviderconfiggrants.infrastructure.cluster.x-k8s.io
 
 func (r *ownCRDs) SetupWithManager(mgr ctrl.Manager, o controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).

@@ -86,17 +86,24 @@ func DecidePool(in PoolInputs) Decision {
 	// A nil value is a field the MachinePool no longer sets: the XR must not
 	// hold it either.
 	follow["failureDomains"], follow["version"] = nil, nil
-	if len(mp.Spec.FailureDomains) > 0 {
-		fds := make([]any, 0, len(mp.Spec.FailureDomains))
-		for _, fd := range mp.Spec.FailureDomains {
-			fds = append(fds, fd)
+	// A MachinePool that names no failure domains spreads over every one of
+	// the cluster's, as a cloud's pool over every subnet: the composition
+	// is told which, as it cannot read the cluster.
+	fds, fdsFrom := mp.Spec.FailureDomains, "MachinePool.spec.failureDomains"
+	if len(fds) == 0 {
+		fds, fdsFrom = known, "the Cluster's failure domains (MachinePool.spec.failureDomains is empty)"
+	}
+	if len(fds) > 0 {
+		l := make([]any, 0, len(fds))
+		for _, fd := range fds {
+			l = append(l, fd)
 		}
-		follow["failureDomains"] = fds
+		follow["failureDomains"] = l
 	}
 	if v := mp.Spec.Template.Spec.Version; v != "" {
 		follow["version"] = v
 	}
-	from["failureDomains"] = "MachinePool.spec.failureDomains"
+	from["failureDomains"] = fdsFrom
 	from["version"] = "MachinePool.spec.template.spec.version"
 	spec := map[string]any{}
 	for k, want := range follow {

@@ -31,6 +31,7 @@ func TestDecidePool(t *testing.T) {
 		return map[string]any{"spec": map[string]any{
 			"replicas":          replicas,
 			"bootstrap":         boot(secret),
+			"failureDomains":    []any{"eu-west-1a", "eu-west-1b"},
 			"providerConfigRef": teamA,
 			"network": map[string]any{"region": "eu-west-1", "networkID": "vpc-1",
 				"subnetIDs": []any{"subnet-priv-a", "subnet-priv-b"}, "securityGroupIDs": []any{"sg-node"}},
@@ -53,11 +54,12 @@ func TestDecidePool(t *testing.T) {
 			want:   Decision{Verdict: verdict.Verdict{Reason: infrav1.WaitingForBootstrapDataReason, Message: "Waiting for the bootstrap data secret of MachinePool alpha-mp-0"}},
 		},
 		"Open": {
-			reason: "an open gate injects the replicas, the bootstrap reference, the network of every failure domain and the cluster's credentials",
+			reason: "an open gate injects the replicas, the bootstrap reference, every failure domain of the cluster and their network, and the cluster's credentials",
 			in:     PoolInputs{MachinePool: pool("boot", ptr.To[int32](2)), Cluster: cluster(true), ClusterXR: awsClusterXR, XR: u(map[string]any{})},
 			want:   Decision{Verdict: verdict.Verdict{Ready: true}, Spec: composed(2, "boot")["spec"].(map[string]any)},
 			sources: []string{
 				"spec.bootstrap: MachinePool alpha-mp-0's bootstrap data secret boot",
+				"spec.failureDomains: the Cluster's failure domains (MachinePool.spec.failureDomains is empty)",
 				"spec.network: CrossplaneCluster alpha's status.outputs.network",
 				"spec.providerConfigRef: CrossplaneCluster alpha's spec.providerConfigRef",
 				"spec.replicas: MachinePool.spec.replicas",
@@ -98,19 +100,27 @@ func TestDecidePool(t *testing.T) {
 			want:   Decision{Verdict: verdict.Verdict{Ready: true}, Spec: map[string]any{"bootstrap": boot("boot-2")}},
 		},
 		"FailureDomainsDropped": {
-			reason: "failure domains the MachinePool no longer names are removed: the pool spreads over every failure domain again",
+			reason: "failure domains the MachinePool no longer names give way to every one of the cluster's: the pool spreads over them again",
 			in: PoolInputs{MachinePool: pool("boot", ptr.To[int32](2)), Cluster: cluster(true), ClusterXR: awsClusterXR, XR: u(func() map[string]any {
 				o := composed(2, "boot")
 				o["spec"].(map[string]any)["failureDomains"] = []any{"eu-west-1a"}
 				return o
 			}())},
+			want:    Decision{Verdict: verdict.Verdict{Ready: true}, Spec: map[string]any{"failureDomains": []any{"eu-west-1a", "eu-west-1b"}}},
+			sources: []string{"spec.failureDomains: the Cluster's failure domains (MachinePool.spec.failureDomains is empty)"},
+		},
+		"NoFailureDomainsAnywhere": {
+			reason: "a pool of a cluster that reports no failure domains holds none",
+			in: PoolInputs{MachinePool: pool("boot", ptr.To[int32](2)), Cluster: cluster(true), XR: u(map[string]any{"spec": map[string]any{
+				"replicas": int64(2), "bootstrap": boot("boot"), "failureDomains": []any{"zone-a"},
+			}})},
 			want:    Decision{Verdict: verdict.Verdict{Ready: true}, Spec: map[string]any{"failureDomains": nil}},
 			sources: []string{},
 		},
 		"PresetBootstrapRef": {
 			reason: "a bootstrap reference someone preset is replaced by the MachinePool's before anything composes",
 			in: PoolInputs{MachinePool: pool("boot", ptr.To[int32](2)), Cluster: cluster(true), ClusterXR: awsClusterXR, XR: u(map[string]any{"spec": map[string]any{
-				"replicas": int64(2), "bootstrap": boot("someone-elses"), "providerConfigRef": teamA,
+				"replicas": int64(2), "bootstrap": boot("someone-elses"), "providerConfigRef": teamA, "failureDomains": []any{"eu-west-1a", "eu-west-1b"},
 				"network": map[string]any{"region": "eu-west-1", "networkID": "vpc-1", "subnetIDs": []any{"x"}, "securityGroupIDs": []any{"sg-node"}},
 			}})},
 			want: Decision{Verdict: verdict.Verdict{Ready: true}, Spec: map[string]any{"bootstrap": boot("boot")}},
@@ -121,7 +131,7 @@ func TestDecidePool(t *testing.T) {
 				"providerConfigRef": map[string]any{"kind": "ProviderConfig", "name": "mine"},
 			}})},
 			want: Decision{Verdict: verdict.Verdict{Ready: true}, Spec: map[string]any{
-				"replicas": int64(2), "bootstrap": boot("boot"),
+				"replicas": int64(2), "bootstrap": boot("boot"), "failureDomains": []any{"eu-west-1a", "eu-west-1b"},
 				"network": map[string]any{"region": "eu-west-1", "networkID": "vpc-1", "subnetIDs": []any{"subnet-priv-a", "subnet-priv-b"}, "securityGroupIDs": []any{"sg-node"}},
 			}},
 		},

@@ -2,6 +2,7 @@ package outputs
 
 import (
 	"fmt"
+	"regexp"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -58,8 +59,13 @@ func MapControlPlane(xr *unstructured.Unstructured) (ControlPlane, field.ErrorLi
 	case nil:
 		errs = append(errs, field.Required(outputVersion, "the composition has not reported the Kubernetes version the control plane serves"))
 	case string:
+		if minor := minorOnly.FindStringSubmatch(v); minor != nil {
+			asked, _ := p.GetString("spec.version")
+			cp.Version = servedPatch(minor[1], minor[2], asked)
+			break
+		}
 		if _, err := version.ParseSemantic(v); err != nil || len(v) < 2 || v[0] != 'v' {
-			errs = append(errs, field.Invalid(outputVersion, v, "must be a Kubernetes version such as v1.36.3"))
+			errs = append(errs, field.Invalid(outputVersion, v, "must be a Kubernetes version such as v1.36.3, or a minor version such as 1.36"))
 			break
 		}
 		cp.Version = v
@@ -95,6 +101,24 @@ func MapControlPlane(xr *unstructured.Unstructured) (ControlPlane, field.ErrorLi
 		errs = append(errs, field.Invalid(outputKubeconfig, v, "must be an object with the Secret's name and key"))
 	}
 	return cp, errs
+}
+
+// minorOnly is a version a managed service reports without its patch
+// level (EKS reports 1.36), with or without the v.
+var minorOnly = regexp.MustCompile(`^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
+
+// servedPatch is the version a service that reports only its minor version
+// serves. A service manages the patch level within a minor itself: while
+// the minor is the one spec.version asks for, it serves that version, and
+// CAPI, which compares spec.version with status.version, sees no upgrade
+// under way; on another minor (an upgrade the service has not finished) it
+// serves that minor's first patch, which CAPI reads as not yet upgraded.
+func servedPatch(major, minor, asked string) string {
+	if v, err := version.ParseSemantic(asked); err == nil && len(asked) > 1 && asked[0] == 'v' &&
+		fmt.Sprint(v.Major()) == major && fmt.Sprint(v.Minor()) == minor {
+		return asked
+	}
+	return "v" + major + "." + minor + ".0"
 }
 
 // String is how an initialized control plane reads in an event.

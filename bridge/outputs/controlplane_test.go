@@ -23,6 +23,11 @@ func cpOutputs(endpoint map[string]any, version, kubeconfig any) *unstructured.U
 	return xr(nil, map[string]any{"outputs": o})
 }
 
+func withSpecVersion(u *unstructured.Unstructured, v string) *unstructured.Unstructured {
+	_ = unstructured.SetNestedField(u.Object, v, "spec", "version")
+	return u
+}
+
 func TestMapControlPlane(t *testing.T) {
 	endpoint := infrav1.APIEndpoint{Host: "abc.gr7.eks.amazonaws.com", Port: 443}
 	cases := map[string]struct {
@@ -49,10 +54,30 @@ func TestMapControlPlane(t *testing.T) {
 			missing: true,
 		},
 		"VersionNotKubernetes": {
-			reason: "a version that is not a Kubernetes version (EKS reports 1.36, without the v and the patch) is named",
-			xr:     cpOutputs(ep(endpoint.Host, int64(443)), "1.36", map[string]any{"name": "demo-eks-conn"}),
+			reason: "a version that is not a Kubernetes version is named",
+			xr:     cpOutputs(ep(endpoint.Host, int64(443)), "1.36.x", map[string]any{"name": "demo-eks-conn"}),
 			want:   ControlPlane{Endpoint: endpoint, Kubeconfig: SecretKey{Name: "demo-eks-conn", Key: "value"}},
-			errs:   []string{`status.outputs.version: Invalid value: "1.36": must be a Kubernetes version such as v1.36.3`},
+			errs:   []string{`status.outputs.version: Invalid value: "1.36.x": must be a Kubernetes version such as v1.36.3, or a minor version such as 1.36`},
+		},
+		"MinorVersionServesTheAskedPatch": {
+			reason: "a service that reports only its minor (EKS: 1.36) serves the patch spec.version asks for within it: CAPI sees no upgrade under way",
+			xr:     withSpecVersion(cpOutputs(ep(endpoint.Host, int64(443)), "1.36", map[string]any{"name": "demo-eks-conn"}), "v1.36.3"),
+			want:   ControlPlane{Endpoint: endpoint, Version: "v1.36.3", Kubeconfig: SecretKey{Name: "demo-eks-conn", Key: "value"}},
+		},
+		"MinorVersionWithV": {
+			reason: "the minor may carry the v",
+			xr:     withSpecVersion(cpOutputs(ep(endpoint.Host, int64(443)), "v1.36", map[string]any{"name": "demo-eks-conn"}), "v1.36.3"),
+			want:   ControlPlane{Endpoint: endpoint, Version: "v1.36.3", Kubeconfig: SecretKey{Name: "demo-eks-conn", Key: "value"}},
+		},
+		"MinorVersionOfAnotherMinor": {
+			reason: "a service still on the previous minor serves that minor's first patch: CAPI sees the upgrade under way",
+			xr:     withSpecVersion(cpOutputs(ep(endpoint.Host, int64(443)), "1.36", map[string]any{"name": "demo-eks-conn"}), "v1.37.1"),
+			want:   ControlPlane{Endpoint: endpoint, Version: "v1.36.0", Kubeconfig: SecretKey{Name: "demo-eks-conn", Key: "value"}},
+		},
+		"MinorVersionNothingAsked": {
+			reason: "without spec.version the minor's first patch is served",
+			xr:     cpOutputs(ep(endpoint.Host, int64(443)), "1.36", map[string]any{"name": "demo-eks-conn"}),
+			want:   ControlPlane{Endpoint: endpoint, Version: "v1.36.0", Kubeconfig: SecretKey{Name: "demo-eks-conn", Key: "value"}},
 		},
 		"VersionNotString": {
 			reason: "a number is not a version",

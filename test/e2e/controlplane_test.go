@@ -20,6 +20,7 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/compositions"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
 )
 
 // TestManagedControlPlane runs examples/managed: a Cluster whose
@@ -66,7 +67,16 @@ func TestManagedControlPlane(t *testing.T) {
 		t.Errorf("the Cluster's ControlPlaneAvailable: %+v", c)
 	}
 
-	scalePool(t, ns, "managed-pool")
+	scalePool(t, ns, "managed-pool", "managed-pool", func(replicas int32) {
+		mp := &clusterv1.MachinePool{}
+		if err := mgmt().Get(ctx, client.ObjectKey{Namespace: ns, Name: "managed-pool"}, mp); err != nil {
+			t.Fatal(err)
+		}
+		mp.Spec.Replicas = ptr.To(replicas)
+		if err := mgmt().Update(ctx, mp); err != nil {
+			t.Fatal(err)
+		}
+	})
 
 	// CAPI's kubeconfig Secret: the composition's, CAPI's type and label,
 	// controlled by the XR, and it reaches the workload cluster.
@@ -200,36 +210,44 @@ func TestManagedControlPlane(t *testing.T) {
 	}
 	waitForExampleAvailable(t, e, e.Machines, time.Minute)
 
-	deleteExampleCluster(t, e, 2*time.Minute, func() error {
-		for _, kind := range []string{infrav1.CrossplaneControlPlaneKind, infrav1.CrossplaneClusterKind, infrav1.CrossplaneMachineKind, infrav1.CrossplaneMachinePoolKind} {
-			if n := len(listOf(t, ns, "infrastructure.cluster.x-k8s.io/v1alpha1", kind)); n > 0 {
-				return fmt.Errorf("%d %ss left", n, kind)
-			}
-		}
-		if n := len(listOf(t, ns, "kubernetes.m.crossplane.io/v1alpha1", "Object")); n > 0 {
-			return fmt.Errorf("%d Objects left", n)
-		}
-		if _, err := kubeconfig(); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("Secret %s-kubeconfig left (%v)", e.Cluster, err)
-		}
-		// The auto scaling group is gone with its instances.
-		if err := noneLeft(ctx, p.Workload.Client, &corev1.NodeList{}, client.MatchingLabels{"capxp.dev/local-machine-pool": ns + ".managed-pool"}); err != nil {
-			return err
-		}
-		return noneLeft(ctx, p.Workload.Client, &corev1.ConfigMapList{}, client.InNamespace(compositions.LocalMachinePoolNamespace))
-	})
+	deleteExampleCluster(t, e, 2*time.Minute, func() error { return managedLeft(t, e, "managed-pool") })
 }
 
-// scalePool scales a MachinePool of two up to three and down to one, and
-// waits each time until the plane runs that many Nodes, spread over the
-// pool's failure domains, and CAPI counts them ready in the MachinePool.
-func scalePool(t *testing.T, ns, name string) {
+// managedLeft says what is left of a managed example cluster whose pool's
+// XR is pool: its XRs, their composed Objects, its kubeconfig Secret, the
+// plane's auto scaling group and its instances.
+func managedLeft(t *testing.T, e plane.Example, pool string) error {
+	t.Helper()
+	ctx, ns := t.Context(), e.Namespace()
+	for _, kind := range []string{infrav1.CrossplaneControlPlaneKind, infrav1.CrossplaneClusterKind, infrav1.CrossplaneMachineKind, infrav1.CrossplaneMachinePoolKind} {
+		if n := len(listOf(t, ns, "infrastructure.cluster.x-k8s.io/v1alpha1", kind)); n > 0 {
+			return fmt.Errorf("%d %ss left", n, kind)
+		}
+	}
+	if n := len(listOf(t, ns, "kubernetes.m.crossplane.io/v1alpha1", "Object")); n > 0 {
+		return fmt.Errorf("%d Objects left", n)
+	}
+	if err := mgmt().Get(ctx, client.ObjectKey{Namespace: ns, Name: e.Cluster + "-kubeconfig"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		return fmt.Errorf("Secret %s-kubeconfig left (%v)", e.Cluster, err)
+	}
+	// The auto scaling group is gone with its instances.
+	if err := noneLeft(ctx, p.Workload.Client, &corev1.NodeList{}, client.MatchingLabels{"capxp.dev/local-machine-pool": ns + "." + pool}); err != nil {
+		return err
+	}
+	return noneLeft(ctx, p.Workload.Client, &corev1.ConfigMapList{}, client.InNamespace(compositions.LocalMachinePoolNamespace))
+}
+
+// scalePool scales MachinePool name, of two, with scale up to three and
+// down to one, and waits each time until the plane runs that many Nodes for
+// its CrossplaneMachinePool xr, spread over the pool's failure domains, and
+// CAPI counts them ready in the MachinePool.
+func scalePool(t *testing.T, ns, name, xr string, scale func(replicas int32)) {
 	t.Helper()
 	ctx := t.Context()
 	key := client.ObjectKey{Namespace: ns, Name: name}
 	nodes := func() ([]corev1.Node, error) {
 		l := &corev1.NodeList{}
-		err := p.Workload.Client.List(ctx, l, client.MatchingLabels{"capxp.dev/local-machine-pool": ns + "." + name})
+		err := p.Workload.Client.List(ctx, l, client.MatchingLabels{"capxp.dev/local-machine-pool": ns + "." + xr})
 		return l.Items, err
 	}
 	settled := func(replicas int32) {
@@ -262,14 +280,103 @@ func scalePool(t *testing.T, ns, name string) {
 	}
 	settled(2)
 	for _, replicas := range []int32{3, 1} {
-		mp := &clusterv1.MachinePool{}
-		if err := mgmt().Get(ctx, key, mp); err != nil {
-			t.Fatal(err)
-		}
-		mp.Spec.Replicas = ptr.To(replicas)
-		if err := mgmt().Update(ctx, mp); err != nil {
-			t.Fatal(err)
-		}
+		scale(replicas)
 		settled(replicas)
 	}
+}
+
+// TestManagedClusterClass runs examples/managed-topology: a Cluster of the
+// release's ClusterClass crossplane-managed, which CAPI's topology
+// controller turns into a CrossplaneCluster, a CrossplaneControlPlane (a
+// managed control plane, no Machines), a MachineDeployment of
+// CrossplaneMachines and a MachinePool of a CrossplaneMachinePool, the
+// workers bootstrapped by kubeadm's bootstrap provider. Through
+// spec.topology alone it scales the pool, and changes the workers' size: the
+// MachineDeployment rolls onto a new template, the pool's XR takes the new
+// size in place. Everything goes with the Cluster.
+func TestManagedClusterClass(t *testing.T) {
+	ctx := t.Context()
+	e := applyExample(t, "managed-topology")
+	waitForExampleAvailable(t, e, e.Machines, 3*time.Minute)
+	ns := e.Namespace()
+
+	cluster := &clusterv1.Cluster{}
+	if err := mgmt().Get(ctx, client.ObjectKey{Namespace: ns, Name: e.Cluster}, cluster); err != nil {
+		t.Fatal(err)
+	}
+	if cluster.Spec.ControlPlaneRef.Kind != infrav1.CrossplaneControlPlaneKind {
+		t.Fatalf("the Cluster's control plane is a %s, want the class's %s", cluster.Spec.ControlPlaneRef.Kind, infrav1.CrossplaneControlPlaneKind)
+	}
+	// The class's control plane, patched with the Cluster's variables and
+	// version, initialized at the version the service serves.
+	cp := &unstructured.Unstructured{}
+	cp.SetAPIVersion("infrastructure.cluster.x-k8s.io/v1alpha1")
+	cp.SetKind(infrav1.CrossplaneControlPlaneKind)
+	if err := mgmt().Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster.Spec.ControlPlaneRef.Name}, cp); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]any{
+		"spec.providerConfigRef.name":                   "workload",
+		"spec.version":                                  "v1.36.3",
+		"status.initialization.controlPlaneInitialized": true,
+		"status.version":                                "v1.36.3",
+	} {
+		if got, _, _ := unstructured.NestedFieldNoCopy(cp.Object, strings.Split(path, ".")...); got != want {
+			t.Errorf("CrossplaneControlPlane %s: %s is %v, want %v", cp.GetName(), path, got, want)
+		}
+	}
+	if _, owned := cp.GetLabels()[clusterv1.ClusterTopologyOwnedLabel]; !owned {
+		t.Errorf("CrossplaneControlPlane %s: labels %v, not the topology's", cp.GetName(), cp.GetLabels())
+	}
+	if err := mgmt().Get(ctx, client.ObjectKey{Namespace: ns, Name: e.Cluster + "-kubeconfig"}, &corev1.Secret{}); err != nil {
+		t.Errorf("the cluster's kubeconfig Secret: %v", err)
+	}
+
+	pools := &clusterv1.MachinePoolList{}
+	if err := mgmt().List(ctx, pools, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(pools.Items) != 1 {
+		t.Fatalf("%d MachinePools, want the topology's one", len(pools.Items))
+	}
+	mp := pools.Items[0]
+	xr := mp.Spec.Template.Spec.InfrastructureRef.Name
+	if mp.Spec.Template.Spec.Bootstrap.ConfigRef.Kind != "KubeadmConfig" {
+		t.Errorf("MachinePool %s: bootstrap %v, want the class's KubeadmConfig", mp.Name, mp.Spec.Template.Spec.Bootstrap.ConfigRef)
+	}
+	scalePool(t, ns, mp.Name, xr, func(replicas int32) {
+		patch(t, toUnstructured(t, cluster), map[string]any{"spec": map[string]any{"topology": map[string]any{"workers": map[string]any{
+			"machinePools": []any{map[string]any{"class": "pool", "name": "mp-0", "replicas": int64(replicas)}},
+		}}}})
+	})
+
+	// The workers' size: a new template for the MachineDeployment, whose
+	// machines are replaced; the pool's XR takes it in place, as an auto
+	// scaling group rolls its instances onto a new launch template.
+	setVariable(t, cluster, "workerMachineSize", "large")
+	eventually(t, "the pool's XR and every machine are of the new size", 3*time.Minute, func() error {
+		pool := &unstructured.Unstructured{}
+		pool.SetAPIVersion("infrastructure.cluster.x-k8s.io/v1alpha1")
+		pool.SetKind(infrav1.CrossplaneMachinePoolKind)
+		if err := mgmt().Get(ctx, client.ObjectKey{Namespace: ns, Name: xr}, pool); err != nil {
+			return err
+		}
+		if size, _, _ := unstructured.NestedString(pool.Object, "spec", "parameters", "size"); size != "large" {
+			return fmt.Errorf("CrossplaneMachinePool %s: size %q", xr, size)
+		}
+		var small []string
+		machines := listOf(t, ns, "infrastructure.cluster.x-k8s.io/v1alpha1", infrav1.CrossplaneMachineKind)
+		for _, m := range machines {
+			if size, _, _ := unstructured.NestedString(m.Object, "spec", "parameters", "size"); size != "large" {
+				small = append(small, m.GetName())
+			}
+		}
+		if len(small) > 0 || len(machines) != e.Machines {
+			return fmt.Errorf("%d machines, of the old size: %v", len(machines), small)
+		}
+		return nil
+	})
+	waitForExampleAvailable(t, e, e.Machines, 2*time.Minute)
+
+	deleteExampleCluster(t, e, 2*time.Minute, func() error { return managedLeft(t, e, xr) })
 }

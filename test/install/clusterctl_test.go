@@ -92,7 +92,13 @@ func TestClusterctl(t *testing.T) {
 func generateTopology(t *testing.T, run func(...string) string, ns string) {
 	t.Helper()
 	t.Setenv("CONTROL_PLANE_ENDPOINT_HOST", "api.example.org")
-	for _, flavor := range []string{"local", "byo"} {
+	want := map[string]map[string]int{
+		"local": {"ClusterClass": 1, "Cluster": 1, "CrossplaneClusterTemplate": 1, "CrossplaneMachineTemplate": 2, "KubeadmControlPlaneTemplate": 1, "KubeadmConfigTemplate": 1},
+		"byo":   {"ClusterClass": 1, "Cluster": 1, "CrossplaneClusterTemplate": 1, "CrossplaneMachineTemplate": 2, "KubeadmControlPlaneTemplate": 1, "KubeadmConfigTemplate": 1},
+		"managed": {"ClusterClass": 1, "Cluster": 1, "CrossplaneClusterTemplate": 1, "CrossplaneControlPlaneTemplate": 1,
+			"CrossplaneMachineTemplate": 1, "CrossplaneMachinePoolTemplate": 1, "KubeadmConfigTemplate": 1},
+	}
+	for flavor, want := range want {
 		class := "crossplane-" + flavor
 		out := run("generate", "cluster", "classy-"+flavor, "--flavor", "topology-"+flavor, "--infrastructure", "crossplane", "-n", ns)
 		kinds := map[string]int{}
@@ -111,7 +117,6 @@ func generateTopology(t *testing.T, run func(...string) string, ns string) {
 				classRef, _, _ = unstructured.NestedString(u.Object, "spec", "topology", "classRef", "name")
 			}
 		}
-		want := map[string]int{"ClusterClass": 1, "Cluster": 1, "CrossplaneClusterTemplate": 1, "CrossplaneMachineTemplate": 2, "KubeadmControlPlaneTemplate": 1, "KubeadmConfigTemplate": 1}
 		for k, n := range want {
 			if kinds[k] < n {
 				t.Errorf("flavor topology-%s: %d %s, want %d (all: %v)", flavor, kinds[k], k, n, kinds)
@@ -339,7 +344,7 @@ func leftovers(ctx context.Context, c client.Client) error {
 			left = append(left, o.GetKind()+" "+o.GetNamespace()+"/"+o.GetName())
 		}
 	}
-	for _, crd := range []string{"crossplaneclustertemplates", "crossplanemachinetemplates", "clusterproviderconfiggrants"} {
+	for _, crd := range []string{"crossplaneclustertemplates", "crossplanemachinetemplates", "crossplanemachinepooltemplates", "crossplanecontrolplanetemplates", "clusterproviderconfiggrants"} {
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion("apiextensions.k8s.io/v1")
 		u.SetKind("CustomResourceDefinition")

@@ -241,6 +241,38 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 			}(),
 			want: []string{"spec.template.spec", "bootstrap.dataSecretRef is injected per machine"},
 		},
+		"MachinePoolTemplatePresetProviderIDList": {
+			reason: "a pool's machines are its own; a template cannot name them",
+			create: &infrav1.CrossplaneMachinePoolTemplate{Spec: infrav1.CrossplaneMachinePoolTemplateSpec{
+				Template: infrav1.CrossplaneMachinePoolTemplateResource{Spec: infrav1.CrossplaneMachinePoolSpec{
+					Parameters: infrav1.MachinePoolParameters{Size: "small"}, ProviderIDList: []string{"aws:///eu-west-1a/i-0123"}}},
+			}},
+			want: []string{"spec.template.spec", "providerIDList is written per pool by the bridge"},
+		},
+		"MachinePoolTemplatePresetBootstrapRef": {
+			reason: "a pool boots from its own MachinePool's bootstrap data",
+			create: &infrav1.CrossplaneMachinePoolTemplate{Spec: infrav1.CrossplaneMachinePoolTemplateSpec{
+				Template: infrav1.CrossplaneMachinePoolTemplateResource{Spec: infrav1.CrossplaneMachinePoolSpec{
+					Parameters: infrav1.MachinePoolParameters{Size: "small"},
+					Bootstrap:  infrav1.MachinePoolBootstrap{DataSecretRef: &infrav1.SecretKeyReference{Name: "someone-elses"}}}},
+			}},
+			want: []string{"spec.template.spec", "bootstrap.dataSecretRef is injected per pool"},
+		},
+		"ControlPlaneTemplatePresetVersion": {
+			reason: "the control plane runs the Cluster's version, which CAPI's topology controller writes",
+			create: &infrav1.CrossplaneControlPlaneTemplate{Spec: infrav1.CrossplaneControlPlaneTemplateSpec{
+				Template: infrav1.CrossplaneControlPlaneTemplateResource{Spec: infrav1.CrossplaneControlPlaneSpec{Version: "v1.36.3"}},
+			}},
+			want: []string{"spec.template.spec", "version is written by CAPI's topology controller"},
+		},
+		"ControlPlaneTemplatePresetEndpoint": {
+			reason: "the endpoint is where the service serves, which only the service knows",
+			create: &infrav1.CrossplaneControlPlaneTemplate{Spec: infrav1.CrossplaneControlPlaneTemplateSpec{
+				Template: infrav1.CrossplaneControlPlaneTemplateResource{Spec: infrav1.CrossplaneControlPlaneSpec{
+					ControlPlaneEndpoint: infrav1.APIEndpoint{Host: "api.example.org", Port: 443}}},
+			}},
+			want: []string{"spec.template.spec", "controlPlaneEndpoint is written by the bridge"},
+		},
 		"MachineSizeNorHost": {
 			reason: "a machine is either made (its size) or already exists (its host)",
 			create: &infrav1.CrossplaneMachine{Spec: infrav1.CrossplaneMachineSpec{Parameters: infrav1.CrossplaneMachineParameters{Image: "ami-1"}}},
@@ -395,6 +427,24 @@ func TestTemplatesAreImmutableButToTopologyDryRuns(t *testing.T) {
 			}},
 			change: func(o client.Object) {
 				o.(*infrav1.CrossplaneMachineTemplate).Spec.Template.Spec.Parameters.Size = "m6i.xlarge"
+			},
+		},
+		"CrossplaneMachinePoolTemplate": {
+			create: &infrav1.CrossplaneMachinePoolTemplate{Spec: infrav1.CrossplaneMachinePoolTemplateSpec{
+				Template: infrav1.CrossplaneMachinePoolTemplateResource{Spec: infrav1.CrossplaneMachinePoolSpec{
+					Parameters: infrav1.MachinePoolParameters{Size: "small"}}},
+			}},
+			change: func(o client.Object) {
+				o.(*infrav1.CrossplaneMachinePoolTemplate).Spec.Template.Spec.Parameters.Size = "large"
+			},
+		},
+		"CrossplaneControlPlaneTemplate": {
+			create: &infrav1.CrossplaneControlPlaneTemplate{Spec: infrav1.CrossplaneControlPlaneTemplateSpec{
+				Template: infrav1.CrossplaneControlPlaneTemplateResource{Spec: infrav1.CrossplaneControlPlaneSpec{
+					ProviderConfigRef: &infrav1.ProviderConfigReference{APIGroup: "kubernetes.m.crossplane.io", Kind: "ProviderConfig", Name: "workload"}}},
+			}},
+			change: func(o client.Object) {
+				o.(*infrav1.CrossplaneControlPlaneTemplate).Spec.Template.Spec.ProviderConfigRef.Name = "other"
 			},
 		},
 		"CrossplaneClusterTemplate": {

@@ -80,8 +80,11 @@ type ControlPlaneOutputs struct {
 	// +optional
 	ControlPlaneEndpoint *EndpointOutput `json:"controlPlaneEndpoint,omitempty"`
 
-	// version of Kubernetes the service reports it runs. The bridge copies
-	// it to status.version.
+	// version of Kubernetes the service reports it runs: a Kubernetes
+	// version (v1.36.3), or the minor alone (1.36 or v1.36) for a service
+	// that manages patch levels itself, which the bridge reads as the patch
+	// spec.version asks for while the minors agree, and as the minor's
+	// first patch while they do not. The bridge copies it to status.version.
 	// +optional
 	Version string `json:"version,omitempty"`
 

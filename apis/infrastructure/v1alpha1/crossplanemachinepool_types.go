@@ -92,8 +92,9 @@ type CrossplaneMachinePoolSpec struct {
 	ProviderIDList []string `json:"providerIDList,omitempty"`
 
 	// failureDomains the pool spreads its machines over. Written by the
-	// bridge from MachinePool.spec.failureDomains; empty is every failure
-	// domain of the cluster.
+	// bridge from MachinePool.spec.failureDomains, or, when that is empty,
+	// every failure domain of the cluster; empty only when the cluster
+	// reports none.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32

@@ -115,9 +115,112 @@ type CrossplaneMachineTemplateList struct {
 	Items           []CrossplaneMachineTemplate `json:"items"`
 }
 
+// CrossplaneControlPlaneTemplateResource is what a
+// CrossplaneControlPlaneTemplate stamps out.
+type CrossplaneControlPlaneTemplateResource struct {
+	// metadata of the created CrossplaneControlPlane.
+	// +optional
+	ObjectMeta TemplateObjectMeta `json:"metadata,omitempty,omitzero"`
+
+	// spec of the created CrossplaneControlPlane. The version is the
+	// Cluster's (CAPI's topology controller writes it) and the endpoint the
+	// service's (the bridge writes it): neither can be preset.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="!has(self.version)",message="version is written by CAPI's topology controller from the Cluster's spec.topology.version; a template cannot preset it"
+	// +kubebuilder:validation:XValidation:rule="!has(self.controlPlaneEndpoint)",message="controlPlaneEndpoint is written by the bridge from what the service serves; a template cannot preset it"
+	Spec CrossplaneControlPlaneSpec `json:"spec"`
+}
+
+// CrossplaneControlPlaneTemplateSpec is the desired state of a
+// CrossplaneControlPlaneTemplate.
+type CrossplaneControlPlaneTemplateSpec struct {
+	// template of the CrossplaneControlPlane.
+	// +required
+	Template CrossplaneControlPlaneTemplateResource `json:"template"`
+}
+
+// CrossplaneControlPlaneTemplate is a template CAPI's topology controller
+// (ClusterClass spec.controlPlane) clones into CrossplaneControlPlanes: a
+// managed control plane, with no machines of CAPI's. It is a plain CRD, not a
+// composite resource, and immutable like the other templates.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=crossplanecontrolplanetemplates,scope=Namespaced,categories=cluster-api,shortName=xpcpt
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp",description="Time since creation"
+type CrossplaneControlPlaneTemplate struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec holds the template.
+	// +required
+	Spec CrossplaneControlPlaneTemplateSpec `json:"spec"`
+}
+
+// CrossplaneControlPlaneTemplateList is a list of
+// CrossplaneControlPlaneTemplates.
+// +kubebuilder:object:root=true
+type CrossplaneControlPlaneTemplateList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CrossplaneControlPlaneTemplate `json:"items"`
+}
+
+// CrossplaneMachinePoolTemplateResource is what a
+// CrossplaneMachinePoolTemplate stamps out.
+type CrossplaneMachinePoolTemplateResource struct {
+	// metadata of the created CrossplaneMachinePool.
+	// +optional
+	ObjectMeta TemplateObjectMeta `json:"metadata,omitempty,omitzero"`
+
+	// spec of the created CrossplaneMachinePool. What the bridge writes per
+	// pool (its machines' provider IDs, its bootstrap data reference) cannot
+	// be preset.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="!has(self.providerIDList)",message="providerIDList is written per pool by the bridge; a template cannot preset it"
+	// +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || !has(self.bootstrap.dataSecretRef)",message="bootstrap.dataSecretRef is injected per pool by the bridge from its MachinePool's bootstrap data; a template cannot preset it"
+	Spec CrossplaneMachinePoolSpec `json:"spec"`
+}
+
+// CrossplaneMachinePoolTemplateSpec is the desired state of a
+// CrossplaneMachinePoolTemplate.
+type CrossplaneMachinePoolTemplateSpec struct {
+	// template of the CrossplaneMachinePool.
+	// +required
+	Template CrossplaneMachinePoolTemplateResource `json:"template"`
+}
+
+// CrossplaneMachinePoolTemplate is a template CAPI's topology controller
+// (ClusterClass spec.workers.machinePools) clones into
+// CrossplaneMachinePools. It is a plain CRD, not a composite resource, and
+// immutable like the other templates.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=crossplanemachinepooltemplates,scope=Namespaced,categories=cluster-api,shortName=xpmpt
+// +kubebuilder:printcolumn:name="Size",type="string",JSONPath=".spec.template.spec.parameters.size",description="Machine size"
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp",description="Time since creation"
+type CrossplaneMachinePoolTemplate struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec holds the template.
+	// +required
+	Spec CrossplaneMachinePoolTemplateSpec `json:"spec"`
+}
+
+// CrossplaneMachinePoolTemplateList is a list of
+// CrossplaneMachinePoolTemplates.
+// +kubebuilder:object:root=true
+type CrossplaneMachinePoolTemplateList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CrossplaneMachinePoolTemplate `json:"items"`
+}
+
 func init() {
 	objectTypes = append(objectTypes,
 		&CrossplaneClusterTemplate{}, &CrossplaneClusterTemplateList{},
 		&CrossplaneMachineTemplate{}, &CrossplaneMachineTemplateList{},
+		&CrossplaneControlPlaneTemplate{}, &CrossplaneControlPlaneTemplateList{},
+		&CrossplaneMachinePoolTemplate{}, &CrossplaneMachinePoolTemplateList{},
 	)
 }

@@ -1,8 +1,11 @@
-// Package v1alpha1 holds the Go types of CAPXP's InfraCluster and InfraMachine
-// contract: the composite resources (XRs) CrossplaneCluster and
-// CrossplaneMachine, whose Crossplane v2 CompositeResourceDefinitions are
-// generated from these types, and the plain CRDs CrossplaneClusterTemplate and
-// CrossplaneMachineTemplate, which CAPI clones into those XRs.
+// Package v1alpha1 holds the Go types of CAPXP's InfraCluster, InfraMachine,
+// InfraMachinePool and ControlPlane contracts: the composite resources (XRs)
+// CrossplaneCluster, CrossplaneMachine, CrossplaneMachinePool and
+// CrossplaneControlPlane, whose Crossplane v2 CompositeResourceDefinitions are
+// generated from these types, and the plain CRDs of their templates
+// (CrossplaneClusterTemplate, CrossplaneMachineTemplate,
+// CrossplaneMachinePoolTemplate, CrossplaneControlPlaneTemplate), which CAPI
+// clones into those XRs.
 //
 // Every field says who writes it:
 //

@@ -35,4 +35,7 @@ const (
 	CrossplaneClusterTemplateKind  = "CrossplaneClusterTemplate"
 	CrossplaneMachineTemplateKind  = "CrossplaneMachineTemplate"
 	ClusterProviderConfigGrantKind = "ClusterProviderConfigGrant"
+
+	CrossplaneControlPlaneTemplateKind = "CrossplaneControlPlaneTemplate"
+	CrossplaneMachinePoolTemplateKind  = "CrossplaneMachinePoolTemplate"
 )

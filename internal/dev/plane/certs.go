@@ -56,6 +56,15 @@ func newAuthority(name string) (*authority, error) {
 	return &authority{cert: cert, key: key, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
 }
 
+// keyPEM is the authority's key, PKCS #8 in PEM.
+func (a *authority) keyPEM() ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(a.key)
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot encode the CA key")
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
 // loadAuthority reads a CA from PEM (Crossplane's root CA secret).
 func loadAuthority(certPEM, keyPEM []byte) (*authority, error) {
 	cb, _ := pem.Decode(certPEM)

@@ -85,6 +85,8 @@ var Examples = []Example{
 		Description: "a Cluster from the ClusterClass crossplane-local: a KubeadmControlPlane of 1 and a MachineDeployment of 2, all CrossplaneMachines on the local backend"},
 	{Name: "managed", File: capxp.ManagedExample, Cluster: "managed", Machines: 2, Available: true,
 		Description: "a managed control plane, a CrossplaneControlPlane whose kubeconfig the bridge writes, a MachineDeployment of 2 and a MachinePool of 2 on the local backend"},
+	{Name: "managed-topology", File: capxp.ManagedTopologyExample, Classes: []string{"clusterclass-crossplane-managed.yaml"}, Cluster: "hosted", Machines: 2, Available: true,
+		Description: "a Cluster from the ClusterClass crossplane-managed: a managed control plane, a MachineDeployment of 2 and a MachinePool of 2 bootstrapped by kubeadm, on the local backend"},
 }
 
 // ExampleNamed finds an example by name, or says which there are.
@@ -198,7 +200,11 @@ func (p *Plane) apply(ctx context.Context, e Example, name string) error {
 			Data: map[string][]byte{"value": p.Workload.Kubeconfig},
 		},
 	}
-	if usesCrossplaneControlPlane(objs) {
+	classes, err := readClasses(e.Classes, ns)
+	if err != nil {
+		return err
+	}
+	if usesCrossplaneControlPlane(objs) || usesCrossplaneControlPlane(classes) {
 		// The bridge writes it, from the Secret the control plane's
 		// composition names.
 		secrets = secrets[:1]
@@ -209,6 +215,13 @@ func (p *Plane) apply(ctx context.Context, e Example, name string) error {
 		// its kubeconfig is the user's, which the provider leaves alone (it
 		// adopts and rotates only Secrets of CAPI's type).
 		secrets[1].Type = corev1.SecretTypeOpaque
+	}
+	if usesCrossplaneControlPlane(classes) && usesKubeadmBootstrap(classes) {
+		ca, err := clusterCASecret(ns, name)
+		if err != nil {
+			return err
+		}
+		secrets = append(secrets, ca)
 	}
 	if bytes.Contains(raw, []byte(p.workloadEtcd())) {
 		etcd, err := etcdClientSecrets(ns, name)
@@ -221,10 +234,6 @@ func (p *Plane) apply(ctx context.Context, e Example, name string) error {
 		if err := p.client.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
 			return errors.Wrapf(err, "cannot create Secret %s", s.Name)
 		}
-	}
-	classes, err := readClasses(e.Classes, ns)
-	if err != nil {
-		return err
 	}
 	for _, o := range classes {
 		if err := p.create(ctx, o); err != nil {
@@ -245,6 +254,29 @@ func (p *Plane) apply(ctx context.Context, e Example, name string) error {
 		}
 	}
 	return nil
+}
+
+// clusterCASecret is the cluster CA (<cluster>-ca, certificate and key)
+// kubeadm's bootstrap provider reads to write a worker's join data, which a
+// managed service that lets kubeadm join its workers provides (CAPI's custom
+// certificates), and which no managed control plane writes for it. The
+// workload API server's own CA key is envtest's and not on disk; the
+// simulated hosts run no kubeadm and check nothing against it, so this
+// stand-in's CA is one of its own, as the external etcd's is.
+func clusterCASecret(ns, cluster string) (*corev1.Secret, error) {
+	ca, err := newAuthority(cluster + "-ca")
+	if err != nil {
+		return nil, err
+	}
+	key, err := ca.keyPEM()
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster + "-ca", Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
+		Type:       clusterv1.ClusterSecretType,
+		Data:       map[string][]byte{tlsCert: ca.certPEM, tlsKey: key},
+	}, nil
 }
 
 // readClasses reads ClusterClass files of the release with clusterctl's
@@ -285,9 +317,21 @@ func usesKubeadmControlPlane(objs []*unstructured.Unstructured) bool {
 	return false
 }
 
+// usesKubeadmBootstrap: a KubeadmConfigTemplate among the objects.
+func usesKubeadmBootstrap(objs []*unstructured.Unstructured) bool {
+	for _, o := range objs {
+		if o.GetKind() == "KubeadmConfigTemplate" {
+			return true
+		}
+	}
+	return false
+}
+
+// usesCrossplaneControlPlane: a CrossplaneControlPlane, or its template,
+// among the objects.
 func usesCrossplaneControlPlane(objs []*unstructured.Unstructured) bool {
 	for _, o := range objs {
-		if o.GetKind() == infrav1.CrossplaneControlPlaneKind {
+		if o.GetKind() == infrav1.CrossplaneControlPlaneKind || o.GetKind() == infrav1.CrossplaneControlPlaneTemplateKind {
 			return true
 		}
 	}
