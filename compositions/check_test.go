@@ -53,6 +53,38 @@ func TestCompositionCheck(t *testing.T) {
 			breaks:  dropPatchesTo("status.outputs.version"),
 			failing: []string{compcheck.FieldVersion},
 		},
+		"EKSVersionNotReported": {
+			reason:      "an EKS Composition that does not report the minor version the service runs",
+			composition: "aws/controlplane.yaml", xr: "aws-controlplane.yaml",
+			breaks:  dropPatchesTo("status.outputs.version"),
+			failing: []string{compcheck.FieldVersion},
+		},
+		"EKSEndpointInUpperCase": {
+			reason:      "an EKS Composition that reports the endpoint as EKS names it, in upper case, which is no host name",
+			composition: "aws/controlplane.yaml", xr: "aws-controlplane.yaml",
+			breaks: func(t *testing.T, comp *unstructured.Unstructured) {
+				t.Helper()
+				editPatches(comp, func(p map[string]any) bool {
+					if p["toFieldPath"] == "status.outputs.controlPlaneEndpoint.host" {
+						p["transforms"] = p["transforms"].([]any)[:1]
+					}
+					return true
+				})
+			},
+			failing: []string{compcheck.FieldEndpoint},
+		},
+		"EKSKubeconfigNotNamed": {
+			reason:      "an EKS Composition that does not name the ClusterAuth's connection secret",
+			composition: "aws/controlplane.yaml", xr: "aws-controlplane.yaml",
+			breaks:  dropPatchesTo("status.outputs.kubeconfig.name"),
+			failing: []string{compcheck.FieldKubeconfig},
+		},
+		"EKSCredentialsNotPassedThrough": {
+			reason:      "an EKS Composition whose managed resources keep the template's ProviderConfig name",
+			composition: "aws/controlplane.yaml", xr: "aws-controlplane.yaml",
+			breaks:  dropPatchesTo("spec.providerConfigRef.name"),
+			failing: []string{compcheck.FieldCredentials},
+		},
 		"MachinePoolInstancesNotReported": {
 			reason:      "a machine pool Composition that does not report its machines' provider IDs",
 			composition: "local/machinepool.yaml", xr: "local-machinepool.yaml",
@@ -156,41 +188,50 @@ func TestCompositionCheck(t *testing.T) {
 	}
 }
 
-// dropPatchesTo removes every patch of every resource template that writes
-// path.
+// dropPatchesTo drops every patch, of a resource or of a patch set, that
+// writes path.
 func dropPatchesTo(path string) func(*testing.T, *unstructured.Unstructured) {
 	return func(t *testing.T, comp *unstructured.Unstructured) {
 		t.Helper()
-		steps, _, _ := unstructured.NestedSlice(comp.Object, "spec", "pipeline")
-		dropped := 0
-		for i, s := range steps {
-			step := s.(map[string]any)
-			res, found, _ := unstructured.NestedSlice(step, "input", "resources")
+		if dropped := editPatches(comp, func(p map[string]any) bool { return p["toFieldPath"] != path }); dropped == 0 {
+			t.Fatalf("no patch writes %s", path)
+		}
+	}
+}
+
+// editPatches passes every patch of the Composition's patch-and-transform
+// steps, of its resources and its patch sets, to edit, which may change it
+// and says whether to keep it; it returns how many were dropped.
+func editPatches(comp *unstructured.Unstructured, edit func(p map[string]any) bool) int {
+	steps, _, _ := unstructured.NestedSlice(comp.Object, "spec", "pipeline")
+	dropped := 0
+	for i, s := range steps {
+		step := s.(map[string]any)
+		for _, list := range []string{"resources", "patchSets"} {
+			items, found, _ := unstructured.NestedSlice(step, "input", list)
 			if !found {
 				// Not a patch-and-transform step (function-auto-ready
-				// refuses an input it does not define).
+				// refuses an input it does not define), or no patch sets.
 				continue
 			}
-			for j, r := range res {
+			for j, r := range items {
 				rm := r.(map[string]any)
 				patches, _, _ := unstructured.NestedSlice(rm, "patches")
 				kept := patches[:0]
 				for _, p := range patches {
-					if p.(map[string]any)["toFieldPath"] == path {
+					if !edit(p.(map[string]any)) {
 						dropped++
 						continue
 					}
 					kept = append(kept, p)
 				}
 				_ = unstructured.SetNestedSlice(rm, kept, "patches")
-				res[j] = rm
+				items[j] = rm
 			}
-			_ = unstructured.SetNestedSlice(step, res, "input", "resources")
-			steps[i] = step
+			_ = unstructured.SetNestedSlice(step, items, "input", list)
 		}
-		if dropped == 0 {
-			t.Fatalf("no patch writes %s", path)
-		}
-		_ = unstructured.SetNestedSlice(comp.Object, steps, "spec", "pipeline")
+		steps[i] = step
 	}
+	_ = unstructured.SetNestedSlice(comp.Object, steps, "spec", "pipeline")
+	return dropped
 }

@@ -75,6 +75,19 @@ func Provide(o *unstructured.Unstructured) {
 			"privateDns": "ip-" + strings.ReplaceAll(ip, ".", "-") + "." + region + ".compute.internal",
 			fieldARN:     arn("ec2", "instance/i-"+h[:17]),
 		}
+	case "Role":
+		a := fmt.Sprintf("arn:aws:iam::123456789012:role/%s", o.GetName())
+		at = map[string]any{"id": o.GetName(), fieldARN: a, "uniqueId": "AROA" + strings.ToUpper(h[:16])}
+	case "Cluster":
+		// An EKS cluster: it reports its minor version, the endpoint of
+		// its API server, on 443.
+		at = map[string]any{
+			"id": o.GetName(), "status": "ACTIVE", "version": fp("version"), "platformVersion": "eks.1",
+			"endpoint": fmt.Sprintf("https://%s.gr7.%s.eks.amazonaws.com", strings.ToUpper(h[:16]), region),
+			fieldARN:   arn("eks", "cluster/"+o.GetName()),
+		}
+	case "Addon":
+		at = map[string]any{"id": o.GetName() + ":" + fp("addonName"), fieldARN: arn("eks", "addon/"+o.GetName()+"/"+fp("addonName")+"/"+h[:8])}
 	case "Object":
 		m, _, _ := unstructured.NestedMap(o.Object, "spec", "forProvider", "manifest")
 		obs := &unstructured.Unstructured{Object: m}

@@ -41,6 +41,8 @@ var providers = map[string]string{
 	"ec2.aws.m.upbound.io":            "xpkg.upbound.io/upbound/provider-aws-ec2",
 	"elbv2.aws.m.upbound.io":          "xpkg.upbound.io/upbound/provider-aws-elbv2",
 	"secretsmanager.aws.m.upbound.io": "xpkg.upbound.io/upbound/provider-aws-secretsmanager",
+	"eks.aws.m.upbound.io":            "xpkg.upbound.io/upbound/provider-aws-eks",
+	"iam.aws.m.upbound.io":            "xpkg.upbound.io/upbound/provider-aws-iam",
 	"kubernetes.m.crossplane.io":      "xpkg.crossplane.io/crossplane-contrib/provider-kubernetes",
 }
 
@@ -278,6 +280,50 @@ func contractCases() map[string]contractCase {
 				sel, _, _ := unstructured.NestedStringMap(o["control-plane-target"].Object, "spec", "forProvider", "targetGroupArnSelector", "matchLabels")
 				if !matches(tg.GetLabels(), sel) {
 					t.Errorf("target group selector %v does not match the cluster's target group labels %v", sel, tg.GetLabels())
+				}
+			},
+		},
+		"AWSControlPlane": {
+			reason:      "an EKS control plane composes its IAM role, the cluster in the injected subnets at the asked minor, its network add-ons and a ClusterAuth, and reports endpoint, version and the kubeconfig's secret",
+			composition: "aws/controlplane.yaml",
+			xr:          "aws-controlplane.yaml",
+			resources:   6,
+			check: func(t *testing.T, xr *unstructured.Unstructured, o map[string]*unstructured.Unstructured) {
+				t.Helper()
+				cluster := o["cluster"]
+				assertFields(t, cluster, map[string]any{
+					"spec.forProvider.region":                        "eu-west-1",
+					"spec.forProvider.version":                       "1.36",
+					"spec.forProvider.vpcConfig.subnetIds[0]":        "subnet-0a1b2c3d",
+					"spec.forProvider.vpcConfig.subnetIds[2]":        "subnet-0c1d2e3f",
+					"spec.forProvider.vpcConfig.securityGroupIds[0]": "sg-control-plane",
+					"spec.forProvider.tags[capxp.dev/cluster]":       "alpha",
+					"spec.providerConfigRef.name":                    "team-a-aws",
+				})
+				host := strings.ToLower(strings.TrimPrefix(str(t, cluster, "status.atProvider.endpoint"), "https://"))
+				assertFields(t, xr, map[string]any{
+					"status.outputs.controlPlaneEndpoint.host": host,
+					"status.outputs.controlPlaneEndpoint.port": int64(443),
+					"status.outputs.version":                   "v1.36",
+					"status.outputs.kubeconfig.name":           "alpha-eks-kubeconfig",
+					"status.outputs.kubeconfig.key":            "kubeconfig",
+				})
+				assertFields(t, o["cluster-auth"], map[string]any{
+					"spec.writeConnectionSecretToRef.name": "alpha-eks-kubeconfig",
+					"spec.forProvider.region":              "eu-west-1",
+				})
+				assertFields(t, o["cluster-role-policy"], map[string]any{
+					"spec.forProvider.policyArn": "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",
+				})
+				for _, addon := range []string{"vpc-cni", "kube-proxy"} {
+					assertFields(t, o[addon], map[string]any{"spec.forProvider.addonName": addon})
+				}
+				// The role, the cluster and its add-ons find each other
+				// within the XR.
+				role := o["cluster-role"]
+				sel, _, _ := unstructured.NestedStringMap(cluster.Object, "spec", "forProvider", "roleArnSelector", "matchLabels")
+				if !matches(role.GetLabels(), sel) {
+					t.Errorf("role selector %v does not match the role's labels %v", sel, role.GetLabels())
 				}
 			},
 		},

@@ -21,8 +21,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/gate"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/outputs"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
 )
@@ -41,6 +43,26 @@ const kubeconfigRecheck = time.Minute
 // written from the Secret the composition names.
 type controlPlane struct {
 	infraCluster
+	// infra reads the cluster's infrastructure as for machines.
+	infra infraMachine
+}
+
+// pauseUnowned keeps a control plane XR without its Cluster paused, as a
+// machine's: the service is placed in the cluster's network, which the
+// gate injects once the Cluster owns it.
+func (c controlPlane) pauseUnowned(xr *composite.Unstructured) *bool {
+	return c.infra.pauseUnowned(xr)
+}
+
+// prepare runs the control plane's gate: closed until the cluster's
+// infrastructure is provisioned; open, it injects the cluster's network
+// once, which the one deferred patch sends together with the unpause.
+func (c controlPlane) prepare(ctx context.Context, s *scope) (*verdict.Verdict, error) {
+	clusterXR, forbidden, err := c.infra.clusterInfrastructure(ctx, s.cluster)
+	if err != nil || forbidden != nil {
+		return forbidden, err
+	}
+	return inject(s, gate.DecideControlPlane(gate.ControlPlaneInputs{Cluster: s.cluster, ClusterXR: clusterXR, XR: &s.xr.Unstructured}))
 }
 
 func (controlPlane) conditionType() string { return infrav1.CrossplaneControlPlaneReadyCondition }

@@ -101,7 +101,7 @@ func TestControlPlanePublish(t *testing.T) {
 				"kubeconfig":           map[string]any{"name": "eks-conn", "key": "kubeconfig"},
 			}}
 			s := &scope{xr: xr, cluster: &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo"}}}
-			v, again, err := controlPlane{infraCluster{client: c}}.publish(context.Background(), s)
+			v, again, err := controlPlane{infraCluster: infraCluster{client: c}}.publish(context.Background(), s)
 			if err != nil {
 				t.Fatalf("%s\npublish(...): %v", tc.reason, err)
 			}

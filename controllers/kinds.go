@@ -89,7 +89,7 @@ func newSeam(c client.Client, access *readAccess, contract string) (seam, error)
 	case infrav1.ContractInfraMachinePool:
 		return infraMachinePool{infraMachine{client: c, access: access}}, nil
 	case infrav1.ContractControlPlane:
-		return controlPlane{infraCluster{client: c}}, nil
+		return controlPlane{infraCluster: infraCluster{client: c}, infra: infraMachine{client: c, access: access}}, nil
 	}
 	return nil, errors.Errorf("unknown contract %s", contract)
 }

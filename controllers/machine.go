@@ -109,8 +109,12 @@ func (m infraMachine) clusterInfrastructure(ctx context.Context, cluster *cluste
 		return nil, nil, nil
 	}
 	// Whatever the cluster's infrastructure kind, the bridge must be granted
-	// it: say so rather than wait in silence.
+	// it: say so rather than wait in silence. A cluster without one (a
+	// managed control plane's may have none) gives nothing to inherit.
 	ref := cluster.Spec.InfrastructureRef
+	if !ref.IsDefined() {
+		return nil, nil, nil
+	}
 	missing, err := m.mayRead(ctx, schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
 	var clusterXR *unstructured.Unstructured
 	if err == nil && len(missing) == 0 {

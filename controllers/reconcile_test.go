@@ -339,7 +339,7 @@ func reconcileOnce(t *testing.T, creds credentials.Resolver, xr *unstructured.Un
 	case infrav1.CrossplaneMachinePoolKind:
 		contract = infraMachinePool{infraMachine{client: c, access: access}}
 	case infrav1.CrossplaneControlPlaneKind:
-		contract = controlPlane{infraCluster{client: c}}
+		contract = controlPlane{infraCluster: infraCluster{client: c}, infra: infraMachine{client: c, access: access}}
 	}
 	r := &xrReconciler{
 		client: c, gvk: xr.GroupVersionKind(), contract: contract, recorder: rec,
@@ -482,7 +482,7 @@ func TestReconcile(t *testing.T) {
 			reason: "a control plane XR ready with its outputs gets the cluster's kubeconfig Secret first, then its endpoint, and is initialized, managed, at the version it serves",
 			creds:  granted,
 			xr:     testControlPlaneXR(annotate(paused, "true")),
-			objs:   []client.Object{testCluster(false), adminKubeconfig()},
+			objs:   []client.Object{provisionedCluster(), testXR(), clusterCRD(), adminKubeconfig()},
 			writes: []want{
 				{"create", "*v1.Secret", "demo-kubeconfig", nil},
 				{"patch", "CrossplaneControlPlane", "demo", []string{`"crossplane.io/paused":null`, `"controlPlaneEndpoint":{"host":"api.example.org","port":443}`}},
@@ -498,11 +498,18 @@ func TestReconcile(t *testing.T) {
 			waits:  true,
 			creds:  granted,
 			xr:     testControlPlaneXR(annotate(paused, "true")),
-			objs:   []client.Object{testCluster(false)},
+			objs:   []client.Object{provisionedCluster(), testXR(), clusterCRD()},
 			writes: []want{
 				{"patch", "CrossplaneControlPlane", "demo", []string{`"crossplane.io/paused":null`}},
 				{"apply status", "Cluster", "demo", []string{`"type":"CrossplaneControlPlaneReady"`, `"reason":"WaitingForKubeconfig"`}},
 			},
+		},
+		"ControlPlaneWaitsForClusterInfrastructure": {
+			reason: "a service is placed in the cluster's network: the control plane XR stays held until the cluster's infrastructure is provisioned; CAPI's own conditions say so on the Cluster, so nothing is written",
+			waits:  true,
+			creds:  granted,
+			xr:     testControlPlaneXR(annotate(paused, "true")),
+			objs:   []client.Object{testCluster(false)},
 		},
 		"PausedByCAPI": {
 			reason: "a paused Cluster pauses its XR for Crossplane; nothing else is written",

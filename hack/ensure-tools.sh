@@ -32,11 +32,13 @@ provider_kubernetes_version=v1.2.1
 # The AWS family the aws Composition composes with: their packages' CRDs and
 # metadata template are staged for the plane's registry.
 provider_aws_version=v2.7.0
-provider_aws_services=(ec2 elbv2 secretsmanager)
+provider_aws_services=(ec2 elbv2 secretsmanager eks iam)
 # The family's runtimes (make test-aws) are v2.5.0, the newest v2 release
 # whose dependencies the module proxy serves (hack/tools/provider-aws); its
 # CRDs of these services serve and store the same versions as v2.7.0's.
 provider_aws_runtime_version=v2.5.0
+# The services make test-aws runs (the machines and the cluster's network).
+provider_aws_runtime_services=(ec2 elbv2 secretsmanager)
 golangci_lint_version=v2.15.0
 clusterctl_version=v1.14.2
 crossplane_cli_version=v2.5.0
@@ -158,7 +160,7 @@ stage_clusterctl_crds() {
 # registry.
 stage_provider_aws() {
   local out=$cache/provider-aws-$provider_aws_version/package
-  if [[ ! -f $out/crossplane.yaml.tmpl ]]; then
+  if [[ ! -f $out/crossplane.yaml.tmpl || "$(cat "$out/services" 2>/dev/null)" != "${provider_aws_services[*]}" ]]; then
     local dir files=()
     dir=$(cd "$root" && GOFLAGS=-mod=mod go mod download -json "github.com/upbound/provider-aws/v2@$provider_aws_version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
     for g in aws "${provider_aws_services[@]/%/.aws}"; do
@@ -167,6 +169,7 @@ stage_provider_aws() {
     rm -rf "$out.tmp" && mkdir -p "$out.tmp/crds"
     cp "$dir"/package/crossplane.yaml.tmpl "$out.tmp/"
     cp "${files[@]}" "$out.tmp/crds/"
+    echo "${provider_aws_services[*]}" >"$out.tmp/services"
     chmod -R u+w "$out.tmp"
     rm -rf "$out" && mkdir -p "$(dirname "$out")" && mv "$out.tmp" "$out"
     echo "staged provider-aws $provider_aws_version's family packages in $out" >&2
@@ -234,7 +237,7 @@ for t in "${tools[@]}"; do
     # (ProviderConfig usage tracking): it links every service's API types,
     # over 10 GB of build cache for no call to AWS.
     provider-aws-runtime)
-      for p in "${provider_aws_services[@]}"; do
+      for p in "${provider_aws_runtime_services[@]}"; do
         GONOSUMDB=github.com/upbound/terraform-provider-aws \
           build "provider-aws-$p" "$provider_aws_runtime_version" hack/tools/provider-aws "github.com/upbound/provider-aws/v2/cmd/provider/$p"
       done ;;

@@ -23,13 +23,18 @@ var configuration []byte
 //go:embed configuration/activation-policy.yaml
 var ActivationPolicy []byte
 
+// awsModule is the Go module of every package of the AWS family.
+const awsModule = "github.com/upbound/provider-aws/v2"
+
 // Modules maps the packages CAPXP depends on to the Go modules they are
 // built from: the functions' binaries and the providers' CRDs come from
 // these, at the versions the Configuration pins.
 var Modules = map[string]string{
-	"xpkg.upbound.io/upbound/provider-aws-ec2":                           "github.com/upbound/provider-aws/v2",
-	"xpkg.upbound.io/upbound/provider-aws-elbv2":                         "github.com/upbound/provider-aws/v2",
-	"xpkg.upbound.io/upbound/provider-aws-secretsmanager":                "github.com/upbound/provider-aws/v2",
+	"xpkg.upbound.io/upbound/provider-aws-ec2":                           awsModule,
+	"xpkg.upbound.io/upbound/provider-aws-elbv2":                         awsModule,
+	"xpkg.upbound.io/upbound/provider-aws-secretsmanager":                awsModule,
+	"xpkg.upbound.io/upbound/provider-aws-eks":                           awsModule,
+	"xpkg.upbound.io/upbound/provider-aws-iam":                           awsModule,
 	"xpkg.crossplane.io/crossplane-contrib/provider-kubernetes":          "github.com/crossplane-contrib/provider-kubernetes",
 	"xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform": "github.com/crossplane-contrib/function-patch-and-transform",
 	"xpkg.crossplane.io/crossplane-contrib/function-auto-ready":          "github.com/crossplane-contrib/function-auto-ready",

@@ -21,6 +21,13 @@ type CrossplaneControlPlaneSpec struct {
 	// +optional
 	ProviderConfigRef *ProviderConfigReference `json:"providerConfigRef,omitempty"`
 
+	// network of the cluster the service places its endpoints in. Written
+	// by the bridge, once, from the cluster XR's status.outputs.network
+	// when the cluster's infrastructure is provisioned; a composition that
+	// needs none ignores it.
+	// +optional
+	Network ControlPlaneNetwork `json:"network,omitempty,omitzero"`
+
 	// controlPlaneEndpoint is where the control plane's API server is
 	// served. Written by the bridge from status.outputs.controlPlaneEndpoint.
 	// Immutable once set, as CAPI expects.
@@ -31,6 +38,39 @@ type CrossplaneControlPlaneSpec struct {
 	// its schema; see CompositionSpec).
 	// +optional
 	Crossplane *CompositionSpec `json:"crossplane,omitempty"`
+}
+
+// ControlPlaneNetwork is the part of the cluster's network a managed
+// control plane uses: a service such as EKS places its API server's network
+// interfaces in one subnet per failure domain and guards them with the
+// cluster's control plane security groups. Written by the bridge from the
+// cluster XR's status.outputs.network.
+type ControlPlaneNetwork struct {
+	// region of the cluster (its spec.parameters.region), for backends that
+	// have regions.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Region string `json:"region,omitempty"`
+
+	// networkID of the cluster's network.
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	NetworkID string `json:"networkID,omitempty"`
+
+	// subnetIDs of the service's network interfaces: one per failure domain
+	// of the cluster, private subnets first.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=255
+	SubnetIDs []string `json:"subnetIDs,omitempty"`
+
+	// securityGroupIDs of the cluster's ControlPlane role.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=255
+	SecurityGroupIDs []string `json:"securityGroupIDs,omitempty"`
 }
 
 // ControlPlaneInitialization reports the milestone CAPI's v1beta2

@@ -23,7 +23,9 @@ import (
 // the packages carry.
 const AWSRuntimeVersion = "v2.5.0"
 
-// awsServices are the family's services CAPXP's aws Compositions compose.
+// awsServices are the family's services whose runtimes the plane runs
+// (make test-aws): the machines' and the cluster network's. The others the
+// Configuration depends on (eks, iam) are installed without a runtime.
 var awsServices = []string{"ec2", "elbv2", "secretsmanager"}
 
 // awsRuntimes finds the family's service runtimes, by package name, and
