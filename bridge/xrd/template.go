@@ -93,6 +93,12 @@ func TemplateCRD(x *xpextv2.CompositeResourceDefinition, crossplane extv1.JSONSc
 		case infrav1.ContractControlPlane:
 			spec.XValidations = append(spec.XValidations,
 				extv1.ValidationRule{Rule: "!has(self.controlPlaneEndpoint)", Message: "controlPlaneEndpoint is written per control plane by the bridge from its service's endpoint; a template cannot preset it"})
+			// CAPI's topology controller writes the Cluster's version, where
+			// the kind has one.
+			if _, ok := spec.Properties["version"]; ok {
+				spec.XValidations = append(spec.XValidations,
+					extv1.ValidationRule{Rule: "!has(self.version)", Message: "version is written by CAPI's topology controller from the Cluster's spec.topology.version; a template cannot preset it"})
+			}
 		}
 		crd.Spec.Versions = append(crd.Spec.Versions, extv1.CustomResourceDefinitionVersion{
 			Name:       v.Name,

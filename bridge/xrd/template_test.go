@@ -24,6 +24,14 @@ var machineSchema = props(map[string]extv1.JSONSchemaProps{
 	}),
 })
 
+var versionedControlPlaneSchema = func() extv1.JSONSchemaProps {
+	s := *controlPlaneSchema.DeepCopy()
+	spec := s.Properties["spec"]
+	spec.Properties["version"] = extv1.JSONSchemaProps{Type: "string"}
+	s.Properties["spec"] = spec
+	return s
+}()
+
 var crossplaneSchema = props(map[string]extv1.JSONSchemaProps{"compositionRef": props(map[string]extv1.JSONSchemaProps{"name": {Type: "string"}})})
 
 // withRules adds validation rules to a schema.
@@ -81,6 +89,14 @@ func TestTemplateCRD(t *testing.T) {
 			kind:    "EKSClusterTemplate",
 			storage: "v1beta1",
 			rules:   []string{"!has(self.controlPlaneEndpoint)"},
+		},
+		"ControlPlaneWithVersion": {
+			reason:  "nor the version CAPI's topology controller writes, where the kind has one",
+			xrd:     xrd(infrav1.ContractControlPlane, versionedControlPlaneSchema, withSchemas(versionedControlPlaneSchema)),
+			name:    "eksclustertemplates.platform.example.org",
+			kind:    "EKSClusterTemplate",
+			storage: "v1beta1",
+			rules:   []string{"!has(self.controlPlaneEndpoint)", "!has(self.version)"},
 		},
 		"MachinePool": {
 			reason:  "a machine pool template cannot preset the providerIDList the bridge writes per pool",
