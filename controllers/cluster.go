@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -64,10 +65,43 @@ func (infraCluster) pauseUnowned(xr *composite.Unstructured) *bool {
 	return ptr.To(annotations.HasPaused(xr))
 }
 
-func (infraCluster) prepare(context.Context, *scope) (*verdict.Verdict, error) { return nil, nil }
+// prepare learns whether the Cluster's control plane provides the
+// endpoint: a managed control plane, an XR of a ControlPlane XRD, does.
+func (c infraCluster) prepare(ctx context.Context, s *scope) (*verdict.Verdict, error) {
+	managed, err := c.managedControlPlane(ctx, s.cluster)
+	s.endpointFromControlPlane = managed
+	return nil, err
+}
 
-func (infraCluster) outputs(xr *unstructured.Unstructured) (func(*unstructured.Unstructured), string, field.ErrorList) {
-	out, errs := outputs.MapCluster(xr)
+// managedControlPlane says whether the Cluster's controlPlaneRef names a
+// kind of a ControlPlane XRD: a managed control plane whose service
+// provides the cluster's endpoint.
+func (c infraCluster) managedControlPlane(ctx context.Context, cluster *clusterv1.Cluster) (bool, error) {
+	if cluster == nil || !cluster.Spec.ControlPlaneRef.IsDefined() {
+		return false, nil
+	}
+	ref := cluster.Spec.ControlPlaneRef
+	list := &xpextv2.CompositeResourceDefinitionList{}
+	if err := c.client.List(ctx, list, client.MatchingLabels{infrav1.ContractLabel: infrav1.ContractControlPlane}); err != nil {
+		return false, errors.Wrap(err, "cannot list the ControlPlane CompositeResourceDefinitions")
+	}
+	for i := range list.Items {
+		if x := &list.Items[i]; x.Spec.Group == ref.APIGroup && x.Spec.Names.Kind == ref.Kind {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// outputs maps the endpoint and the failure domains. Under a managed
+// control plane the service's endpoint is the cluster's: the
+// infrastructure's is neither required nor copied, so that CAPI takes the
+// control plane's (it copies an infrastructure endpoint first).
+func (infraCluster) outputs(s *scope) (func(*unstructured.Unstructured), string, field.ErrorList) {
+	out, errs := outputs.MapCluster(&s.xr.Unstructured)
+	if s.endpointFromControlPlane {
+		return func(*unstructured.Unstructured) {}, "Infrastructure provisioned; the managed control plane provides the endpoint", outputs.EndpointNotRequired(errs)
+	}
 	set := func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedMap(u.Object, map[string]any{"host": out.Endpoint.Host, "port": int64(out.Endpoint.Port)}, "spec", "controlPlaneEndpoint")
 	}

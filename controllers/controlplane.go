@@ -67,7 +67,8 @@ func (c controlPlane) prepare(ctx context.Context, s *scope) (*verdict.Verdict, 
 
 func (controlPlane) conditionType() string { return infrav1.CrossplaneControlPlaneReadyCondition }
 
-func (controlPlane) outputs(xr *unstructured.Unstructured) (func(*unstructured.Unstructured), string, field.ErrorList) {
+func (controlPlane) outputs(s *scope) (func(*unstructured.Unstructured), string, field.ErrorList) {
+	xr := &s.xr.Unstructured
 	out, errs := outputs.MapControlPlane(xr)
 	set := func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedMap(u.Object, map[string]any{"host": out.Endpoint.Host, "port": int64(out.Endpoint.Port)}, "spec", "controlPlaneEndpoint")

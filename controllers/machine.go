@@ -192,7 +192,8 @@ func (m infraMachine) mayRead(ctx context.Context, gk schema.GroupKind) ([]strin
 // outputs maps providerID. A machine's provisioning is recorded by no event
 // of the bridge's: CAPI reports it on the Machine (its phase and
 // InfrastructureReady), and an event per machine of a fleet is noise.
-func (infraMachine) outputs(xr *unstructured.Unstructured) (func(*unstructured.Unstructured), string, field.ErrorList) {
+func (infraMachine) outputs(s *scope) (func(*unstructured.Unstructured), string, field.ErrorList) {
+	xr := &s.xr.Unstructured
 	out, errs := outputs.MapMachine(xr)
 	set := func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(u.Object, out.ProviderID, "spec", "providerID")

@@ -70,7 +70,8 @@ func (m infraMachinePool) prepare(ctx context.Context, s *scope) (*verdict.Verdi
 
 // outputs maps providerIDList. A pool's provisioning is CAPI's to report on
 // the MachinePool, as a machine's is on the Machine.
-func (infraMachinePool) outputs(xr *unstructured.Unstructured) (func(*unstructured.Unstructured), string, field.ErrorList) {
+func (infraMachinePool) outputs(s *scope) (func(*unstructured.Unstructured), string, field.ErrorList) {
+	xr := &s.xr.Unstructured
 	out, errs := outputs.MapMachinePool(xr)
 	set := func(u *unstructured.Unstructured) {
 		ids := make([]any, 0, len(out.ProviderIDList))

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -249,6 +250,24 @@ func testCluster(paused bool) *clusterv1.Cluster {
 	return c
 }
 
+// managedCluster is Cluster demo whose control plane is CrossplaneControlPlane demo.
+func managedCluster() *clusterv1.Cluster {
+	c := testCluster(false)
+	c.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{
+		APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.CrossplaneControlPlaneKind, Name: "demo"}
+	return c
+}
+
+// controlPlaneXRD is the XRD of CrossplaneControlPlane, labelled with its
+// contract.
+func controlPlaneXRD() *xpextv2.CompositeResourceDefinition {
+	x := &xpextv2.CompositeResourceDefinition{ObjectMeta: metav1.ObjectMeta{
+		Name: "crossplanecontrolplanes." + infrav1.GroupVersion.Group, Labels: map[string]string{infrav1.ContractLabel: infrav1.ContractControlPlane}}}
+	x.Spec.Group = infrav1.GroupVersion.Group
+	x.Spec.Names.Kind = infrav1.CrossplaneControlPlaneKind
+	return x
+}
+
 func clusterWith(c metav1.Condition) *clusterv1.Cluster {
 	cl := testCluster(false)
 	c.LastTransitionTime = metav1.NewTime(time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC))
@@ -393,6 +412,36 @@ func TestReconcile(t *testing.T) {
 				{"apply status", "CrossplaneCluster", "demo", []string{`"provisioned":true`, `"ready":true`}},
 			},
 			events: []string{"Normal Provisioned Infrastructure provisioned; control plane endpoint lb.example.org:6443"},
+		},
+		"UnderAManagedControlPlane": {
+			reason: "a cluster XR whose Cluster's control plane is an XR of a ControlPlane XRD needs no endpoint of its own: the service's is the cluster's, and CAPI takes it from the control plane",
+			creds:  granted,
+			xr: testXR(annotate(paused, "true"), func(u *unstructured.Unstructured) {
+				unstructured.RemoveNestedField(u.Object, "status", "outputs", "controlPlaneEndpoint")
+			}),
+			objs: []client.Object{managedCluster(), controlPlaneXRD()},
+			writes: []want{
+				{"patch", "CrossplaneCluster", "demo", []string{`"crossplane.io/paused":null`, `"finalizers":["capxp.dev/bridge"]`}},
+				{"apply status", "CrossplaneCluster", "demo", []string{`"provisioned":true`, `"ready":true`}},
+			},
+			events: []string{"Normal Provisioned Infrastructure provisioned; the managed control plane provides the endpoint"},
+		},
+		"UnderAnotherControlPlane": {
+			reason: "under a control plane of a kind no ControlPlane XRD defines (kubeadm's), the cluster XR must report the endpoint",
+			waits:  true,
+			creds:  granted,
+			xr: testXR(annotate(paused, "true"), func(u *unstructured.Unstructured) {
+				unstructured.RemoveNestedField(u.Object, "status", "outputs", "controlPlaneEndpoint")
+			}),
+			objs: []client.Object{func() client.Object {
+				c := managedCluster()
+				c.Spec.ControlPlaneRef.APIGroup, c.Spec.ControlPlaneRef.Kind = "controlplane.cluster.x-k8s.io", "KubeadmControlPlane"
+				return c
+			}(), controlPlaneXRD()},
+			writes: []want{
+				{"patch", "CrossplaneCluster", "demo", []string{`"crossplane.io/paused":null`, `"finalizers":["capxp.dev/bridge"]`}},
+				{"apply status", "Cluster", "demo", []string{`"reason":"MissingOutputs"`, `status.outputs.controlPlaneEndpoint: Required value`}},
+			},
 		},
 		"ProvisionedAndUnchanged": {
 			reason: "nothing changed, nothing is sent",

@@ -74,7 +74,7 @@ type seam interface {
 	// outputs maps the composition's outputs: their field errors, and the
 	// spec fields to set once the XR satisfies its contract, with an event
 	// message for the first time it does (none when empty).
-	outputs(xr *unstructured.Unstructured) (set func(*unstructured.Unstructured), provisioned string, errs field.ErrorList)
+	outputs(s *scope) (set func(*unstructured.Unstructured), provisioned string, errs field.ErrorList)
 	// milestone is the contract's status once the XR satisfies it: the
 	// milestone that never goes back, and what goes with it.
 	milestone(xr *unstructured.Unstructured) map[string]any
@@ -146,6 +146,9 @@ type scope struct {
 	readySince time.Time
 	// paused is CAPI's pause of the XR or its Cluster.
 	paused bool
+	// endpointFromControlPlane: the Cluster's control plane is a managed
+	// one that provides the endpoint, so its infrastructure XR need not.
+	endpointFromControlPlane bool
 }
 
 type xrEvent struct{ kind, reason, message string }
@@ -373,7 +376,7 @@ func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 	controllerutil.AddFinalizer(s.xr, infrav1.Finalizer)
 
 	u := &s.xr.Unstructured
-	set, provisioned, errs := r.contract.outputs(u)
+	set, provisioned, errs := r.contract.outputs(s)
 	// The newest Ready and Synced read, not one Crossplane put back from a
 	// stale read (readiness.Replaced).
 	c := r.memory.read(u)

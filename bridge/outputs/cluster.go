@@ -57,6 +57,21 @@ func MapCluster(xr *unstructured.Unstructured) (Cluster, field.ErrorList) {
 	return c, errs
 }
 
+// EndpointNotRequired drops, from MapCluster's errors, the one saying the
+// endpoint was not reported: under a managed control plane the service's
+// endpoint is the cluster's, and the infrastructure need report none. An
+// endpoint it reports must still be valid.
+func EndpointNotRequired(errs field.ErrorList) field.ErrorList {
+	out := make(field.ErrorList, 0, len(errs))
+	for _, e := range errs {
+		if e.Type == field.ErrorTypeRequired && e.Field == outputEndpoint.String() {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
 // endpoint reads a host and port at path. An absent object is the zero
 // endpoint; a present one must be complete and valid.
 func endpoint(p *fieldpath.Paved, path *field.Path) (infrav1.APIEndpoint, field.ErrorList) {

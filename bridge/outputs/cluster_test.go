@@ -155,3 +155,40 @@ func TestMapCluster(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func TestEndpointNotRequired(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		xr     *unstructured.Unstructured
+		want   []string
+	}{
+		"NoEndpoint": {
+			reason: "under a managed control plane, an endpoint not reported is no error",
+			xr:     xr(nil, map[string]any{"outputs": map[string]any{}}),
+		},
+		"InvalidEndpoint": {
+			reason: "an endpoint reported must still be valid",
+			xr:     xr(nil, map[string]any{"outputs": map[string]any{"controlPlaneEndpoint": ep("", int64(443))}}),
+			want:   []string{"status.outputs.controlPlaneEndpoint.host: Required value: must not be empty"},
+		},
+		"OtherErrors": {
+			reason: "only the missing endpoint is forgiven",
+			xr:     xr(nil, map[string]any{"failureDomains": "zone-a", "outputs": map[string]any{}}),
+			want:   []string{"status.failureDomains: Invalid value"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, errs := MapCluster(tc.xr)
+			got := EndpointNotRequired(errs)
+			if len(got) != len(tc.want) {
+				t.Fatalf("%s\nEndpointNotRequired(...): %v, want %d errors %v", tc.reason, got, len(tc.want), tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i].Error(), w) {
+					t.Errorf("%s\nEndpointNotRequired(...)[%d]: %v, want %q", tc.reason, i, got[i], w)
+				}
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package xrd
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -94,8 +95,12 @@ func TemplateCRD(x *xpextv2.CompositeResourceDefinition, crossplane extv1.JSONSc
 			spec.XValidations = append(spec.XValidations,
 				extv1.ValidationRule{Rule: "!has(self.controlPlaneEndpoint)", Message: "controlPlaneEndpoint is written per control plane by the bridge from its service's endpoint; a template cannot preset it"})
 			// CAPI's topology controller writes the Cluster's version, where
-			// the kind has one.
-			if _, ok := spec.Properties["version"]; ok {
+			// the kind has one: a template neither requires nor defaults it
+			// (either would make every template invalid).
+			if version, ok := spec.Properties["version"]; ok {
+				version.Default = nil
+				spec.Properties["version"] = version
+				spec.Required = slices.DeleteFunc(slices.Clone(spec.Required), func(f string) bool { return f == "version" })
 				spec.XValidations = append(spec.XValidations,
 					extv1.ValidationRule{Rule: "!has(self.version)", Message: "version is written by CAPI's topology controller from the Cluster's spec.topology.version; a template cannot preset it"})
 			}

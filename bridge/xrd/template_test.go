@@ -2,6 +2,7 @@ package xrd
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,7 +28,8 @@ var machineSchema = props(map[string]extv1.JSONSchemaProps{
 var versionedControlPlaneSchema = func() extv1.JSONSchemaProps {
 	s := *controlPlaneSchema.DeepCopy()
 	spec := s.Properties["spec"]
-	spec.Properties["version"] = extv1.JSONSchemaProps{Type: "string"}
+	spec.Properties["version"] = extv1.JSONSchemaProps{Type: "string", Default: &extv1.JSON{Raw: []byte(`"v1.36.3"`)}}
+	spec.Required = append(spec.Required, "version")
 	s.Properties["spec"] = spec
 	return s
 }()
@@ -91,7 +93,7 @@ func TestTemplateCRD(t *testing.T) {
 			rules:   []string{"!has(self.controlPlaneEndpoint)"},
 		},
 		"ControlPlaneWithVersion": {
-			reason:  "nor the version CAPI's topology controller writes, where the kind has one",
+			reason:  "nor the version CAPI's topology controller writes, where the kind has one: neither required nor defaulted in the template",
 			xrd:     xrd(infrav1.ContractControlPlane, versionedControlPlaneSchema, withSchemas(versionedControlPlaneSchema)),
 			name:    "eksclustertemplates.platform.example.org",
 			kind:    "EKSClusterTemplate",
@@ -165,6 +167,9 @@ func TestTemplateCRD(t *testing.T) {
 				}
 				if diff := cmp.Diff(tc.rules, rules); diff != "" {
 					t.Errorf("%s\nversion %s: template spec rules: -want, +got:\n%s", tc.reason, v.Name, diff)
+				}
+				if slices.Contains(rules, "!has(self.version)") && (ts.Properties["version"].Default != nil || slices.Contains(ts.Required, "version")) {
+					t.Errorf("%s\nversion %s: the template forbids a version it requires or defaults", tc.reason, v.Name)
 				}
 			}
 		})
