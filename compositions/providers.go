@@ -51,8 +51,8 @@ func Provide(o *unstructured.Unstructured) {
 		at = map[string]any{"id": "rtbassoc-" + h}
 	case "SecurityGroup":
 		at = map[string]any{"id": "sg-" + h, fieldARN: arn("ec2", "security-group/sg-"+h)}
-	case "SecurityGroupIngressRule", "SecurityGroupEgressRule":
-		at = map[string]any{"id": "sgr-" + h}
+	case "SecurityGroupRule":
+		at = map[string]any{"id": "sgrule-" + h}
 	case "LB":
 		a := arn("elasticloadbalancing", "loadbalancer/net/capxp-"+h[:8]+"/"+h)
 		at = map[string]any{"id": a, fieldARN: a, "dnsName": fmt.Sprintf("capxp-%s-%s.elb.%s.amazonaws.com", h[:8], h[8:], region)}

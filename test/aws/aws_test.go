@@ -7,11 +7,13 @@ package aws
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -25,6 +27,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
@@ -54,20 +57,20 @@ const (
 
 var eventually = wait.Options{Every: 2 * time.Second}.Eventually
 
-// TestAWSMachines runs CAPI machines on the aws backend: a
-// MachineDeployment of CrossplaneMachines composed by crossplanemachine-aws
-// (a Secrets Manager secret holding the bootstrap data, and an EC2
-// instance), in a network the team made with the same providers (a VPC, a
-// subnet and a security group), which a bring-your-own CrossplaneCluster
-// reports, under a managed control plane on the local backend. The plane
-// registers each instance's Node, as its kubelet would. It pauses and resumes the Cluster, rolls the workers onto
-// another instance type and deletes the cluster, describing the emulator
-// through the AWS API at every step; at the end it holds nothing of it.
-//
-// The cluster Composition (crossplanecluster-aws) is not provisioned here:
-// its security group rules cannot be created by provider-aws-ec2 v2.5.0,
-// the newest release buildable here (docs/decisions.md).
-func TestAWSMachines(t *testing.T) {
+// TestAWSCluster runs a CAPI cluster on the aws backend: a
+// CrossplaneCluster composed by crossplanecluster-aws (a VPC over three
+// failure domains, subnets, gateways, routes, security groups and their
+// rules, and the API load balancer), a control-plane Machine composed by
+// crossplanemachine-aws-control-plane (an instance registered behind the
+// load balancer) and a MachineDeployment of workers composed by
+// crossplanemachine-aws (each a Secrets Manager secret with its bootstrap
+// data and an instance). The Cluster's control plane is its control-plane
+// Machines, so its endpoint is the load balancer's. The plane registers each
+// instance's Node, as its kubelet would. It pauses and resumes the Cluster,
+// rolls the workers onto another instance type and deletes the cluster,
+// describing the emulator through the AWS API at every step; at the end it
+// holds nothing of it.
+func TestAWSCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Minute)
 	defer cancel()
 	p := startPlane(ctx, t)
@@ -80,42 +83,94 @@ func TestAWSMachines(t *testing.T) {
 	}
 	t.Logf("the emulator before: %v", before)
 	// What a platform team prepares in its account before its first
-	// cluster: the instance profile the machines run as (the aws machine
-	// Composition names it), and an image.
-	if err := api.instanceProfile(ctx, "capxp-nodes"); err != nil {
-		t.Fatal(err)
+	// cluster: the instance profiles the machines run as (the aws machine
+	// Compositions name them), and an image.
+	for _, profile := range []string{"capxp-nodes", "capxp-control-plane"} {
+		if err := api.instanceProfile(ctx, profile); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ami, err := api.image(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range credentials(p.AWSEndpoint()) {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatalf("cannot create %s %s: %v", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
-		}
-	}
-	start := time.Now()
-	vpc, subnet, sg := makeNetwork(ctx, t, c)
-	t.Logf("the team's network (VPC %s, subnet %s, security group %s) created in %s", vpc, subnet, sg, time.Since(start).Round(time.Second))
-	for _, o := range cluster(vpc, subnet, sg, ami, p.Workload.Kubeconfig) {
+	for _, o := range append(credentials(p.AWSEndpoint()), cluster(ami, p.Workload.Kubeconfig)...) {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatalf("cannot create %s %s: %v", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
 		}
 	}
 
-	// Provisioned: each Machine's providerID names a running instance in
-	// the team's subnet, and each machine's bootstrap data is a secret.
-	start = time.Now()
-	provisioned(ctx, t, c, api, "m6i.large")
-	t.Logf("%d machines provisioned in %s", workers, time.Since(start).Round(time.Second))
+	// The network and the load balancer: the Cluster's endpoint is the
+	// load balancer's DNS name.
+	start := time.Now()
+	eventually(t, "the cluster's infrastructure is provisioned, its endpoint the load balancer's", 10*time.Minute, func() error {
+		cl := &clusterv1.Cluster{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cl); err != nil {
+			return err
+		}
+		if !ptr.Deref(cl.Status.Initialization.InfrastructureProvisioned, false) {
+			return fmt.Errorf("infrastructure not provisioned: %v", cl.Status.Conditions)
+		}
+		lbs, err := api.loadBalancers(ctx)
+		if err != nil {
+			return err
+		}
+		if len(lbs) != 1 || cl.Spec.ControlPlaneEndpoint.Host != lbs[0].DNSName {
+			return fmt.Errorf("the Cluster's endpoint is %q, the emulator's load balancers %v", cl.Spec.ControlPlaneEndpoint.Host, lbs)
+		}
+		return nil
+	})
+	t.Logf("the cluster's infrastructure provisioned in %s", time.Since(start).Round(time.Second))
 	counts, err := api.count(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("the emulator holds: %v", counts)
-	for kind, want := range map[string]int{"VPC": 1, "Subnet": 1, "SecurityGroup": 1, "Instance": workers, "Secret": workers} {
-		if counts[kind] != want {
-			t.Errorf("the emulator holds %d %s, want %d", counts[kind], kind, want)
+	for kind, want := range map[string]int{
+		"VPC": 1, "Subnet": 6, "InternetGateway": 1, "EIP": 1, "NATGateway": 1, "RouteTable": 2,
+		"SecurityGroup": 2, "SecurityGroupRule": 7, "LoadBalancer": 1, "TargetGroup": 1, "Listener": 1,
+	} {
+		if got := counts[kind] - before[kind]; got != want {
+			t.Errorf("the emulator holds %d more %s, want %d", got, kind, want)
+		}
+	}
+
+	// Provisioned: each Machine's providerID names a running instance, the
+	// control plane's registered behind the load balancer, and the
+	// control plane is initialized once its Node has registered.
+	start = time.Now()
+	provisioned(ctx, t, c, api, "m6i.large")
+	eventually(t, "the control plane is initialized and its instance behind the load balancer", 5*time.Minute, func() error {
+		cl := &clusterv1.Cluster{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cl); err != nil {
+			return err
+		}
+		// Without a control plane provider, CAPI reports it only as a
+		// condition.
+		if !conditions.IsTrue(cl, clusterv1.ClusterControlPlaneInitializedCondition) {
+			return errors.New("the control plane is not initialized")
+		}
+		m := &clusterv1.Machine{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-cp-0"}, m); err != nil {
+			return err
+		}
+		targets, err := api.targets(ctx)
+		if err != nil {
+			return err
+		}
+		if _, instance, _ := strings.Cut(strings.TrimPrefix(m.Spec.ProviderID, "aws:///"), "/"); !slices.Equal(targets, []string{instance}) {
+			return fmt.Errorf("the load balancer's targets are %v, want the control plane's instance %q", targets, instance)
+		}
+		return nil
+	})
+	t.Logf("%d machines provisioned in %s", workers+1, time.Since(start).Round(time.Second))
+	counts, err = api.count(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for kind, want := range map[string]int{"Instance": workers + 1, "Secret": workers + 1} {
+		if got := counts[kind] - before[kind]; got != want {
+			t.Errorf("the emulator holds %d more %s, want %d", got, kind, want)
 		}
 	}
 
@@ -123,8 +178,8 @@ func TestAWSMachines(t *testing.T) {
 	setPaused(ctx, t, c, true)
 	scale(ctx, t, c, workers+1)
 	time.Sleep(20 * time.Second)
-	if is, err := api.instances(ctx, "pending", "running"); err != nil || len(is) != workers {
-		t.Errorf("a paused cluster launched instances: %d running (%v), want %d", len(is), err, workers)
+	if is, err := api.instances(ctx, "pending", "running"); err != nil || len(is) != workers+1 {
+		t.Errorf("a paused cluster launched instances: %d running (%v), want %d", len(is), err, workers+1)
 	}
 	setPaused(ctx, t, c, false)
 	eventually(t, "the resumed cluster runs one more instance", 5*time.Minute, func() error {
@@ -132,7 +187,7 @@ func TestAWSMachines(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if len(is) != workers+1 {
+		if len(is) != workers+2 {
 			return fmt.Errorf("%d running", len(is))
 		}
 		return nil
@@ -140,27 +195,19 @@ func TestAWSMachines(t *testing.T) {
 	scale(ctx, t, c, workers)
 
 	// A new machine template rolls every worker onto another instance type.
-	rollout(ctx, t, c, sg, ami)
+	rollout(ctx, t, c, ami)
 	provisioned(ctx, t, c, api, "m6i.xlarge")
 
-	// Deleted, and the team's network after it: nothing is left.
+	// Deleted: nothing is left.
 	if err := c.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the cluster and its machines are gone", 10*time.Minute, func() error {
+	eventually(t, "the cluster, its machines and its network are gone", 10*time.Minute, func() error {
 		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &clusterv1.Cluster{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("the Cluster is still there (%v)", err)
 		}
-		return noneLeft(ctx, c, "Instance", "Secret")
-	})
-	for _, o := range network() {
-		if err := c.Delete(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	eventually(t, "the team's network is gone", 5*time.Minute, func() error {
-		return noneLeft(ctx, c, "VPC", "Subnet", "SecurityGroup")
+		return noneLeft(ctx, c)
 	})
 	left, err := api.count(ctx)
 	if err != nil {
@@ -179,33 +226,45 @@ func TestAWSMachines(t *testing.T) {
 	t.Logf("the emulator after the deletion: %v", left)
 }
 
-// noneLeft says which managed resources of the kinds remain in the
-// namespace.
-func noneLeft(ctx context.Context, c client.Client, kinds ...string) error {
-	for _, k := range kinds {
-		l := &unstructured.UnstructuredList{}
-		group := "ec2.aws.m.upbound.io"
-		if k == "Secret" {
-			group = "secretsmanager.aws.m.upbound.io"
+// composedKinds are the managed resource kinds the aws Compositions
+// compose, by group.
+var composedKinds = map[string][]string{
+	"ec2.aws.m.upbound.io": {"VPC", "Subnet", "InternetGateway", "EIP", "NATGateway", "RouteTable", "Route",
+		"RouteTableAssociation", "SecurityGroup", "SecurityGroupRule", "Instance"},
+	"elbv2.aws.m.upbound.io":          {"LB", "LBTargetGroup", "LBListener", "LBTargetGroupAttachment"},
+	"secretsmanager.aws.m.upbound.io": {"Secret", "SecretVersion"},
+}
+
+// noneLeft says which managed resources the aws Compositions compose
+// remain in the namespace.
+func noneLeft(ctx context.Context, c client.Client) error {
+	var left []string
+	for group, kinds := range composedKinds {
+		for _, k := range kinds {
+			l := &unstructured.UnstructuredList{}
+			l.SetAPIVersion(group + "/v1beta1")
+			l.SetKind(k + "List")
+			if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
+				return err
+			}
+			if len(l.Items) > 0 {
+				left = append(left, fmt.Sprintf("%d %s", len(l.Items), k))
+			}
 		}
-		l.SetAPIVersion(group + "/v1beta1")
-		l.SetKind(k + "List")
-		if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		if len(l.Items) > 0 {
-			return fmt.Errorf("%d %s left", len(l.Items), k)
-		}
+	}
+	if len(left) > 0 {
+		sort.Strings(left)
+		return fmt.Errorf("%s left", strings.Join(left, ", "))
 	}
 	return nil
 }
 
 // provisioned waits until every Machine of the cluster has a providerID
-// naming a running instance of the given type in the team's subnet, one per
-// Machine, its infrastructure provisioned.
+// naming a running instance, one per Machine, its infrastructure
+// provisioned, and the workers' instances are of the given type.
 func provisioned(ctx context.Context, t *testing.T, c client.Client, api awsAPI, size string) {
 	t.Helper()
-	eventually(t, "the machines run in the emulator as "+size+" instances", 10*time.Minute, func() error {
+	eventually(t, "the machines run in the emulator, the workers as "+size+" instances", 10*time.Minute, func() error {
 		ms := &clusterv1.MachineList{}
 		if err := c.List(ctx, ms, client.InNamespace(ns)); err != nil {
 			return err
@@ -218,14 +277,15 @@ func provisioned(ctx context.Context, t *testing.T, c client.Client, api awsAPI,
 		for _, i := range is {
 			running[fmt.Sprintf("aws:///%s/%s", i.Zone, i.ID)] = i
 		}
-		if len(ms.Items) != workers || len(is) != workers {
+		if len(ms.Items) != workers+1 || len(is) != workers+1 {
 			return fmt.Errorf("%d Machines, %d running instances", len(ms.Items), len(is))
 		}
 		for i := range ms.Items {
 			m := &ms.Items[i]
 			inst, ok := running[m.Spec.ProviderID]
-			if !ok || inst.Type != size || !ptr.Deref(m.Status.Initialization.InfrastructureProvisioned, false) {
-				return fmt.Errorf("Machine %s: providerID %q names no running %s instance (%v)", m.Name, m.Spec.ProviderID, size, is)
+			_, controlPlane := m.Labels[clusterv1.MachineControlPlaneLabel]
+			if !ok || (!controlPlane && inst.Type != size) || !ptr.Deref(m.Status.Initialization.InfrastructureProvisioned, false) {
+				return fmt.Errorf("Machine %s: providerID %q names no running instance of its type (%v)", m.Name, m.Spec.ProviderID, is)
 			}
 		}
 		return nil
@@ -246,9 +306,9 @@ func scale(ctx context.Context, t *testing.T, c client.Client, replicas int32) {
 	})
 }
 
-func rollout(ctx context.Context, t *testing.T, c client.Client, sg, ami string) {
+func rollout(ctx context.Context, t *testing.T, c client.Client, ami string) {
 	t.Helper()
-	if err := c.Create(ctx, machineTemplate(name+"-workers-v2", "m6i.xlarge", sg, ami)); err != nil {
+	if err := c.Create(ctx, machineTemplate(name+"-workers-v2", "m6i.xlarge", ami)); err != nil {
 		t.Fatal(err)
 	}
 	update(ctx, t, c, &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-workers"}}, func(o client.Object) {
@@ -271,19 +331,24 @@ func update(ctx context.Context, t *testing.T, c client.Client, o client.Object,
 	}
 }
 
-// machineTemplate is a worker template on the aws backend; the security
-// group is the team's, which the cluster does not report.
-func machineTemplate(tname, size, sg, ami string) client.Object {
+// machineTemplate is a worker template on the aws backend: the bridge
+// injects the cluster's network (the subnet of the machine's failure
+// domain, the nodes' security group) and credentials.
+func machineTemplate(tname, size, ami string) client.Object {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": infrav1.GroupVersion.String(), "kind": infrav1.CrossplaneMachineTemplateKind,
 		"metadata": map[string]any{"namespace": ns, "name": tname},
 		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
 			"parameters": map[string]any{"size": size, "image": ami},
-			"network":    map[string]any{"securityGroupIDs": []any{sg}},
-			"crossplane": map[string]any{"compositionSelector": map[string]any{"matchLabels": map[string]any{
-				compositions.LabelBackend: "aws", compositions.LabelMachineRole: "worker"}}},
+			"crossplane": awsComposition("worker"),
 		}}},
 	}}
+}
+
+// awsComposition selects the aws Composition of a machine role.
+func awsComposition(role string) map[string]any {
+	return map[string]any{"compositionSelector": map[string]any{"matchLabels": map[string]any{
+		compositions.LabelBackend: "aws", compositions.LabelMachineRole: role}}}
 }
 
 // credentials are the team's for the emulator.
@@ -313,110 +378,70 @@ func credentials(endpoint string) []client.Object {
 	}
 }
 
-// network is the team's network, managed resources of the same providers.
-func network() []client.Object {
-	mr := func(kind, mrName string, forProvider map[string]any) *unstructured.Unstructured {
-		forProvider["region"] = region
-		return &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "ec2.aws.m.upbound.io/v1beta1", "kind": kind,
-			"metadata": map[string]any{"namespace": ns, "name": mrName},
-			"spec": map[string]any{
-				"providerConfigRef": map[string]any{"kind": "ProviderConfig", "name": creds},
-				"forProvider":       forProvider,
-			},
-		}}
-	}
-	vpcRef := map[string]any{"name": "team"}
-	return []client.Object{
-		mr("VPC", "team", map[string]any{"cidrBlock": "10.30.0.0/16"}),
-		mr("Subnet", "team-a", map[string]any{"cidrBlock": "10.30.1.0/24", "availabilityZone": region + "a", "vpcIdRef": vpcRef}),
-		mr("SecurityGroup", "team-nodes", map[string]any{"name": "team-nodes", "description": "the team's nodes", "vpcIdRef": vpcRef}),
-	}
-}
-
-// makeNetwork creates the team's network and returns its IDs once the
-// provider reports them.
-func makeNetwork(ctx context.Context, t *testing.T, c client.Client) (vpc, subnet, sg string) {
-	t.Helper()
-	objs := network()
-	for _, o := range objs {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ids := make([]string, len(objs))
-	eventually(t, "the team's network is ready", 5*time.Minute, func() error {
-		for i, o := range objs {
-			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(o.GetObjectKind().GroupVersionKind())
-			if err := c.Get(ctx, client.ObjectKeyFromObject(o), u); err != nil {
-				return err
-			}
-			id, _, _ := unstructured.NestedString(u.Object, "status", "atProvider", "id")
-			if id == "" {
-				return fmt.Errorf("%s %s has no ID yet", u.GetKind(), u.GetName())
-			}
-			ids[i] = id
-		}
-		return nil
-	})
-	return ids[0], ids[1], ids[2]
-}
-
-// cluster is the team's cluster: a bring-your-own CrossplaneCluster that
-// reports the team's network and names the team's credentials, which its
-// machines inherit; a managed control plane on the local backend (the
-// plane's workload API server, where the instances' Nodes register); and a
-// MachineDeployment of CrossplaneMachines on the aws backend, whose
-// bootstrap data a Secret holds.
-func cluster(vpc, subnet, sg, ami string, kubeconfig []byte) []client.Object {
-	return []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "workload-kubeconfig"}, Data: map[string][]byte{"kubeconfig": kubeconfig}},
-		&unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "ProviderConfig",
-			"metadata": map[string]any{"namespace": ns, "name": "workload"},
-			"spec": map[string]any{"credentials": map[string]any{"source": "Secret",
-				"secretRef": map[string]any{"namespace": ns, "name": "workload-kubeconfig", "key": "kubeconfig"}}},
-		}},
-		&unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": infrav1.GroupVersion.String(), "kind": infrav1.CrossplaneControlPlaneKind,
-			"metadata": map[string]any{"namespace": ns, "name": name},
-			"spec": map[string]any{
-				"version":           "v1.36.3",
-				"providerConfigRef": map[string]any{"apiGroup": "kubernetes.m.crossplane.io", "kind": "ProviderConfig", "name": "workload"},
-				"crossplane":        map[string]any{"compositionSelector": map[string]any{"matchLabels": map[string]any{compositions.LabelBackend: "local"}}},
-			},
-		}},
-		&corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-bootstrap", Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
+// cluster is the team's cluster on the aws backend: a CrossplaneCluster
+// over three failure domains, one control-plane Machine (the Cluster has no
+// control plane provider: its control plane is its control-plane Machines,
+// as CAPI allows) and a MachineDeployment of workers, whose bootstrap data
+// Secrets hold. Without a control plane provider, the cluster's kubeconfig
+// is the team's to give: the plane's workload API server's, where the
+// instances' Nodes register.
+func cluster(ami string, kubeconfig []byte) []client.Object {
+	bootstrap := func(secret string) client.Object {
+		return &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret, Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
 			Type:       clusterv1.ClusterSecretType,
 			StringData: map[string]string{"format": "cloud-config", "value": "#cloud-config\n"},
+		}
+	}
+	zone := func(z string, controlPlane bool) map[string]any {
+		return map[string]any{"name": region + z, "controlPlane": controlPlane}
+	}
+	return []client.Object{
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-kubeconfig", Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
+			Type:       clusterv1.ClusterSecretType,
+			Data:       map[string][]byte{"value": kubeconfig},
 		},
+		bootstrap(name + "-cp-0-bootstrap"),
+		bootstrap(name + "-bootstrap"),
 		&unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": infrav1.GroupVersion.String(), "kind": infrav1.CrossplaneClusterKind,
 			"metadata": map[string]any{"namespace": ns, "name": name},
 			"spec": map[string]any{
-				"controlPlaneEndpoint": map[string]any{"host": "api.alpha.example.org", "port": int64(6443)},
 				"parameters": map[string]any{
 					"region":         region,
-					"failureDomains": []any{map[string]any{"name": region + "a", "controlPlane": true}},
-					"network": map[string]any{"id": vpc, "subnets": []any{
-						map[string]any{"id": subnet, "failureDomain": region + "a", "role": "Private"}}},
+					"network":        map[string]any{"cidrBlock": "10.20.0.0/16"},
+					"failureDomains": []any{zone("a", true), zone("b", true), zone("c", false)},
 				},
 				"providerConfigRef": map[string]any{"apiGroup": "aws.m.upbound.io", "kind": "ProviderConfig", "name": creds},
-				"crossplane":        map[string]any{"compositionSelector": map[string]any{"matchLabels": map[string]any{compositions.LabelBackend: "byo"}}},
+				"crossplane":        map[string]any{"compositionSelector": map[string]any{"matchLabels": map[string]any{compositions.LabelBackend: "aws"}}},
 			},
 		}},
 		&clusterv1.Cluster{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: clusterv1.ClusterSpec{
+			Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.CrossplaneClusterKind, Name: name}},
+		},
+		&unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": infrav1.GroupVersion.String(), "kind": infrav1.CrossplaneMachineKind,
+			"metadata": map[string]any{"namespace": ns, "name": name + "-cp-0"},
+			"spec": map[string]any{
+				"parameters": map[string]any{"size": "m6i.large", "image": ami},
+				"crossplane": awsComposition("control-plane"),
+			},
+		}},
+		&clusterv1.Machine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-cp-0", Labels: map[string]string{clusterv1.MachineControlPlaneLabel: ""}},
+			Spec: clusterv1.MachineSpec{
+				ClusterName:   name,
+				Version:       "v1.36.3",
+				FailureDomain: region + "a",
+				Bootstrap:     clusterv1.Bootstrap{DataSecretName: ptr.To(name + "-cp-0-bootstrap")},
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-					APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.CrossplaneClusterKind, Name: name},
-				ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
-					APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.CrossplaneControlPlaneKind, Name: name},
+					APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.CrossplaneMachineKind, Name: name + "-cp-0"},
 			},
 		},
-		machineTemplate(name+"-workers", "m6i.large", sg, ami),
+		machineTemplate(name+"-workers", "m6i.large", ami),
 		&clusterv1.MachineDeployment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-workers"},
 			Spec: clusterv1.MachineDeploymentSpec{
@@ -436,7 +461,7 @@ func cluster(vpc, subnet, sg, ami string, kubeconfig []byte) []client.Object {
 					Spec: clusterv1.MachineSpec{
 						ClusterName:   name,
 						Version:       "v1.36.3",
-						FailureDomain: region + "a",
+						FailureDomain: region + "b",
 						Bootstrap:     clusterv1.Bootstrap{DataSecretName: ptr.To(name + "-bootstrap")},
 						InfrastructureRef: clusterv1.ContractVersionedObjectReference{
 							APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.CrossplaneMachineTemplateKind, Name: name + "-workers"},

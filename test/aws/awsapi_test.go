@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 	"time"
 )
@@ -210,6 +211,16 @@ func (a awsAPI) count(ctx context.Context) (map[string]int, error) {
 		return nil, err
 	}
 	n["TargetGroup"] = strings.Count(string(b), "<TargetGroupArn>")
+	for _, lb := range lbs {
+		b, err := a.query(ctx, "elasticloadbalancing", "2015-12-01", "DescribeListeners", url.Values{"LoadBalancerArn": {lb.ARN}})
+		if err != nil {
+			return nil, err
+		}
+		n["Listener"] += strings.Count(string(b), "<ListenerArn>")
+	}
+	if n["SecurityGroupRule"], err = a.securityGroupRules(ctx, ours); err != nil {
+		return nil, err
+	}
 	b, err = a.jsonCall(ctx, "secretsmanager", "secretsmanager.ListSecrets", map[string]any{})
 	if err != nil {
 		return nil, err
@@ -220,6 +231,55 @@ func (a awsAPI) count(ctx context.Context) (map[string]int, error) {
 	}
 	n["Secret"] = len(secrets.SecretList)
 	return n, nil
+}
+
+// securityGroupRules counts the rules of the security groups the filter
+// selects: not those of the groups AWS makes with each VPC.
+func (a awsAPI) securityGroupRules(ctx context.Context, groups map[string][]string) (int, error) {
+	b, err := a.query(ctx, "ec2", "2016-11-15", "DescribeSecurityGroups", ec2Filters(groups))
+	if err != nil {
+		return 0, err
+	}
+	var out struct {
+		IDs []string `xml:"securityGroupInfo>item>groupId"`
+	}
+	if err := xml.Unmarshal(b, &out); err != nil || len(out.IDs) == 0 {
+		return 0, err
+	}
+	if b, err = a.query(ctx, "ec2", "2016-11-15", "DescribeSecurityGroupRules", ec2Filters(map[string][]string{"group-id": out.IDs})); err != nil {
+		return 0, err
+	}
+	return countItems(b, "securityGroupRuleSet")
+}
+
+// targets are the instances registered in the emulator's target groups.
+func (a awsAPI) targets(ctx context.Context) ([]string, error) {
+	b, err := a.query(ctx, "elasticloadbalancing", "2015-12-01", "DescribeTargetGroups", nil)
+	if err != nil {
+		return nil, err
+	}
+	var groups struct {
+		ARNs []string `xml:"DescribeTargetGroupsResult>TargetGroups>member>TargetGroupArn"`
+	}
+	if err := xml.Unmarshal(b, &groups); err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, arn := range groups.ARNs {
+		b, err := a.query(ctx, "elasticloadbalancing", "2015-12-01", "DescribeTargetHealth", url.Values{"TargetGroupArn": {arn}})
+		if err != nil {
+			return nil, err
+		}
+		var health struct {
+			IDs []string `xml:"DescribeTargetHealthResult>TargetHealthDescriptions>member>Target>Id"`
+		}
+		if err := xml.Unmarshal(b, &health); err != nil {
+			return nil, err
+		}
+		ids = append(ids, health.IDs...)
+	}
+	sort.Strings(ids)
+	return ids, nil
 }
 
 // countItems counts the items of an EC2 answer's top-level set.
