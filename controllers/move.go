@@ -93,18 +93,28 @@ func (r *xrReconciler) composedControlled(ctx context.Context, xr *composite.Uns
 }
 
 // setGuard adds (on) or removes the move guard on one composed resource,
-// with an optimistic lock: finalizers are a list others write too.
+// with an optimistic lock: finalizers are a list others write too. The
+// guard is the finalizer and a pause: a resource not paused already is
+// paused, and marked as paused by the guard, which alone lifts that pause.
 func (r *xrReconciler) setGuard(ctx context.Context, obj *metav1.PartialObjectMetadata, on bool) error {
-	if controllerutil.ContainsFinalizer(obj, infrav1.MoveGuardFinalizer) == on {
+	finalized := controllerutil.ContainsFinalizer(obj, infrav1.MoveGuardFinalizer)
+	_, marked := obj.GetAnnotations()[infrav1.PausedForMoveAnnotation]
+	if (on && finalized && meta.IsPaused(obj)) || (!on && !finalized && !marked) {
 		return nil
 	}
 	orig := obj.DeepCopy()
 	msg := errUnguard
 	if on {
 		controllerutil.AddFinalizer(obj, infrav1.MoveGuardFinalizer)
+		if !meta.IsPaused(obj) {
+			meta.AddAnnotations(obj, map[string]string{meta.AnnotationKeyReconciliationPaused: "true", infrav1.PausedForMoveAnnotation: ""})
+		}
 		msg = errGuard
 	} else {
 		controllerutil.RemoveFinalizer(obj, infrav1.MoveGuardFinalizer)
+		if marked {
+			meta.RemoveAnnotations(obj, meta.AnnotationKeyReconciliationPaused, infrav1.PausedForMoveAnnotation)
+		}
 	}
 	err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(fieldManager))
 	return errors.Wrapf(client.IgnoreNotFound(err), "%s %s %s", msg, obj.Kind, obj.GetName())

@@ -82,18 +82,7 @@ func TestAWSCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("the emulator before: %v", before)
-	// What a platform team prepares in its account before its first
-	// cluster: the instance profiles the machines run as (the aws machine
-	// Compositions name them), and an image.
-	for _, profile := range []string{"capxp-nodes", "capxp-control-plane"} {
-		if err := api.instanceProfile(ctx, profile); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ami, err := api.image(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ami := prepareAccount(ctx, t, api)
 	for _, o := range append(credentials(p.AWSEndpoint()), cluster(ami, p.Workload.Kubeconfig)...) {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatalf("cannot create %s %s: %v", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
@@ -199,6 +188,31 @@ func TestAWSCluster(t *testing.T) {
 	provisioned(ctx, t, c, api, "m6i.xlarge")
 
 	// Deleted: nothing is left.
+	deleteCluster(ctx, t, c, api, before)
+}
+
+// prepareAccount makes what a platform team prepares in its account before
+// its first cluster: the instance profiles the machines run as (the aws
+// machine Compositions name them); it returns an image of the emulator's
+// catalog for them.
+func prepareAccount(ctx context.Context, t *testing.T, api awsAPI) string {
+	t.Helper()
+	for _, profile := range []string{"capxp-nodes", "capxp-control-plane"} {
+		if err := api.instanceProfile(ctx, profile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ami, err := api.image(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ami
+}
+
+// deleteCluster deletes the Cluster and waits until it, its machines and
+// its network are gone; the emulator must then hold what it held before.
+func deleteCluster(ctx context.Context, t *testing.T, c client.Client, api awsAPI, before map[string]int) {
+	t.Helper()
 	if err := c.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
 		t.Fatal(err)
 	}
@@ -238,23 +252,12 @@ var composedKinds = map[string][]string{
 // noneLeft says which managed resources the aws Compositions compose
 // remain in the namespace.
 func noneLeft(ctx context.Context, c client.Client) error {
-	var left []string
-	for group, kinds := range composedKinds {
-		for _, k := range kinds {
-			l := &unstructured.UnstructuredList{}
-			l.SetAPIVersion(group + "/v1beta1")
-			l.SetKind(k + "List")
-			if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
-				return err
-			}
-			if len(l.Items) > 0 {
-				left = append(left, fmt.Sprintf("%d %s", len(l.Items), k))
-			}
-		}
+	left := map[string]int{}
+	if err := eachManaged(ctx, c, func(u *unstructured.Unstructured) error { left[u.GetKind()]++; return nil }); err != nil {
+		return err
 	}
 	if len(left) > 0 {
-		sort.Strings(left)
-		return fmt.Errorf("%s left", strings.Join(left, ", "))
+		return fmt.Errorf("left: %v", left)
 	}
 	return nil
 }

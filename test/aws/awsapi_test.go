@@ -306,3 +306,125 @@ func countItems(b []byte, set string) (int, error) {
 		}
 	}
 }
+
+// inventory is every resource of the account the aws Compositions compose,
+// by kind and ID (and state, where a deleted resource stays visible for a
+// while): a resource deleted and created again has a new ID, so two equal
+// inventories mean nothing was created or deleted in between.
+func (a awsAPI) inventory(ctx context.Context) ([]string, error) {
+	var out []string
+	ours := map[string][]string{"tag-key": {"crossplane-name"}}
+	for _, c := range []struct{ kind, action, set, id string }{
+		{"VPC", "DescribeVpcs", "vpcSet", "vpcId"},
+		{"Subnet", "DescribeSubnets", "subnetSet", "subnetId"},
+		{"InternetGateway", "DescribeInternetGateways", "internetGatewaySet", "internetGatewayId"},
+		{"RouteTable", "DescribeRouteTables", "routeTableSet", "routeTableId"},
+		{"SecurityGroup", "DescribeSecurityGroups", "securityGroupInfo", "groupId"},
+		{"EIP", "DescribeAddresses", "addressesSet", "allocationId"},
+		{"NATGateway", "DescribeNatGateways", "natGatewaySet", "natGatewayId"},
+	} {
+		f := ours
+		if c.kind == "NATGateway" {
+			f = nil
+		}
+		b, err := a.query(ctx, "ec2", "2016-11-15", c.action, ec2Filters(f))
+		if err != nil {
+			return nil, err
+		}
+		ids, err := itemValues(b, c.set, c.id)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			out = append(out, c.kind+" "+id)
+		}
+	}
+	is, err := a.instances(ctx, "pending", "running", "stopping", "stopped", "shutting-down", "terminated")
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range is {
+		out = append(out, "Instance "+i.ID+" "+i.State)
+	}
+	targets, err := a.targets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range targets {
+		out = append(out, "Target "+t)
+	}
+	for _, q := range []struct{ kind, action, element string }{
+		{"LoadBalancer", "DescribeLoadBalancers", "LoadBalancerArn"},
+		{"TargetGroup", "DescribeTargetGroups", "TargetGroupArn"},
+	} {
+		b, err := a.query(ctx, "elasticloadbalancing", "2015-12-01", q.action, nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, arn := range elementValues(b, q.element) {
+			out = append(out, q.kind+" "+arn)
+		}
+	}
+	b, err := a.jsonCall(ctx, "secretsmanager", "secretsmanager.ListSecrets", map[string]any{})
+	if err != nil {
+		return nil, err
+	}
+	var secrets struct{ SecretList []struct{ ARN string } }
+	if err := json.Unmarshal(b, &secrets); err != nil {
+		return nil, err
+	}
+	for _, s := range secrets.SecretList {
+		out = append(out, "Secret "+s.ARN)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// itemValues are the values of an element of each item of an EC2 answer's
+// top-level set.
+func itemValues(b []byte, set, element string) ([]string, error) {
+	d := xml.NewDecoder(bytes.NewReader(b))
+	var path, values []string
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			return values, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			path = append(path, t.Name.Local)
+		case xml.EndElement:
+			path = path[:len(path)-1]
+		case xml.CharData:
+			if len(path) == 4 && path[1] == set && path[2] == "item" && path[3] == element {
+				values = append(values, string(t))
+			}
+		}
+	}
+}
+
+// elementValues are the values of every element of a name in an answer.
+func elementValues(b []byte, element string) []string {
+	var values []string
+	d := xml.NewDecoder(bytes.NewReader(b))
+	var in bool
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return values
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			in = t.Name.Local == element
+		case xml.EndElement:
+			in = false
+		case xml.CharData:
+			if in {
+				values = append(values, string(t))
+			}
+		}
+	}
+}

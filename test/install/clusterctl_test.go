@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,12 +29,10 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
+	ctlsetup "github.com/capxp/cluster-api-provider-crossplane/test/clusterctl"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 	"github.com/capxp/cluster-api-provider-crossplane/test/wait"
 )
-
-// clusterctlVersion is the clusterctl hack/ensure-tools.sh builds.
-const clusterctlVersion = "v1.14.2"
 
 func TestMain(m *testing.M) {
 	lifeline.Main()
@@ -44,12 +41,12 @@ func TestMain(m *testing.M) {
 
 func TestClusterctl(t *testing.T) {
 	ctx, dir := begin(t, "install", 15*time.Minute)
-	clusterctl, bin := installFromRelease(ctx, t, dir)
+	clusterctl, bin := ctlsetup.Install(ctx, t, dir)
 	p := startPlane(ctx, t, dir, plane.Options{Clusterctl: true, AuditManagement: true})
 	c := p.Management().Client
 
 	run := func(args ...string) string { t.Helper(); return clusterctl(p, args...) }
-	initProvider(ctx, t, p, clusterctl, bin)
+	ctlsetup.Init(ctx, t, p, clusterctl, bin)
 
 	const ns, name = "team-a", "alpha"
 	provisionLocal(ctx, t, p, clusterctl, ns, name)
@@ -132,7 +129,7 @@ func generateTopology(t *testing.T, run func(...string) string, ns string) {
 // workers on the plane, in namespace ns, as a platform team would with
 // `clusterctl generate cluster`, and waits until the cluster and its 3
 // machines are provisioned. It returns the objects it created.
-func provisionLocal(ctx context.Context, t *testing.T, p *plane.Plane, clusterctl func(*plane.Plane, ...string) string, ns, name string) []*unstructured.Unstructured {
+func provisionLocal(ctx context.Context, t *testing.T, p *plane.Plane, clusterctl ctlsetup.Runner, ns, name string) []*unstructured.Unstructured {
 	t.Helper()
 	c := p.Management().Client
 	// The workload cluster's kubeconfig, which the local flavor's
@@ -207,7 +204,7 @@ func createAll(ctx context.Context, t *testing.T, c client.Client, manifest stri
 // a platform team would, and waits until CAPI reports it Available: the
 // installed manager, with the permissions clusterctl gave it, wrote the
 // cluster's kubeconfig Secret, and CAPI reached the cluster with it.
-func provisionManaged(ctx context.Context, t *testing.T, p *plane.Plane, clusterctl func(*plane.Plane, ...string) string, ns, name string) {
+func provisionManaged(ctx context.Context, t *testing.T, p *plane.Plane, clusterctl ctlsetup.Runner, ns, name string) {
 	t.Helper()
 	c := p.Management().Client
 	for _, o := range []client.Object{
@@ -244,81 +241,6 @@ func provisionManaged(ctx context.Context, t *testing.T, p *plane.Plane, cluster
 		}
 		return nil
 	})
-}
-
-// installFromRelease builds capxp and writes the release's clusterctl
-// repository and configuration into dir; it returns a clusterctl runner for
-// a plane (with that configuration, the plane's kubeconfig and dir as its
-// home) and the capxp binary.
-func installFromRelease(ctx context.Context, t *testing.T, dir string) (func(p *plane.Plane, args ...string) string, string) {
-	t.Helper()
-	clusterctl, err := tools.Dir(envtest.ToolsDir()).Binary("clusterctl", clusterctlVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "capxp")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/capxp")
-	build.Dir = envtest.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("cannot build capxp: %v\n%s", err, out)
-	}
-
-	// The release's clusterctl repository, and CAPI's metadata beside it:
-	// clusterctl checks the new provider's contract against CAPI's.
-	repo := filepath.Join(dir, "repository")
-	components, err := release.WriteClusterctl(repo, release.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	capi, err := envtest.Required("sigs.k8s.io/cluster-api")
-	if err != nil {
-		t.Fatal(err)
-	}
-	capiDir := capi.Dir
-	capiRepo := filepath.Join(repo, "cluster-api", clusterctlVersion)
-	if err := os.MkdirAll(capiRepo, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	meta, err := os.ReadFile(filepath.Join(capiDir, "metadata.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(capiRepo, "metadata.yaml"), meta, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(capiRepo, "core-components.yaml"), []byte("# CAPI runs in the plane's process; clusterctl reads only its metadata.\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	config := filepath.Join(dir, "clusterctl.yaml")
-	if err := os.WriteFile(config, release.ClusterctlConfig(components,
-		fmt.Sprintf("- name: cluster-api\n  type: CoreProvider\n  url: file://%s/core-components.yaml", capiRepo),
-		"cert-manager:\n  externallyProvisioned: \"true\""), 0o600); err != nil {
-		t.Fatal(err)
-	}
-
-	run := func(p *plane.Plane, args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, clusterctl, append(args, "--config", config, "--kubeconfig", p.Kubeconfig())...) //nolint:gosec // the test's own arguments
-		cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+dir, "CLUSTERCTL_DISABLE_VERSIONCHECK=true")
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("clusterctl %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
-		}
-		t.Logf("clusterctl %s:\n%s%s", strings.Join(args, " "), stdout.String(), stderr.String())
-		return stdout.String()
-	}
-	return run, bin
-}
-
-// initProvider installs CAPXP on the plane with `clusterctl init` and runs
-// its manager as the installed Deployment.
-func initProvider(ctx context.Context, t *testing.T, p *plane.Plane, clusterctl func(*plane.Plane, ...string) string, bin string) {
-	t.Helper()
-	clusterctl(p, "init", "--infrastructure", "crossplane")
-	if err := p.RunDeployment(ctx, "capxp-system", "capxp-controller-manager", bin); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func ptrTrue(b *bool) bool { return b != nil && *b }

@@ -25,6 +25,7 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
+	ctlsetup "github.com/capxp/cluster-api-provider-crossplane/test/clusterctl"
 )
 
 // TestClusterctlMove pivots a cluster between two management planes with
@@ -43,7 +44,7 @@ func TestClusterctlMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clusterctl, bin := installFromRelease(ctx, t, dir)
+	clusterctl, bin := ctlsetup.Install(ctx, t, dir)
 	// The workload API server logs every write: the cloud's own record of
 	// what was created and deleted.
 	bootstrap := startPlane(ctx, t, filepath.Join(dir, "bootstrap"), plane.Options{Clusterctl: true, AuditWorkload: true, AWSCRDs: true})
@@ -57,8 +58,8 @@ func TestClusterctlMove(t *testing.T) {
 	if err := bootstrap.StartProviderKubernetes(ctx); err != nil {
 		t.Fatal(err)
 	}
-	initProvider(ctx, t, bootstrap, clusterctl, bin)
-	initProvider(ctx, t, permanent, clusterctl, bin)
+	ctlsetup.Init(ctx, t, bootstrap, clusterctl, bin)
+	ctlsetup.Init(ctx, t, permanent, clusterctl, bin)
 
 	// A local cluster, and an AWS one whose provider the test plays on both
 	// planes, as a provider installed on each would run (there is no AWS

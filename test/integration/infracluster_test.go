@@ -295,9 +295,9 @@ func TestBadOutputsGiveAClearCondition(t *testing.T) {
 // Pausing the CAPI Cluster pauses Crossplane on the XR; unpausing resumes it.
 // What clusterctl move needs comes with it: while the XR composes, the
 // composed kind's CRD carries clusterctl's label and the XR its block-move
-// annotation; paused, every composed resource carries the move guard and
-// then the XR loses block-move; unpaused, the guard goes and block-move
-// comes back.
+// annotation; paused, every composed resource carries the move guard (a
+// finalizer and a pause) and then the XR loses block-move; unpaused, the
+// guard goes and block-move comes back.
 func TestPausedClusterPausesComposition(t *testing.T) {
 	stack(t)
 	g := NewWithT(t)
@@ -317,7 +317,12 @@ func TestPausedClusterPausesComposition(t *testing.T) {
 		g.Expect(xrCondition(got, "Synced")).To(HaveKeyWithValue("reason", "ReconcilePaused"))
 		// Ready for clusterctl move: guarded, then unblocked.
 		g.Expect(got.GetAnnotations()).NotTo(HaveKey(infrav1.BlockMoveAnnotation))
-		g.Expect(composedOf(g, xr).GetFinalizers()).To(ContainElement(infrav1.MoveGuardFinalizer))
+		composed := composedOf(g, xr)
+		g.Expect(composed.GetFinalizers()).To(ContainElement(infrav1.MoveGuardFinalizer))
+		// Paused too: a provider on a crossplane-runtime without the
+		// finalizer check would delete the external resource anyway.
+		g.Expect(composed.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+		g.Expect(composed.GetAnnotations()).To(HaveKey(infrav1.PausedForMoveAnnotation))
 	}, timeout, interval).Should(Succeed())
 	// Provisioned is a one-time milestone: a pause does not take it back.
 	g.Consistently(func(g Gomega) {
@@ -332,7 +337,10 @@ func TestPausedClusterPausesComposition(t *testing.T) {
 		g.Expect(xrCondition(got, "Synced")).To(HaveKeyWithValue("reason", "ReconcileSuccess"))
 		g.Expect(provisioned(got)).To(BeTrue())
 		g.Expect(got.GetAnnotations()).To(HaveKey(infrav1.BlockMoveAnnotation))
-		g.Expect(composedOf(g, xr).GetFinalizers()).NotTo(ContainElement(infrav1.MoveGuardFinalizer), "the provider's own again")
+		composed := composedOf(g, xr)
+		g.Expect(composed.GetFinalizers()).NotTo(ContainElement(infrav1.MoveGuardFinalizer), "the provider's own again")
+		g.Expect(composed.GetAnnotations()).NotTo(HaveKey(infrav1.CrossplanePausedAnnotation))
+		g.Expect(composed.GetAnnotations()).NotTo(HaveKey(infrav1.PausedForMoveAnnotation))
 	}, timeout, interval).Should(Succeed())
 
 	// CAPI's pause annotation on the XR itself pauses it too.

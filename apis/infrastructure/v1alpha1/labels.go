@@ -52,6 +52,15 @@ const (
 	// deleting infrastructure that the target now manages.
 	MoveGuardFinalizer = "capxp.dev/move-guard"
 
+	// PausedForMoveAnnotation marks a composed resource the bridge paused
+	// (crossplane.io/paused) with its move guard. Managed resource
+	// reconcilers of crossplane-runtime releases before the finalizer check
+	// above (provider-upjet-aws v2.5.0's among them) delete the external
+	// resource whatever other finalizers there are, but none acts on a
+	// paused resource. The bridge removes the pause with the guard, and
+	// only a pause it set.
+	PausedForMoveAnnotation = "capxp.dev/paused-for-move"
+
 	// InjectedFromAnnotation, on a machine XR, says where each field the
 	// bridge's machine gate gave the composition came from, one line per
 	// field ("spec.network.subnetID: CrossplaneCluster demo's

@@ -3,8 +3,10 @@ package plane
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,6 +58,10 @@ func awsRuntimes(d tools.Dir) (map[string]string, string, error) {
 // family's providers call, through the endpoint of the ProviderConfigs a
 // test creates (AWSEndpoint).
 func (p *Plane) startAWSEmulator(ctx context.Context) error {
+	if p.opts.AWSEndpoint != "" {
+		p.awsEndpoint = p.opts.AWSEndpoint
+		return nil
+	}
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -73,12 +79,63 @@ func (p *Plane) startAWSEmulator(ctx context.Context) error {
 // ProviderConfig's spec.endpoint.url.static; empty without one.
 func (p *Plane) AWSEndpoint() string { return p.awsEndpoint }
 
-// runAWSProvider runs one of the AWS family's packages as Crossplane's
+// startAWSProviders runs, in clusterctl mode, the AWS family's service
+// providers as local processes of the plane, with a webhook certificate of
+// their own, once their CRDs are installed (the management cluster starts
+// with them).
+func (p *Plane) startAWSProviders(ctx context.Context) error {
+	ca, err := newAuthority("provider-aws-webhook")
+	if err != nil {
+		return err
+	}
+	for _, pkg := range slices.Sorted(maps.Keys(p.inputs.awsRuntimes)) {
+		certs := filepath.Join(p.dir, "tls", pkg)
+		if err := ca.serve(certs, pkg); err != nil {
+			return err
+		}
+		proc, err := p.runAWSProvider(ctx, pkg, p.inputs.awsRuntimes[pkg], certs)
+		if err != nil {
+			return err
+		}
+		p.procs = append(p.procs, proc)
+	}
+	return nil
+}
+
+// runAWSProvider runs one of the AWS family's service providers with the
+// webhook certificate in certs, its listeners on free loopback ports, and
+// the administrator's identity, and waits until it is ready.
+func (p *Plane) runAWSProvider(ctx context.Context, pkg, bin, certs string) (*process, error) {
+	var ports [3]int
+	for i := range ports {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = port
+	}
+	proc, err := startProcess(p.dir, pkg, bin, []string{"KUBECONFIG=" + p.kubeconfig},
+		"--certs-dir="+certs, fmt.Sprintf("--webhook-port=%d", ports[0]),
+		"--metrics-bind-address="+hostPort(ports[1]), "--health-probe-bind-addr="+hostPort(ports[2]),
+		// Drift is looked for every minute, not the default ten: a test
+		// deletes what the emulator holds behind the providers' backs too.
+		"--poll=1m", "--sync=1h")
+	if err != nil {
+		return nil, err
+	}
+	if err := proc.waitHealthy(ctx, fmt.Sprintf("http://%s/readyz", hostPort(ports[2])), 2*time.Minute); err != nil {
+		proc.stop(10 * time.Second)
+		return nil, err
+	}
+	return proc, nil
+}
+
+// runPackagedAWSProvider runs one of the AWS family's packages as Crossplane's
 // Deployment runtime would, as a local process: once Crossplane has
 // established its CRDs, with its serving certificate, its listeners on
 // free loopback ports, and the administrator's identity, as
 // provider-kubernetes runs here.
-func (r *packageRuntime) runAWSProvider(ctx context.Context, rev *pkgv1.ProviderRevision, pkg, bin string) error {
+func (r *packageRuntime) runPackagedAWSProvider(ctx context.Context, rev *pkgv1.ProviderRevision, pkg, bin string) error {
 	certs := filepath.Join(r.p.dir, "tls", pkg)
 	if err := r.recordServerTLS(ctx, rev, pkg, certs); err != nil {
 		return err
@@ -87,26 +144,8 @@ func (r *packageRuntime) runAWSProvider(ctx context.Context, rev *pkgv1.Provider
 		return nil
 	}
 	if !r.started(pkg) {
-		var ports [3]int
-		for i := range ports {
-			port, err := freePort()
-			if err != nil {
-				return err
-			}
-			ports[i] = port
-		}
-		proc, err := startProcess(r.p.dir, pkg, bin, []string{"KUBECONFIG=" + r.p.kubeconfig},
-			"--certs-dir="+certs, fmt.Sprintf("--webhook-port=%d", ports[0]),
-			"--metrics-bind-address="+hostPort(ports[1]), "--health-probe-bind-addr="+hostPort(ports[2]),
-			// Drift is looked for every minute, not the default ten: a
-			// test deletes what the emulator holds behind the providers'
-			// backs too.
-			"--poll=1m", "--sync=1h")
+		proc, err := r.p.runAWSProvider(ctx, pkg, bin, certs)
 		if err != nil {
-			return err
-		}
-		if err := proc.waitHealthy(ctx, fmt.Sprintf("http://%s/readyz", hostPort(ports[2])), 2*time.Minute); err != nil {
-			proc.stop(10 * time.Second)
 			return err
 		}
 		r.mu.Lock()

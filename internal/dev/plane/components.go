@@ -243,7 +243,7 @@ func (p *Plane) RestartManager(ctx context.Context) error {
 }
 
 // install applies CAPXP's XRDs and the Compositions the local plane can run
-// (local and byo, and aws with Options.AWSCRDs), and waits until Crossplane
+// (local and byo, and aws with Options.AWSCRDs or AWS), and waits until Crossplane
 // serves the XR kinds and has accepted the Compositions.
 func (p *Plane) install(ctx context.Context) error {
 	objs, err := compositions.ReadDir("xrds")
@@ -252,7 +252,7 @@ func (p *Plane) install(ctx context.Context) error {
 	}
 	xrds := len(objs)
 	backends := []string{"local", "byo"}
-	if p.opts.AWSCRDs {
+	if p.opts.AWSCRDs || p.opts.AWS {
 		backends = append(backends, "aws")
 	}
 	for _, b := range backends {

@@ -80,14 +80,22 @@ type Options struct {
 	// AWSCRDs installs, in clusterctl or plain mode, the CRDs of the kinds
 	// CAPXP's aws Compositions compose and of AWS ProviderConfigs, from
 	// the AWS family's staged package (hack/ensure-tools.sh provider-aws).
-	// No AWS provider runs here: a test that composes them plays its part.
+	// No AWS provider runs here (unless AWS): a test that composes them
+	// plays its part.
 	AWSCRDs bool
-	// AWS runs, in package mode, the AWS family's providers the
-	// Configuration depends on (their runtimes built with
+	// AWS runs the AWS family's providers (their runtimes built with
 	// hack/ensure-tools.sh provider-aws-runtime) against an AWS API
 	// emulator, moto_server, that the plane runs on loopback
-	// (AWSEndpoint). Without it, the family is installed and not run.
+	// (AWSEndpoint). In package mode they are the Configuration's
+	// dependencies, run by the package runtime; without AWS the family is
+	// installed and not run. In clusterctl mode the plane installs their
+	// CRDs (as AWSCRDs does) and runs them itself, as a platform team
+	// installs the providers its Compositions use.
 	AWS bool
+	// AWSEndpoint, with AWS, is an AWS API emulator another plane runs,
+	// so that two planes (a bootstrap and a permanent management cluster)
+	// provision into the same account. The plane does not stop it.
+	AWSEndpoint string
 	// AuditManagement makes the management API server log every write with
 	// its request (see ManagementAuditLog).
 	AuditManagement bool
@@ -194,14 +202,14 @@ func resolve(o Options) (inputs, error) {
 	}
 	if o.AWS {
 		var aerr error
-		if o.Release == "" {
-			err = tools.Missing(err, errors.New("the AWS family runs as packages: give a release"))
+		if o.Release == "" && !o.Clusterctl {
+			err = tools.Missing(err, errors.New("the AWS family runs as packages or beside clusterctl's providers: give a release, or set Clusterctl"))
 		}
 		if in.awsRuntimes, in.moto, aerr = awsRuntimes(o.Tools); aerr != nil {
 			err = tools.Missing(err, aerr)
 		}
 	}
-	if o.AWSCRDs {
+	if o.AWSCRDs || (o.AWS && o.Clusterctl) {
 		var aerr error
 		if in.awsCRDs, aerr = awsCRDs(o.Tools); aerr != nil {
 			err = tools.Missing(err, aerr)
@@ -276,6 +284,12 @@ func (p *Plane) start(ctx context.Context) error {
 		{"the CAPXP manager", p.startManager},
 		{"clusterctl's record of CAPI", p.recordCAPI},
 		{"CAPXP's XRDs and Compositions", p.install},
+	}
+	if p.opts.AWS && p.opts.Release == "" {
+		steps = append(steps[:4:4], append([]stepT{
+			{"the AWS API emulator (moto_server)", p.startAWSEmulator},
+			{"the AWS family's providers", p.startAWSProviders},
+		}, steps[4:]...)...)
 	}
 	if p.opts.Release != "" {
 		steps = []stepT{

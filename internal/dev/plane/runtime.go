@@ -160,7 +160,7 @@ func (r *packageRuntime) reconcile(ctx context.Context) {
 				r.setErr(n, r.runBridge(ctx, rev))
 			default:
 				if bin, ok := r.p.inputs.awsRuntimes[n]; ok {
-					r.setErr(n, r.runAWSProvider(ctx, rev, n, bin))
+					r.setErr(n, r.runPackagedAWSProvider(ctx, rev, n, bin))
 					continue
 				}
 				// Crossplane establishes a provider's CRDs only once its

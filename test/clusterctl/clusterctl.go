@@ -1,0 +1,102 @@
+// Package clusterctl installs CAPXP on the local plane as platform teams do
+// with clusterctl: from the release's provider files, the manager run as the
+// installed Deployment (its ServiceAccount, flags and environment).
+package clusterctl
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
+	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
+)
+
+// Version is the clusterctl hack/ensure-tools.sh builds.
+const Version = "v1.14.2"
+
+// Runner runs clusterctl against a plane and returns what it printed; it
+// fails the test when clusterctl fails.
+type Runner func(p *plane.Plane, args ...string) string
+
+// Install builds capxp and writes the release's clusterctl
+// repository and configuration into dir; it returns a clusterctl runner for
+// a plane (with that configuration, the plane's kubeconfig and dir as its
+// home) and the capxp binary.
+func Install(ctx context.Context, t testing.TB, dir string) (Runner, string) {
+	t.Helper()
+	clusterctl, err := tools.Dir(envtest.ToolsDir()).Binary("clusterctl", Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "capxp")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/capxp")
+	build.Dir = envtest.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("cannot build capxp: %v\n%s", err, out)
+	}
+
+	// The release's clusterctl repository, and CAPI's metadata beside it:
+	// clusterctl checks the new provider's contract against CAPI's.
+	repo := filepath.Join(dir, "repository")
+	components, err := release.WriteClusterctl(repo, release.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	capi, err := envtest.Required("sigs.k8s.io/cluster-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	capiDir := capi.Dir
+	capiRepo := filepath.Join(repo, "cluster-api", Version)
+	if err := os.MkdirAll(capiRepo, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := os.ReadFile(filepath.Join(capiDir, "metadata.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(capiRepo, "metadata.yaml"), meta, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(capiRepo, "core-components.yaml"), []byte("# CAPI runs in the plane's process; clusterctl reads only its metadata.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "clusterctl.yaml")
+	if err := os.WriteFile(config, release.ClusterctlConfig(components,
+		fmt.Sprintf("- name: cluster-api\n  type: CoreProvider\n  url: file://%s/core-components.yaml", capiRepo),
+		"cert-manager:\n  externallyProvisioned: \"true\""), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	run := func(p *plane.Plane, args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, clusterctl, append(args, "--config", config, "--kubeconfig", p.Kubeconfig())...) //nolint:gosec // the test's own arguments
+		cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+dir, "CLUSTERCTL_DISABLE_VERSIONCHECK=true")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("clusterctl %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+		}
+		t.Logf("clusterctl %s:\n%s%s", strings.Join(args, " "), stdout.String(), stderr.String())
+		return stdout.String()
+	}
+	return run, bin
+}
+
+// Init installs CAPXP on the plane with `clusterctl init` and runs
+// its manager as the installed Deployment.
+func Init(ctx context.Context, t testing.TB, p *plane.Plane, clusterctl Runner, bin string) {
+	t.Helper()
+	clusterctl(p, "init", "--infrastructure", "crossplane")
+	if err := p.RunDeployment(ctx, "capxp-system", "capxp-controller-manager", bin); err != nil {
+		t.Fatal(err)
+	}
+}
