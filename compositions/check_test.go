@@ -103,6 +103,25 @@ func TestCompositionCheck(t *testing.T) {
 			breaks:  dropPatchesTo("status.outputs.providerID"),
 			failing: []string{compcheck.FieldProviderID},
 		},
+		"ProviderIDDeclaredButNotUsed": {
+			reason:      "a machine Composition that declares one provider ID and registers its machine under another",
+			composition: "local/machine.yaml", xr: "local-machine.yaml",
+			breaks: func(t *testing.T, comp *unstructured.Unstructured) {
+				t.Helper()
+				comp.SetAnnotations(map[string]string{infrav1.ProviderIDAnnotation: "capxp-local:///elsewhere/{metadata.name}"})
+				editPatches(comp, func(p map[string]any) bool { return p["fromFieldPath"] != "spec.providerID" })
+			},
+			failing: []string{compcheck.FieldProviderID},
+		},
+		"ProviderIDTemplateBroken": {
+			reason:      "a machine Composition whose provider ID template names a field the XR does not have",
+			composition: "local/machine.yaml", xr: "local-machine.yaml",
+			breaks: func(t *testing.T, comp *unstructured.Unstructured) {
+				t.Helper()
+				comp.SetAnnotations(map[string]string{infrav1.ProviderIDAnnotation: "capxp-local:///{spec.parameters.rack}"})
+			},
+			failing: []string{compcheck.FieldProviderID},
+		},
 		"InvalidForItsCRD": {
 			reason:      "a managed resource with a field its CRD does not define",
 			composition: "local/machine.yaml", xr: "local-machine.yaml",

@@ -95,7 +95,18 @@ func (m infraMachine) prepare(ctx context.Context, s *scope) (*verdict.Verdict, 
 	if err != nil || forbidden != nil {
 		return forbidden, err
 	}
-	d := gate.Decide(gate.Inputs{Machine: machine, Cluster: s.cluster, ClusterXR: clusterXR, XR: &s.xr.Unstructured})
+	in := gate.Inputs{Machine: machine, Cluster: s.cluster, ClusterXR: clusterXR, XR: &s.xr.Unstructured}
+	d := gate.Decide(in)
+	if d.Ready && len(d.Spec) > 0 {
+		// Opening: with the provider ID the Composition declares, if any.
+		in.ProviderID, in.ProviderIDFrom, err = providerIDTemplate(ctx, m.client, s.xr)
+		if err != nil {
+			return nil, err
+		}
+		if in.ProviderID != "" {
+			d = gate.Decide(in)
+		}
+	}
 	return inject(s, d)
 }
 

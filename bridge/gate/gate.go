@@ -39,6 +39,11 @@ type Inputs struct {
 	ClusterXR *unstructured.Unstructured
 	// XR is the machine XR.
 	XR *unstructured.Unstructured
+	// ProviderID is the provider ID template of the Composition the XR will
+	// compose with (its capxp.dev/provider-id annotation), and
+	// ProviderIDFrom names that Composition; empty when it declares none,
+	// or when the Compositions the XR may select disagree.
+	ProviderID, ProviderIDFrom string
 }
 
 // Decision is the gate's verdict.
@@ -63,9 +68,9 @@ type Decision struct {
 // (checked against the cluster's), from the cluster XR the network (its
 // region, the subnet of that failure domain and the security groups of the
 // machine's role), and the cluster's credentials unless the machine names
-// its own. Once injected, the gate stays
-// open; a dataSecretRef that the bridge did not inject (preset in a
-// template) closes it for good.
+// its own, and the provider ID the Composition declares. Once injected, the
+// gate stays open; a dataSecretRef that the bridge did not inject (preset in
+// a template) closes it for good.
 func Decide(in Inputs) Decision {
 	xr := fieldpath.Pave(in.XR.Object)
 	secret := ptr.Deref(in.Machine.Spec.Bootstrap.DataSecretName, "")
@@ -135,10 +140,22 @@ func Decide(in Inputs) Decision {
 	if fd != "" {
 		spec["failureDomain"] = fd
 	}
+	// A provider ID known before composing goes in with the rest, so that
+	// the XR gets no new generation once it is Ready. Only on the first
+	// opening: a machine composed before has its Composition's report.
+	if in.ProviderID != "" && !injected && !has(xr, "spec.providerID") {
+		id, err := ProviderID(in.ProviderID, in.XR)
+		if err != nil {
+			return Decision{Verdict: verdict.Verdict{Reason: infrav1.InvalidOutputsReason,
+				Message: fmt.Sprintf("%s's %s annotation: %v", in.ProviderIDFrom, infrav1.ProviderIDAnnotation, err)}}
+		}
+		spec["providerID"] = id
+	}
 
 	from := map[string]string{
 		specBootstrap:   fmt.Sprintf("Machine %s's bootstrap data secret %s", in.Machine.Name, secret),
 		"failureDomain": "Machine.spec.failureDomain",
+		"providerID":    fmt.Sprintf("%s's %s annotation", in.ProviderIDFrom, infrav1.ProviderIDAnnotation),
 	}
 	clusterName := "the cluster's infrastructure"
 	if in.ClusterXR != nil {
@@ -183,6 +200,9 @@ func Decide(in Inputs) Decision {
 		return Decision{Verdict: verdict.Verdict{Ready: true}}
 	}
 	// Where each field the composition gets comes from.
+	if _, injecting := spec["providerID"]; injecting {
+		sources = append(sources, "spec.providerID: "+from["providerID"])
+	}
 	for _, k := range []string{specBootstrap, "failureDomain", "providerConfigRef"} {
 		switch _, injecting := spec[k]; {
 		case injecting:

@@ -226,6 +226,44 @@ func TestDecide(t *testing.T) {
 				"spec.providerConfigRef: the machine's own spec",
 			},
 		},
+		"ProviderIDKnownBeforeComposing": {
+			reason: "a Composition that declares its provider ID gets it in the gate's injection, so the XR gets no new generation once Ready",
+			in: Inputs{Machine: machine("boot", "", false), Cluster: cluster(true), ClusterXR: u(map[string]any{}),
+				XR:         u(map[string]any{"metadata": map[string]any{"namespace": "team-a", "name": "alpha-md-0-abc"}}),
+				ProviderID: "capxp-local:///{metadata.namespace}/{metadata.name}", ProviderIDFrom: "Composition crossplanemachine-local"},
+			want: Decision{Verdict: verdict.Verdict{Ready: true}, Spec: map[string]any{
+				"bootstrap":  map[string]any{"dataSecretRef": map[string]any{"name": "boot", "key": "value"}},
+				"providerID": "capxp-local:///team-a/alpha-md-0-abc",
+			}},
+			sources: []string{
+				"spec.bootstrap: Machine alpha-md-0-abc's bootstrap data secret boot",
+				"spec.providerID: Composition crossplanemachine-local's capxp.dev/provider-id annotation",
+			},
+		},
+		"ProviderIDTemplateNamesAMissingField": {
+			reason: "a template naming a field the XR lacks keeps the gate closed, naming the Composition and the field",
+			in: Inputs{Machine: machine("boot", "", false), Cluster: cluster(true), ClusterXR: u(map[string]any{}), XR: u(map[string]any{}),
+				ProviderID: "{spec.parameters.host.providerID}", ProviderIDFrom: "Composition crossplanemachine-byo"},
+			want: Decision{Verdict: verdict.Verdict{Reason: infrav1.InvalidOutputsReason,
+				Message: `Composition crossplanemachine-byo's capxp.dev/provider-id annotation: "{spec.parameters.host.providerID}" names spec.parameters.host.providerID, which the XR does not set to a string`}},
+		},
+		"ProviderIDPresetIsKept": {
+			reason: "a provider ID the XR already has is neither replaced nor checked against the template",
+			in: Inputs{Machine: machine("boot", "", false), Cluster: cluster(true), ClusterXR: u(map[string]any{}),
+				XR:         u(map[string]any{"spec": map[string]any{"providerID": "byo://own"}}),
+				ProviderID: "{metadata.name}", ProviderIDFrom: "Composition c"},
+			want: Decision{Verdict: verdict.Verdict{Ready: true}, Spec: map[string]any{
+				"bootstrap": map[string]any{"dataSecretRef": map[string]any{"name": "boot", "key": "value"}},
+			}},
+		},
+		"ProviderIDNotAfterComposing": {
+			reason: "a machine composed before its Composition declared a provider ID has that Composition's report, not the template's",
+			in: Inputs{Machine: machine("boot", "", false), Cluster: cluster(true), ClusterXR: u(map[string]any{}),
+				XR: u(map[string]any{"metadata": map[string]any{"name": "m"}, "spec": map[string]any{
+					"bootstrap": map[string]any{"dataSecretRef": map[string]any{"name": "boot", "key": "value"}}}}),
+				ProviderID: "x:///{metadata.name}", ProviderIDFrom: "Composition c"},
+			want: Decision{Verdict: verdict.Verdict{Ready: true}},
+		},
 		"MachineOwnCredentialsKept": {
 			reason: "a machine naming its own credentials keeps them (the credentials check judges them)",
 			in: Inputs{Machine: machine("boot", "", false), Cluster: cluster(true), ClusterXR: u(map[string]any{"spec": map[string]any{"providerConfigRef": map[string]any{"name": "cluster-creds"}}}),
@@ -244,6 +282,46 @@ func TestDecide(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("%s\nDecide(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestProviderID(t *testing.T) {
+	xr := u(map[string]any{
+		"metadata": map[string]any{"namespace": "team-a", "name": "m-1"},
+		"spec": map[string]any{
+			"parameters": map[string]any{"host": map[string]any{"providerID": "byo://rack-1/h-7"}, "size": int64(3)},
+		},
+	})
+	cases := map[string]struct {
+		reason   string
+		template string
+		want     string
+		err      string
+	}{
+		"NamespaceAndName":  {reason: "fields in braces are replaced", template: "capxp-local:///{metadata.namespace}/{metadata.name}", want: "capxp-local:///team-a/m-1"},
+		"WholeField":        {reason: "a template may be one field", template: "{spec.parameters.host.providerID}", want: "byo://rack-1/h-7"},
+		"NoFields":          {reason: "a constant is a template too, if a provider ID", template: "static://x", want: "static://x"},
+		"Missing":           {reason: "a field the XR lacks", template: "x:///{spec.parameters.image}", err: `"x:///{spec.parameters.image}" names spec.parameters.image, which the XR does not set to a string`},
+		"NotAString":        {reason: "a field that is not a string", template: "x:///{spec.parameters.size}", err: `"x:///{spec.parameters.size}" names spec.parameters.size, which the XR does not set to a string`},
+		"Unclosed":          {reason: "an unclosed brace", template: "x:///{metadata.name", err: `"x:///{metadata.name" has a { that is not closed`},
+		"Nested":            {reason: "a brace inside braces", template: "x:///{meta{data}}", err: `"x:///{meta{data}}" has a { that is not closed`},
+		"StrayClose":        {reason: "a closing brace alone", template: "x:///}", err: `"x:///}" has a } that closes no {`},
+		"Empty":             {reason: "empty braces", template: "x:///{}", err: `"x:///{}" names {}, which is not a field path`},
+		"NotAPath":          {reason: "braces around something that is not a field path", template: "x:///{spec[}", err: `"x:///{spec[}" names {spec[}, which is not a field path`},
+		"NotAProviderID":    {reason: "the result must be <scheme>://<id>", template: "{metadata.name}", err: `"{metadata.name}" gives "m-1", which is not of the form <scheme>://<id>`},
+		"NothingAfterColon": {reason: "an empty id part", template: "x://", err: `"x://" gives "x://", which is not of the form <scheme>://<id>`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := ProviderID(tc.template, xr)
+			gotErr := ""
+			if err != nil {
+				gotErr = err.Error()
+			}
+			if got != tc.want || gotErr != tc.err {
+				t.Errorf("%s\nProviderID(%q) = %q, %q; want %q, %q", tc.reason, tc.template, got, gotErr, tc.want, tc.err)
 			}
 		})
 	}

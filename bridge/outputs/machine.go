@@ -27,6 +27,10 @@ var (
 // <scheme>://<provider-specific part>, for example aws:///eu-west-1a/i-0123.
 var providerIDFormat = regexp.MustCompile(`^[a-z][a-z0-9+.-]*://.+$`)
 
+// ValidProviderID reports whether id has a provider ID's form,
+// <scheme>://<id>.
+func ValidProviderID(id string) bool { return providerIDFormat.MatchString(id) }
+
 // addressTypes are CAPI's MachineAddress types.
 var addressTypes = []string{
 	string(clusterv1.MachineHostName), string(clusterv1.MachineExternalIP), string(clusterv1.MachineInternalIP),

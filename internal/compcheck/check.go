@@ -23,6 +23,7 @@ import (
 
 	capxp "github.com/capxp/cluster-api-provider-crossplane"
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/gate"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/outputs"
 	"github.com/capxp/cluster-api-provider-crossplane/compositions"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/render"
@@ -128,6 +129,16 @@ func Check(ctx context.Context, e *render.Engine, in Input) (*Result, error) {
 	if !slices.Contains([]string{contractInfraCluster, contractInfraMachine, contractMachinePool, contractControlPlane}, in.Contract) {
 		return nil, errors.Errorf("contract %q: want %s, %s, %s or %s", in.Contract, contractInfraCluster, contractInfraMachine, contractMachinePool, contractControlPlane)
 	}
+	// A provider ID the Composition declares before composing is in the
+	// XR's spec from the start, as the bridge writes it when the gate opens.
+	var assign error
+	if t := in.Composition.GetAnnotations()[infrav1.ProviderIDAnnotation]; t != "" && in.Contract == contractInfraMachine {
+		var id string
+		if id, assign = gate.ProviderID(t, in.XR); assign == nil {
+			in.XR = in.XR.DeepCopy()
+			_ = unstructured.SetNestedField(in.XR.Object, id, "spec", "providerID")
+		}
+	}
 	extra := []*unstructured.Unstructured{BootstrapSecret(in.XR)}
 	xr := in.XR.DeepCopy()
 	var observed []*unstructured.Unstructured
@@ -158,6 +169,16 @@ func Check(ctx context.Context, e *render.Engine, in Input) (*Result, error) {
 		r.Observed = observed
 	}
 	r.Verdicts = append(judge(in, r), rules...)
+	if i := slices.IndexFunc(r.Verdicts, func(v Verdict) bool { return v.Field == FieldProviderID }); i >= 0 {
+		switch reported, _, _ := unstructured.NestedString(r.XR.Object, "status", "outputs", "providerID"); {
+		case assign != nil:
+			r.Verdicts[i] = Verdict{Field: FieldProviderID, Reason: fmt.Sprintf("the %s annotation: %v", infrav1.ProviderIDAnnotation, assign)}
+		case r.Verdicts[i].OK && reported == "" && in.Composition.GetAnnotations()[infrav1.ProviderIDAnnotation] != "":
+			// The bridge would take the declared ID on trust; the check
+			// wants the machine to say it took it.
+			r.Verdicts[i] = Verdict{Field: FieldProviderID, Reason: fmt.Sprintf("declared (%s) but never reported in status.outputs.providerID", infrav1.ProviderIDAnnotation)}
+		}
+	}
 	r.Verdicts = append(r.Verdicts, deletion(r.Last.Composed))
 	if in.CRDs != nil {
 		r.Verdicts = append(r.Verdicts, validForCRDs(ctx, in.CRDs, r.Last.Composed))

@@ -30,6 +30,9 @@ var (
 
 const endpointHost = "lb.bench.example.org"
 
+// providerIDScheme starts every machine's provider ID.
+const providerIDScheme = "bench:///"
+
 // clusterOutputs and machineOutputs are what the infrastructure reports.
 func clusterOutputs() map[string]any {
 	return map[string]any{
@@ -45,7 +48,7 @@ func clusterOutputs() map[string]any {
 
 func machineOutputs(name string) map[string]any {
 	return map[string]any{
-		"outputs":       map[string]any{"providerID": "bench:///" + name},
+		"outputs":       map[string]any{"providerID": providerIDScheme + name},
 		"addresses":     []any{map[string]any{"type": "InternalIP", "address": "10.0.0.1"}},
 		"failureDomain": "zone-a",
 	}
@@ -92,7 +95,7 @@ func (p *ideal) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, e
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 		status = machineOutputs(xr.GetName())
-		specField, specValue = "providerID", "bench:///"+xr.GetName()
+		specField, specValue = "providerID", providerIDScheme+xr.GetName()
 	}
 	if _, found, _ := unstructured.NestedFieldNoCopy(xr.Object, "spec", specField); !found {
 		before := xr.DeepCopy()

@@ -6,8 +6,12 @@
 //   - L0, an ideal provider: per XR one spec patch and one status patch, as
 //     a hand-written CAPI provider would make them;
 //   - L2, CAPXP's bridge, with a minimal composition engine standing in for
-//     Crossplane (one status write per XR from its cache, Ready and the
-//     outputs), so that L2/L0 measures the bridge and not an engine.
+//     Crossplane (one status write per XR generation from its cache, Ready
+//     and the outputs), so that L2/L0 measures the bridge and not an engine.
+//     The machines' Composition declares their provider IDs, as the local
+//     and bring-your-own backends' do;
+//   - L2-reported, the same with provider IDs only reported once
+//     provisioned, as a cloud's instance IDs are.
 //
 // Requests are counted at each component's HTTP transport, server-side
 // applies and events included.

@@ -2,13 +2,21 @@ package bench
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -86,4 +94,70 @@ func childCPU(names ...string) time.Duration {
 		}
 	}
 	return sum
+}
+
+// selfCPU is the CPU time (user and system) this process has used so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// profile keeps a CPU profile of this process while level runs, in
+// $CAPXP_BENCH_PROFILE.<level>; it returns what stops it.
+func profile(level string) (func(), error) {
+	path := os.Getenv("CAPXP_BENCH_PROFILE")
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path + "." + level)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
+}
+
+// apiServerProfile keeps a 90 s CPU profile of the API server, from the
+// start of level's provisioning, in $CAPXP_BENCH_APISERVER_PROFILE.<level>;
+// it returns what waits for it.
+func apiServerProfile(ctx context.Context, cfg *rest.Config, level string) (func() error, error) {
+	path := os.Getenv("CAPXP_BENCH_APISERVER_PROFILE")
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/debug/pprof/profile?seconds=90", nil)
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() {
+		resp, err := hc.Do(req)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer func() { _ = resp.Body.Close() }()
+		if resp.StatusCode != http.StatusOK {
+			done <- fmt.Errorf("the API server's profile: %s", resp.Status)
+			return
+		}
+		f, err := os.Create(path + "." + level)
+		if err != nil {
+			done <- err
+			return
+		}
+		_, err = io.Copy(f, resp.Body)
+		done <- errors.Join(err, f.Close())
+	}()
+	return func() error { return <-done }, nil
 }

@@ -417,22 +417,8 @@ func TestBadMachineOutputsGiveAClearCondition(t *testing.T) {
 				Spec:       infrav1.CrossplaneMachineSpec{Parameters: infrav1.CrossplaneMachineParameters{Size: "small"}},
 			}
 			g.Expect(env.Client.Create(ctx, xr)).To(Succeed())
-			m := &clusterv1.Machine{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster.Name}},
-				Spec: clusterv1.MachineSpec{
-					ClusterName: cluster.Name,
-					Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(name + "-bootstrap")},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.CrossplaneMachineKind, Name: name,
-					},
-				},
-			}
-			g.Expect(env.Client.Create(ctx, m)).To(Succeed())
-			g.Eventually(func(g Gomega) {
-				mc := infraCondition(g, getMachine(g, m))
-				g.Expect(mc.Reason).To(Equal(infrav1.InvalidOutputsReason))
-				g.Expect(mc.Message).To(ContainSubstring(tc.want))
-			}, timeout, interval).Should(Succeed())
+			m := bootstrappedMachine(g, ns, name, cluster.Name)
+			invalidOutputs(g, m, tc.want)
 			g.Consistently(func(g Gomega) {
 				got := getXR(g, toU(xr))
 				g.Expect(provisioned(got)).To(BeFalse())
@@ -441,6 +427,33 @@ func TestBadMachineOutputsGiveAClearCondition(t *testing.T) {
 			}, "500ms", interval).Should(Succeed())
 		})
 	}
+}
+
+// invalidOutputs waits for the bridge's InvalidOutputs verdict on a Machine,
+// its message holding want.
+func invalidOutputs(g Gomega, m *clusterv1.Machine, want string) {
+	g.Eventually(func(g Gomega) {
+		mc := infraCondition(g, getMachine(g, m))
+		g.Expect(mc.Reason).To(Equal(infrav1.InvalidOutputsReason))
+		g.Expect(mc.Message).To(ContainSubstring(want))
+	}, timeout, interval).Should(Succeed())
+}
+
+// bootstrappedMachine creates a Machine of cluster, with its bootstrap data
+// secret set, for the machine XR of the same name.
+func bootstrappedMachine(g Gomega, ns, name, cluster string) *clusterv1.Machine {
+	m := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: cluster,
+			Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(name + "-bootstrap")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.CrossplaneMachineKind, Name: name,
+			},
+		},
+	}
+	g.Expect(env.Client.Create(ctx, m)).To(Succeed())
+	return m
 }
 
 // ownerMachine is the Machine that owns a machine XR.

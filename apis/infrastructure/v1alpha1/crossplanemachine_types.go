@@ -161,8 +161,9 @@ type CrossplaneMachineSpec struct {
 	Parameters CrossplaneMachineParameters `json:"parameters"`
 
 	// providerID identifies the machine to Kubernetes (<scheme>://...).
-	// Written by the bridge from status.outputs.providerID; immutable once
-	// set.
+	// Written by the bridge: when the machine's gate opens if its
+	// Composition declares it (the capxp.dev/provider-id annotation), else
+	// from status.outputs.providerID; immutable once set.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512

@@ -78,6 +78,15 @@ const (
 	// (CrossplanePausedAnnotation) because its XR's credentials may no
 	// longer be used; the bridge resumes exactly those once they may.
 	CredentialsHoldAnnotation = "capxp.dev/held-for-credentials"
+
+	// ProviderIDAnnotation, on a Composition of an InfraMachine kind,
+	// declares the provider ID the Composition will report before it
+	// composes anything: a template of the XR's own fields in braces
+	// ("capxp-local:///{metadata.namespace}/{metadata.name}"). The bridge
+	// then writes spec.providerID with the machine gate's injection, and
+	// writes no new generation of the XR once it is Ready. See
+	// docs/composition-authors.md.
+	ProviderIDAnnotation = "capxp.dev/provider-id"
 )
 
 // ContractLabels returns the labels every CAPXP CRD and XRD carries so that
