@@ -16,6 +16,7 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
 )
 
 // isProvisioned reports whether an XR reached its contract's milestone:
@@ -31,7 +32,9 @@ func isProvisioned(u *unstructured.Unstructured) bool {
 // finalizer, owner references, deletion), its status but for the
 // conditions, and what Crossplane's Ready and Synced tell the bridge
 // (readiness.Observe, given the XR's mirror, and whether Crossplane
-// acknowledged a pause). Crossplane updates an XR some 30 times while
+// acknowledged a pause); the rest of the status (the outputs) only while
+// Crossplane says the XR Ready, before or after the update, since the
+// bridge reads outputs only then. Crossplane updates an XR some 30 times while
 // composing it; updates that only move Responsive, a transition time, a
 // managed field, put back a condition Crossplane had replaced
 // (readiness.Replaced), or write Crossplane's own metadata and Composition
@@ -76,7 +79,13 @@ func (r *xrReconciler) xrChanged(e event.UpdateEvent) bool {
 		return true
 	}
 	m := r.memory.mirror(n.GetUID())
-	return !equality.Semantic.DeepEqual(statusRead(o, o.GetGeneration(), before, m), statusRead(n, gen, now, m))
+	so, sn := statusRead(o, o.GetGeneration(), before, m), statusRead(n, gen, now, m)
+	if so.observed != sn.observed || so.pauseAcknowledged != sn.pauseAcknowledged {
+		return true
+	}
+	// The outputs are read only once Crossplane says Ready: until then
+	// what Crossplane tells the bridge is all that can change its verdict.
+	return so.observed.Ready && !equality.Semantic.DeepEqual(so.fields, sn.fields)
 }
 
 // crossplaneOwn is what of an XR's metadata and spec is Crossplane's alone,
@@ -166,16 +175,25 @@ func (r *xrReconciler) xrDeleted(e event.DeleteEvent) bool {
 // conditions, and what its Ready and Synced c say of generation gen
 // (readiness.Observe) and whether Crossplane acknowledged a pause, which
 // readies the XR for a move.
-func statusRead(u *unstructured.Unstructured, gen int64, c xrConditions, m readiness.Mirror) map[string]any {
+func statusRead(u *unstructured.Unstructured, gen int64, c xrConditions, m readiness.Mirror) read {
 	status, _, _ := unstructured.NestedFieldNoCopy(u.Object, "status")
 	fields, _ := status.(map[string]any)
-	out := make(map[string]any, len(fields)+2)
+	out := read{fields: make(map[string]any, len(fields))}
 	for k, v := range fields {
 		if k != "conditions" {
-			out[k] = v
+			out.fields[k] = v
 		}
 	}
-	out["observed"] = readiness.ObserveConditions(gen, meta.IsPaused(u), c.synced, c.ready, m)
-	out["pause acknowledged"] = meta.IsPaused(u) && c.synced.Reason == xpv2.ReasonReconcilePaused
+	out.observed = readiness.ObserveConditions(gen, meta.IsPaused(u), c.synced, c.ready, m)
+	out.pauseAcknowledged = meta.IsPaused(u) && c.synced.Reason == xpv2.ReasonReconcilePaused
 	return out
+}
+
+// read is what the bridge reads of an XR's status: its fields but the
+// conditions, what Crossplane's Ready and Synced tell it, and whether
+// Crossplane acknowledged a pause.
+type read struct {
+	fields            map[string]any
+	observed          verdict.Verdict
+	pauseAcknowledged bool
 }

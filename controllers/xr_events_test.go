@@ -80,12 +80,33 @@ func TestXRChanged(t *testing.T) {
 				condition(u, 1, "observedGeneration", int64(3))
 			}, want: true,
 		},
-		"AnOutput": {mutate: func(u *unstructured.Unstructured) {
+		"AnOutputBeforeReady": {mutate: func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, "aws:///i-2", "status", "outputs", "providerID")
+		}, want: false},
+		"AnOutputOnceReady": {
+			old: func(u *unstructured.Unstructured) { condition(u, 0, "status", "True") },
+			mutate: func(u *unstructured.Unstructured) {
+				condition(u, 0, "status", "True")
+				_ = unstructured.SetNestedField(u.Object, "aws:///i-2", "status", "outputs", "providerID")
+			}, want: true,
+		},
+		"AnOutputWithReady": {mutate: func(u *unstructured.Unstructured) {
+			condition(u, 0, "status", "True")
 			_ = unstructured.SetNestedField(u.Object, "aws:///i-2", "status", "outputs", "providerID")
 		}, want: true},
-		"TheProvisionedMilestone": {mutate: func(u *unstructured.Unstructured) {
-			_ = unstructured.SetNestedField(u.Object, true, "status", "initialization", "provisioned")
-		}, want: true},
+		"AnOutputAsReadyGoes": {
+			old: func(u *unstructured.Unstructured) { condition(u, 0, "status", "True") },
+			mutate: func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, "aws:///i-2", "status", "outputs", "providerID")
+			}, want: true,
+		},
+		"TheProvisionedMilestoneOnceReady": {
+			old: func(u *unstructured.Unstructured) { condition(u, 0, "status", "True") },
+			mutate: func(u *unstructured.Unstructured) {
+				condition(u, 0, "status", "True")
+				_ = unstructured.SetNestedField(u.Object, true, "status", "initialization", "provisioned")
+			}, want: true,
+		},
 		"ThePause":   {mutate: func(u *unstructured.Unstructured) { u.SetAnnotations(nil) }, want: true},
 		"AFinalizer": {mutate: func(u *unstructured.Unstructured) { u.SetFinalizers(nil) }, want: true},
 		"AnOwner": {mutate: func(u *unstructured.Unstructured) {
