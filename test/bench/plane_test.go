@@ -290,6 +290,13 @@ func TestBenchPlane(t *testing.T) {
 		fmt.Fprintf(&b, "Crossplane looped on its own status writes in this run (more than %d composite reconciles per Machine, "+
 			"see docs/bridge.md, Conditions): its CPU, T_all and the ratios above are not comparable with a run where it did not\n", loopedReconciles)
 	}
+	if audit {
+		writes, err := machineXRWrites(p.ManagementAuditLog())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(auditReport(writes))
+	}
 	t.Log(b.String())
 }
 
