@@ -20,7 +20,7 @@ type auditEvent struct {
 		Subresource string `json:"subresource"`
 		Name        string `json:"name"`
 	} `json:"objectRef"`
-	UserAgent string `json:"userAgent"`
+	UserAgent      string `json:"userAgent"`
 	ResponseStatus struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
@@ -34,7 +34,7 @@ type xrWrites []string
 // machine XR, who wrote it, in order ("crossplane status apply",
 // "bridge spec", ...), conflicts included as "... conflict".
 func machineXRWrites(path string) (map[string]xrWrites, error) {
-	f, err := os.Open(path) //nolint:gosec // the plane's own log
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
