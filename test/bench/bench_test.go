@@ -440,7 +440,10 @@ func report(t *testing.T, rs []result) {
 		writes := float64(l2.provider.total("write", "")-l0.provider.total("write", "")) / float64(l2.machines)
 		fmt.Fprintf(&b, "\n%s/%s: T_all %.2f, p99 %.2f, API server + etcd CPU %.2f, controllers' CPU %.2f; provider writes per Machine %s %+.2f\n",
 			l2.level, l0.level, tAll, p99, l2.apiServerCPU.Seconds()/l0.apiServerCPU.Seconds(), l2.controllersCPU.Seconds()/l0.controllersCPU.Seconds(), l0.level, writes)
-		fmt.Fprintf(&b, "goals for %s: T_all <= 1.1 x %s: %s; p99 <= 1.2 x %s: %s; writes per Machine <= %s + 1: %s\n",
+		// The goals are set for N = 1000; below, the bridge's fixed costs
+		// (its admission objects, the XRDs' access reviews) weigh on every
+		// Machine.
+		fmt.Fprintf(&b, "goals for %s (set for N = 1000): T_all <= 1.1 x %s: %s; p99 <= 1.2 x %s: %s; writes per Machine <= %s + 1: %s\n",
 			l2.level, l0.level, met(tAll <= 1.1), l0.level, met(p99 <= 1.2), l0.level, met(writes <= 1))
 	}
 	for _, r := range rs {
