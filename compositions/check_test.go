@@ -91,6 +91,27 @@ func TestCompositionCheck(t *testing.T) {
 			breaks:  dropPatchesTo("status.outputs.providerIDList"),
 			failing: []string{compcheck.FieldProviderIDList},
 		},
+		"AWSPoolInstancesNotListed": {
+			reason:      "an aws machine pool Composition without the step that lists its group's instances",
+			composition: "aws/machinepool.yaml", xr: "aws-machinepool.yaml",
+			breaks: func(t *testing.T, comp *unstructured.Unstructured) {
+				t.Helper()
+				steps, _, _ := unstructured.NestedSlice(comp.Object, "spec", "pipeline")
+				kept := slices.DeleteFunc(steps, func(s any) bool { return s.(map[string]any)["step"] == "list-instances" })
+				if len(kept) == len(steps) {
+					t.Fatal("no step list-instances")
+				}
+				_ = unstructured.SetNestedSlice(comp.Object, kept, "spec", "pipeline")
+			},
+			failing: []string{compcheck.FieldProviderIDList},
+		},
+		"AWSPoolCredentialsNotPassedThrough": {
+			reason: "an aws machine pool Composition whose managed resources keep the template's ProviderConfig name: " +
+				"function-asg-instances lists with the group's credentials, which do not exist, so the pipeline fails",
+			composition: "aws/machinepool.yaml", xr: "aws-machinepool.yaml",
+			breaks:  dropPatchesTo("spec.providerConfigRef.name"),
+			failing: []string{compcheck.FieldCredentials, compcheck.FieldProviderIDList, compcheck.FieldReady, compcheck.FieldRenders},
+		},
 		"CredentialsNotPassedThrough": {
 			reason:      "a machine Composition whose managed resource keeps the template's ProviderConfig name",
 			composition: "local/machine.yaml", xr: "local-machine.yaml",

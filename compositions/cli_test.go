@@ -11,7 +11,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	capxp "github.com/capxp/cluster-api-provider-crossplane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/compcheck"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
 	"github.com/capxp/cluster-api-provider-crossplane/packages"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
@@ -50,6 +52,10 @@ func TestCrossplaneCLI(t *testing.T) {
 			"    render.crossplane.io/runtime: Development\n    render.crossplane.io/runtime-development-target: %q\n"+
 			"spec:\n  package: %s:%s\n", d.FunctionName(), targets[d.FunctionName()], d.Package, d.Version)
 	}
+	// CAPXP's own, which the release adds.
+	fmt.Fprintf(&fns, "---\napiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata:\n  name: %s\n  annotations:\n"+
+		"    render.crossplane.io/runtime: Development\n    render.crossplane.io/runtime-development-target: %q\n"+
+		"spec:\n  package: %s:%s\n", release.DefaultFunctionName, targets[release.DefaultFunctionName], release.Options{}.FunctionPackage(), capxp.Version())
 	functions := write(t, dir, "functions.yaml", fns.Bytes())
 
 	// The schemas: CAPXP's XRDs and the composed kinds' provider CRDs.

@@ -2,6 +2,7 @@ package compositions_test
 
 import (
 	"context"
+	"encoding/base64"
 	"flag"
 	"fmt"
 	"os"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/capxp/cluster-api-provider-crossplane/compositions"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/compcheck"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/render"
 	"github.com/capxp/cluster-api-provider-crossplane/packages"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
@@ -42,6 +44,7 @@ var providers = map[string]string{
 	"elbv2.aws.m.upbound.io":          "xpkg.upbound.io/upbound/provider-aws-elbv2",
 	"secretsmanager.aws.m.upbound.io": "xpkg.upbound.io/upbound/provider-aws-secretsmanager",
 	"eks.aws.m.upbound.io":            "xpkg.upbound.io/upbound/provider-aws-eks",
+	"autoscaling.aws.m.upbound.io":    "xpkg.upbound.io/upbound/provider-aws-autoscaling",
 	"iam.aws.m.upbound.io":            "xpkg.upbound.io/upbound/provider-aws-iam",
 	"kubernetes.m.crossplane.io":      "xpkg.crossplane.io/crossplane-contrib/provider-kubernetes",
 }
@@ -70,6 +73,11 @@ func run(m *testing.M) (int, error) {
 	for _, d := range deps {
 		fns = append(fns, render.Function{Name: d.FunctionName(), Binary: envtest.Tool(d.Name(), d.Version)})
 	}
+	own, err := compcheck.OwnFunction(ctx)
+	if err != nil {
+		return 0, err
+	}
+	fns = append(fns, own)
 	xp, err := envtest.Required(envtest.CrossplaneModule)
 	if err != nil {
 		return 0, err
@@ -159,7 +167,8 @@ func TestPackage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	functions := map[string]bool{}
+	// The release adds CAPXP's own.
+	functions := map[string]bool{release.DefaultFunctionName: true}
 	for _, d := range fns {
 		functions[d.FunctionName()] = true
 	}
@@ -428,6 +437,51 @@ func contractCases() map[string]contractCase {
 					"status.addresses[0].type":    "Hostname",
 					"status.addresses[0].address": "delta-md-0-p8d7w",
 				})
+			},
+		},
+		"AWSMachinePool": {
+			reason:      "an AWS machine pool is an auto scaling group launched from a launch template in the pool's subnets, its instances listed by function-asg-instances with the pool's credentials",
+			composition: "aws/machinepool.yaml",
+			xr:          "aws-machinepool.yaml",
+			resources:   4,
+			check: func(t *testing.T, xr *unstructured.Unstructured, o map[string]*unstructured.Unstructured) {
+				t.Helper()
+				assertFields(t, o["launch-template"], map[string]any{
+					"spec.forProvider.imageId":                 "ami-0123456789abcdef0",
+					"spec.forProvider.instanceType":            "m6i.large",
+					"spec.forProvider.vpcSecurityGroupIds[0]":  "sg-node",
+					"spec.forProvider.iamInstanceProfile.name": "capxp-nodes",
+					"spec.forProvider.region":                  "eu-west-1",
+					"spec.providerConfigRef.name":              "team-a-aws",
+				})
+				ud, err := base64.StdEncoding.DecodeString(str(t, o["launch-template"], "spec.forProvider.userData"))
+				if err != nil || !strings.Contains(string(ud), "--secret-id capxp/team-a/alpha-pool-0 ") {
+					t.Errorf("launch template user data: want a script fetching capxp/team-a/alpha-pool-0, got %q (%v)", ud, err)
+				}
+				assertFields(t, o["auto-scaling-group"], map[string]any{
+					"spec.forProvider.minSize":                int64(3),
+					"spec.forProvider.maxSize":                int64(3),
+					"spec.forProvider.desiredCapacity":        int64(3),
+					"spec.forProvider.vpcZoneIdentifier[0]":   "subnet-0a1b2c3d",
+					"spec.forProvider.vpcZoneIdentifier[1]":   "subnet-0b1c2d3e",
+					"spec.forProvider.launchTemplate.version": "$Latest",
+					"spec.forProvider.tag[0].value":           "alpha",
+					"spec.forProvider.tag[1].value":           "team-a/alpha-pool-0",
+					"spec.providerConfigRef.kind":             "ProviderConfig",
+					"spec.providerConfigRef.name":             "team-a-aws",
+				})
+				ids, _, _ := unstructured.NestedStringSlice(xr.Object, "status", "outputs", "providerIDList")
+				zones := map[string]int{}
+				for _, id := range ids {
+					zone, instance, ok := strings.Cut(strings.TrimPrefix(id, "aws:///"), "/")
+					if !ok || !strings.HasPrefix(instance, "i-") {
+						t.Errorf("status.outputs.providerIDList: %q is no aws:///ZONE/i-… provider ID", id)
+					}
+					zones[zone]++
+				}
+				if len(ids) != 3 || zones["eu-west-1a"] != 2 || zones["eu-west-1b"] != 1 {
+					t.Errorf("status.outputs.providerIDList: want the group's three instances over eu-west-1a and eu-west-1b, got %q", ids)
+				}
 			},
 		},
 		"LocalMachinePool": {

@@ -32,13 +32,13 @@ provider_kubernetes_version=v1.2.1
 # The AWS family the aws Composition composes with: their packages' CRDs and
 # metadata template are staged for the plane's registry.
 provider_aws_version=v2.7.0
-provider_aws_services=(ec2 elbv2 secretsmanager eks iam)
+provider_aws_services=(ec2 elbv2 secretsmanager eks iam autoscaling)
 # The family's runtimes (make test-aws) are v2.5.0, the newest v2 release
 # whose dependencies the module proxy serves (hack/tools/provider-aws); its
 # CRDs of these services serve and store the same versions as v2.7.0's.
 provider_aws_runtime_version=v2.5.0
-# The services make test-aws runs (the machines and the cluster's network).
-provider_aws_runtime_services=(ec2 elbv2 secretsmanager)
+# The services make test-aws runs (the machines, the pools and the cluster's network).
+provider_aws_runtime_services=(ec2 elbv2 secretsmanager autoscaling)
 golangci_lint_version=v2.15.0
 clusterctl_version=v1.14.2
 crossplane_cli_version=v2.5.0

@@ -33,6 +33,7 @@ var Modules = map[string]string{
 	"xpkg.upbound.io/upbound/provider-aws-ec2":                           awsModule,
 	"xpkg.upbound.io/upbound/provider-aws-elbv2":                         awsModule,
 	"xpkg.upbound.io/upbound/provider-aws-secretsmanager":                awsModule,
+	"xpkg.upbound.io/upbound/provider-aws-autoscaling":                   awsModule,
 	"xpkg.upbound.io/upbound/provider-aws-eks":                           awsModule,
 	"xpkg.upbound.io/upbound/provider-aws-iam":                           awsModule,
 	"xpkg.crossplane.io/crossplane-contrib/provider-kubernetes":          "github.com/crossplane-contrib/provider-kubernetes",

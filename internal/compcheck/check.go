@@ -20,12 +20,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/function-sdk-go/logging"
 
 	capxp "github.com/capxp/cluster-api-provider-crossplane"
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/gate"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/outputs"
 	"github.com/capxp/cluster-api-provider-crossplane/compositions"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/function"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/function/asginstances"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/render"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 	"github.com/capxp/cluster-api-provider-crossplane/packages"
@@ -139,7 +143,9 @@ func Check(ctx context.Context, e *render.Engine, in Input) (*Result, error) {
 			_ = unstructured.SetNestedField(in.XR.Object, id, "spec", "providerID")
 		}
 	}
-	extra := []*unstructured.Unstructured{BootstrapSecret(in.XR)}
+	asg := newAutoScaling()
+	defer asg.close()
+	extra := append([]*unstructured.Unstructured{BootstrapSecret(in.XR)}, asg.credentials(in.XR)...)
 	xr := in.XR.DeepCopy()
 	var observed []*unstructured.Unstructured
 	r := &Result{}
@@ -167,6 +173,7 @@ func Check(ctx context.Context, e *render.Engine, in Input) (*Result, error) {
 		}
 		xr, observed = r.XR, observe(out.Composed, in.Observed)
 		r.Observed = observed
+		asg.observe(in.XR, observed)
 	}
 	r.Verdicts = append(judge(in, r), rules...)
 	if i := slices.IndexFunc(r.Verdicts, func(v Verdict) bool { return v.Field == FieldProviderID }); i >= 0 {
@@ -504,6 +511,17 @@ const (
 	runtimeDevelopment          = "Development"
 )
 
+// OwnFunction serves CAPXP's own composition function (function-asg-instances)
+// in this process, without TLS, as the render engine calls functions, until
+// ctx is done; named as the shipped Compositions call it.
+func OwnFunction(ctx context.Context) (render.Function, error) {
+	srv, err := function.Serve(ctx, asginstances.NewFunction(logging.NewNopLogger()), "")
+	if err != nil {
+		return render.Function{}, err
+	}
+	return render.Function{Name: release.DefaultFunctionName, Address: srv.Address}, nil
+}
+
 // StartEngine starts Crossplane's render engine with the crossplane binary
 // and the Configuration's functions, as hack/ensure-tools.sh stages them in
 // d, and the Functions given (Crossplane Function objects, as `crossplane
@@ -557,6 +575,13 @@ func StartEngine(ctx context.Context, d tools.Dir, functions ...*unstructured.Un
 	}
 	if err := tools.Missing(errs...); err != nil {
 		return nil, err
+	}
+	if _, ok := byName[release.DefaultFunctionName]; !ok {
+		own, err := OwnFunction(ctx)
+		if err != nil {
+			return nil, err
+		}
+		byName[own.Name] = own
 	}
 	fns := make([]render.Function, 0, len(byName))
 	for _, f := range byName {

@@ -30,12 +30,29 @@ const (
 	// ImageTarball and ImageLayout are the image's files in a release.
 	ImageTarball = "capxp-manager-image.tar"
 	ImageLayout  = "capxp-manager-image.oci"
+	// FunctionImageTarball is the runtime image of the Function package:
+	// the same binary, serving function-asg-instances.
+	FunctionImageTarball = "capxp-function-image.tar"
 )
+
+// FunctionCommand is the capxp command that serves function-asg-instances:
+// the function image's Cmd, since a Crossplane function runtime passes no
+// arguments.
+var FunctionCommand = []string{"function", "asg-instances"}
 
 // Image builds the manager image from a static linux capxp binary of an
 // architecture. Its entrypoint runs the manager, so a Crossplane package
 // runtime that passes no arguments starts it too.
-func Image(binary, arch string) (v1.Image, error) {
+func Image(binary, arch string) (v1.Image, error) { return image(binary, arch, "manager") }
+
+// FunctionImage is the Function package's runtime image: the manager image
+// with FunctionCommand as its Cmd.
+func FunctionImage(binary, arch string) (v1.Image, error) {
+	return image(binary, arch, FunctionCommand...)
+}
+
+// image is the capxp binary alone, run with cmd.
+func image(binary, arch string, cmd ...string) (v1.Image, error) {
 	bin, err := os.ReadFile(binary)
 	if err != nil {
 		return nil, errors.Wrap(err, "cannot read the manager binary")
@@ -71,7 +88,7 @@ func Image(binary, arch string) (v1.Image, error) {
 	cfg = cfg.DeepCopy()
 	cfg.OS, cfg.Architecture, cfg.Created = "linux", arch, v1.Time{Time: epoch}
 	cfg.Config.Entrypoint = []string{ImageEntrypoint}
-	cfg.Config.Cmd = []string{"manager"}
+	cfg.Config.Cmd = cmd
 	cfg.Config.User = ImageUser
 	cfg.Config.WorkingDir = "/"
 	cfg.Config.Labels = map[string]string{"org.opencontainers.image.source": "https://github.com/capxp/cluster-api-provider-crossplane"}
@@ -108,6 +125,19 @@ func WriteImage(dir string, o Options, binary, arch string) (string, error) {
 	}
 	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": ref.String()})); err != nil {
 		return "", errors.Wrap(err, "cannot write the image layout")
+	}
+	fn, err := FunctionImage(binary, arch)
+	if err != nil {
+		return "", err
+	}
+	// Only embedded in the Function package, which names its own
+	// reference; the tag is the package's.
+	fref, err := name.NewTag(o.FunctionPackage() + ":" + o.Version)
+	if err != nil {
+		return "", errors.Wrapf(err, "invalid function image reference %q", o.FunctionPackage())
+	}
+	if err := tarball.WriteToFile(filepath.Join(dir, FunctionImageTarball), fref, fn); err != nil {
+		return "", errors.Wrap(err, "cannot write the function image tarball")
 	}
 	return ref.String(), nil
 }

@@ -28,6 +28,8 @@ const (
 	ProviderPackageName = "provider-capxp"
 	// ConfigurationPackageName is the Configuration package.
 	ConfigurationPackageName = "configuration-capxp"
+	// FunctionPackageName is function-asg-instances' Function package.
+	FunctionPackageName = "function-asg-instances"
 	// DefaultPackageRegistry is where releases publish the packages.
 	DefaultPackageRegistry = "ghcr.io/capxp"
 	// CrossplaneSetupFile is what a platform applies before installing the
@@ -49,6 +51,21 @@ func (o Options) ProviderPackage() string { return o.registry() + "/" + Provider
 // tag.
 func (o Options) ConfigurationPackage() string { return o.registry() + "/" + ConfigurationPackageName }
 
+// FunctionPackage is function-asg-instances' package repository, without a
+// tag.
+func (o Options) FunctionPackage() string { return o.registry() + "/" + FunctionPackageName }
+
+// FunctionName is the name Crossplane gives the Function it installs from
+// FunctionPackage, which Compositions call it by.
+func (o Options) FunctionName() string {
+	return packages.Dependency{Package: o.FunctionPackage()}.FunctionName()
+}
+
+// DefaultFunctionName is the name the shipped Compositions call
+// function-asg-instances by: its name from DefaultPackageRegistry. A release
+// for another registry renames the calls.
+var DefaultFunctionName = Options{}.FunctionName()
+
 // WriteConfigurationRoot writes the Configuration package's root: its
 // crossplane.yaml (with the bridge's Provider package added to the pinned
 // dependencies, at the release's version), the activation policy, the XRDs
@@ -65,6 +82,9 @@ func WriteConfigurationRoot(dir string, o Options) error {
 	c.Spec.DependsOn = append(c.Spec.DependsOn, pkgmetav1.Dependency{
 		APIVersion: ptr.To("pkg.crossplane.io/v1"), Kind: ptr.To("Provider"),
 		Package: ptr.To(o.ProviderPackage()), Version: o.Version,
+	}, pkgmetav1.Dependency{
+		APIVersion: ptr.To("pkg.crossplane.io/v1"), Kind: ptr.To("Function"),
+		Package: ptr.To(o.FunctionPackage()), Version: o.Version,
 	})
 	meta, err := yaml.Marshal(c)
 	if err != nil {
@@ -82,12 +102,64 @@ func WriteConfigurationRoot(dir string, o Options) error {
 		case d.IsDir():
 			return nil
 		}
-		files[p], err = compositions.FS.ReadFile(p)
+		b, err := compositions.FS.ReadFile(p)
+		files[p] = renameFunction(b, o.FunctionName())
 		return err
 	}); err != nil {
 		return errors.Wrap(err, "cannot read the XRDs and Compositions")
 	}
 	return writeRoot(dir, files)
+}
+
+// renameFunction makes a Composition call function-asg-instances by the
+// name Crossplane gives it when installed from the release's registry.
+func renameFunction(b []byte, name string) []byte {
+	if name == DefaultFunctionName {
+		return b
+	}
+	return bytes.ReplaceAll(b, []byte("name: "+DefaultFunctionName+"\n"), []byte("name: "+name+"\n"))
+}
+
+// WriteFunctionRoot writes function-asg-instances' Function package root:
+// its crossplane.yaml alone (it takes no input). The runtime image
+// (FunctionImage) is embedded by `crossplane xpkg build`.
+func WriteFunctionRoot(dir string, o Options) error {
+	if _, err := o.withDefaults(); err != nil {
+		return err
+	}
+	meta, err := FunctionMeta()
+	if err != nil {
+		return err
+	}
+	return writeRoot(dir, map[string][]byte{"crossplane.yaml": meta})
+}
+
+// ownAnnotations are the package metadata of one of CAPXP's own packages:
+// the Configuration's maintainer, source and license, and its description.
+func ownAnnotations(c *pkgmetav1.Configuration, description string) map[string]string {
+	a := map[string]string{"meta.crossplane.io/description": description}
+	for _, k := range []string{"meta.crossplane.io/maintainer", "meta.crossplane.io/source", "meta.crossplane.io/license"} {
+		a[k] = c.Annotations[k]
+	}
+	return a
+}
+
+// FunctionMeta is the Function package's crossplane.yaml.
+func FunctionMeta() ([]byte, error) {
+	c, err := packages.Configuration()
+	if err != nil {
+		return nil, err
+	}
+	f := &pkgmetav1.Function{
+		TypeMeta: metav1.TypeMeta{APIVersion: pkgmetav1.SchemeGroupVersion.String(), Kind: pkgmetav1.FunctionKind},
+		ObjectMeta: metav1.ObjectMeta{Name: FunctionPackageName, Annotations: ownAnnotations(c,
+			"Lists the instances of the AWS auto scaling groups a Composition composes "+
+				"(provider-upjet-aws) with the credentials the groups use, and writes their provider IDs to "+
+				"status.outputs.providerIDList.")},
+		Spec: pkgmetav1.FunctionSpec{MetaSpec: pkgmetav1.MetaSpec{Crossplane: c.Spec.Crossplane}},
+	}
+	meta, err := yaml.Marshal(f)
+	return meta, errors.Wrap(err, "cannot encode the Function's metadata")
 }
 
 // WriteProviderRoot writes the bridge's Provider package root: its
@@ -104,13 +176,9 @@ func WriteProviderRoot(dir string, o Options) error {
 	}
 	p := &pkgmetav1.Provider{
 		TypeMeta: metav1.TypeMeta{APIVersion: pkgmetav1.SchemeGroupVersion.String(), Kind: pkgmetav1.ProviderKind},
-		ObjectMeta: metav1.ObjectMeta{Name: ProviderPackageName, Annotations: map[string]string{
-			"meta.crossplane.io/maintainer": c.Annotations["meta.crossplane.io/maintainer"],
-			"meta.crossplane.io/source":     c.Annotations["meta.crossplane.io/source"],
-			"meta.crossplane.io/license":    c.Annotations["meta.crossplane.io/license"],
-			"meta.crossplane.io/description": "The CAPXP bridge: maps Crossplane composite resources onto Cluster API's " +
-				"InfraCluster and InfraMachine contracts. Needs the RBAC and runtime configuration of " + CrossplaneSetupFile + ".",
-		}},
+		ObjectMeta: metav1.ObjectMeta{Name: ProviderPackageName, Annotations: ownAnnotations(c,
+			"The CAPXP bridge: maps Crossplane composite resources onto Cluster API's "+
+				"InfraCluster and InfraMachine contracts. Needs the RBAC and runtime configuration of "+CrossplaneSetupFile+".")},
 		Spec: pkgmetav1.ProviderSpec{MetaSpec: pkgmetav1.MetaSpec{Crossplane: c.Spec.Crossplane}},
 	}
 	meta, err := yaml.Marshal(p)
@@ -193,17 +261,24 @@ func (o Options) ProviderPackageFile() string {
 	return ProviderPackageName + "-" + o.Version + ".xpkg"
 }
 
+// FunctionPackageFile is the Function's .xpkg file in a release.
+func (o Options) FunctionPackageFile() string {
+	o, _ = o.withDefaults()
+	return FunctionPackageName + "-" + o.Version + ".xpkg"
+}
+
 // ConfigurationPackageFile is the Configuration's .xpkg file in a release.
 func (o Options) ConfigurationPackageFile() string {
 	o, _ = o.withDefaults()
 	return ConfigurationPackageName + "-" + o.Version + ".xpkg"
 }
 
-// WritePackages writes both package roots into dir (package-configuration,
-// package-provider) and builds them with the crossplane CLI into
-// ConfigurationPackageFile and ProviderPackageFile, the Provider's with the
-// manager image tarball (WriteImage's) embedded.
-func WritePackages(ctx context.Context, dir string, o Options, cli, imageTarball string) error {
+// WritePackages writes the three package roots into dir
+// (package-configuration, package-provider, package-function) and builds
+// them with the crossplane CLI into ConfigurationPackageFile,
+// ProviderPackageFile and FunctionPackageFile, the Provider's and the
+// Function's with their images (WriteImage's tarballs in dir) embedded.
+func WritePackages(ctx context.Context, dir string, o Options, cli string) error {
 	o, err := o.withDefaults()
 	if err != nil {
 		return err
@@ -213,7 +288,8 @@ func WritePackages(ctx context.Context, dir string, o Options, cli, imageTarball
 		write             func(string, Options) error
 	}{
 		{"configuration", o.ConfigurationPackageFile(), "", WriteConfigurationRoot},
-		{"provider", o.ProviderPackageFile(), imageTarball, WriteProviderRoot},
+		{"provider", o.ProviderPackageFile(), filepath.Join(dir, ImageTarball), WriteProviderRoot},
+		{"function", o.FunctionPackageFile(), filepath.Join(dir, FunctionImageTarball), WriteFunctionRoot},
 	} {
 		root := filepath.Join(dir, "package-"+p.name)
 		if err := p.write(root, o); err != nil {

@@ -282,7 +282,7 @@ func Write(ctx context.Context, out string, o Options, binary, arch, cli string)
 		for _, p := range []struct {
 			name  string
 			write func(string, Options) error
-		}{{"configuration", WriteConfigurationRoot}, {"provider", WriteProviderRoot}} {
+		}{{"configuration", WriteConfigurationRoot}, {"provider", WriteProviderRoot}, {"function", WriteFunctionRoot}} {
 			dir := filepath.Join(out, "package-"+p.name)
 			if err := p.write(dir, o); err != nil {
 				return nil, err
@@ -292,12 +292,13 @@ func Write(ctx context.Context, out string, o Options, binary, arch, cli string)
 		return lines, nil
 	}
 	if binary == "" {
-		return nil, errors.New("the Provider package embeds the manager image: a release with packages needs the manager binary")
+		return nil, errors.New("the Provider and Function packages embed the capxp binary's images: a release with packages needs the manager binary")
 	}
-	if err := WritePackages(ctx, out, o, cli, filepath.Join(out, ImageTarball)); err != nil {
+	if err := WritePackages(ctx, out, o, cli); err != nil {
 		return nil, err
 	}
 	return append(lines,
 		"Configuration package: "+filepath.Join(out, o.ConfigurationPackageFile()),
-		"Provider package: "+filepath.Join(out, o.ProviderPackageFile())), nil
+		"Provider package: "+filepath.Join(out, o.ProviderPackageFile()),
+		"Function package: "+filepath.Join(out, o.FunctionPackageFile())), nil
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -201,6 +202,70 @@ func TestImage(t *testing.T) {
 	if err != nil || len(layers) != 1 {
 		t.Fatalf("layers = %d, %v; want one", len(layers), err)
 	}
+	fn, err := FunctionImage(bin, "arm64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fcfg, err := fn.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(append(fcfg.Config.Entrypoint, fcfg.Config.Cmd...), " "); got != ImageEntrypoint+" function asg-instances" {
+		t.Errorf("function image runs %q, want %q", got, ImageEntrypoint+" function asg-instances")
+	}
+}
+
+// TestConfigurationCallsTheReleasesFunction: the Configuration depends on
+// the release's Function package, and its Compositions call the Function by
+// the name Crossplane gives it when installed from the release's registry.
+func TestConfigurationCallsTheReleasesFunction(t *testing.T) {
+	cases := map[string]struct {
+		registry string
+		wantPkg  string
+		wantName string
+	}{
+		"DefaultRegistry": {wantPkg: "ghcr.io/capxp/function-asg-instances", wantName: "capxp-function-asg-instances"},
+		"OtherRegistry": {
+			registry: "registry.example:5000/acme/platform",
+			wantPkg:  "registry.example:5000/acme/platform/function-asg-instances",
+			wantName: "acme-platform-function-asg-instances",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := WriteConfigurationRoot(dir, Options{Version: "v1.2.3", PackageRegistry: tc.registry}); err != nil {
+				t.Fatal(err)
+			}
+			meta := decode(t, must(os.ReadFile(filepath.Join(dir, "crossplane.yaml"))))[0]
+			deps, _, _ := unstructured.NestedSlice(meta.Object, "spec", "dependsOn")
+			found := false
+			for _, d := range deps {
+				d := d.(map[string]any)
+				found = found || (d["kind"] == "Function" && d["package"] == tc.wantPkg && d["version"] == "v1.2.3")
+			}
+			if !found {
+				t.Errorf("the Configuration does not depend on Function %s v1.2.3: %v", tc.wantPkg, deps)
+			}
+			pool := decode(t, must(os.ReadFile(filepath.Join(dir, "aws", "machinepool.yaml"))))[0]
+			steps, _, _ := unstructured.NestedSlice(pool.Object, "spec", "pipeline")
+			calls := []string{}
+			for _, s := range steps {
+				n, _, _ := unstructured.NestedString(s.(map[string]any), "functionRef", "name")
+				calls = append(calls, n)
+			}
+			if !slices.Contains(calls, tc.wantName) {
+				t.Errorf("aws/machinepool.yaml calls %v, want %s among them", calls, tc.wantName)
+			}
+		})
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // TestConfigurationRoot: the Configuration's package root holds its

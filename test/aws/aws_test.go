@@ -187,6 +187,9 @@ func TestAWSCluster(t *testing.T) {
 	rollout(ctx, t, c, ami)
 	provisioned(ctx, t, c, api, "m6i.xlarge")
 
+	// A machine pool: an auto scaling group, scaled.
+	machinePool(ctx, t, c, api, ami)
+
 	// Deleted: nothing is left.
 	deleteCluster(ctx, t, c, api, before)
 }
@@ -244,7 +247,8 @@ func deleteCluster(ctx context.Context, t *testing.T, c client.Client, api awsAP
 // compose, by group.
 var composedKinds = map[string][]string{
 	"ec2.aws.m.upbound.io": {"VPC", "Subnet", "InternetGateway", "EIP", "NATGateway", "RouteTable", "Route",
-		"RouteTableAssociation", "SecurityGroup", "SecurityGroupRule", "Instance"},
+		"RouteTableAssociation", "SecurityGroup", "SecurityGroupRule", "Instance", "LaunchTemplate"},
+	"autoscaling.aws.m.upbound.io":    {"AutoscalingGroup"},
 	"elbv2.aws.m.upbound.io":          {"LB", "LBTargetGroup", "LBListener", "LBTargetGroupAttachment"},
 	"secretsmanager.aws.m.upbound.io": {"Secret", "SecretVersion"},
 }
@@ -369,7 +373,7 @@ func credentials(endpoint string) []client.Object {
 				"credentials": map[string]any{"source": "Secret", "secretRef": map[string]any{"namespace": ns, "name": creds, "key": "credentials"}},
 				"endpoint": map[string]any{
 					"hostnameImmutable": true,
-					"services":          []any{"ec2", "elbv2", "secretsmanager", "sts", "iam"},
+					"services":          []any{"ec2", "elbv2", "secretsmanager", "sts", "iam", "autoscaling"},
 					"url":               map[string]any{"type": "Static", "static": endpoint},
 				},
 				"skip_credentials_validation": true,

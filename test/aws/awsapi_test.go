@@ -230,7 +230,37 @@ func (a awsAPI) count(ctx context.Context) (map[string]int, error) {
 		return nil, err
 	}
 	n["Secret"] = len(secrets.SecretList)
+	groups, err := a.autoScalingGroups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n["AutoScalingGroup"] = len(groups)
+	if err := ec2("LaunchTemplate", "DescribeLaunchTemplates", "launchTemplates", nil); err != nil {
+		return nil, err
+	}
 	return n, nil
+}
+
+// autoScalingGroup is an auto scaling group and its instances.
+type autoScalingGroup struct {
+	Name      string `xml:"AutoScalingGroupName"`
+	Desired   int    `xml:"DesiredCapacity"`
+	Instances []struct {
+		ID    string `xml:"InstanceId"`
+		Zone  string `xml:"AvailabilityZone"`
+		State string `xml:"LifecycleState"`
+	} `xml:"Instances>member"`
+}
+
+func (a awsAPI) autoScalingGroups(ctx context.Context) ([]autoScalingGroup, error) {
+	b, err := a.query(ctx, "autoscaling", "2011-01-01", "DescribeAutoScalingGroups", nil)
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Groups []autoScalingGroup `xml:"DescribeAutoScalingGroupsResult>AutoScalingGroups>member"`
+	}
+	return out.Groups, xml.Unmarshal(b, &out)
 }
 
 // securityGroupRules counts the rules of the security groups the filter

@@ -26,9 +26,9 @@ import (
 const AWSRuntimeVersion = "v2.5.0"
 
 // awsServices are the family's services whose runtimes the plane runs
-// (make test-aws): the machines' and the cluster network's. The others the
+// (make test-aws): the machines', the pools' and the cluster network's. The others the
 // Configuration depends on (eks, iam) are installed without a runtime.
-var awsServices = []string{"ec2", "elbv2", "secretsmanager"}
+var awsServices = []string{"ec2", "elbv2", "secretsmanager", "autoscaling"}
 
 // awsRuntimes finds the family's service runtimes, by package name, and
 // the AWS API emulator (moto_server, from the machine's Python). The

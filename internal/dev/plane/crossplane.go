@@ -27,6 +27,8 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
+	fnserver "github.com/capxp/cluster-api-provider-crossplane/internal/function"
+
 	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/lifeline"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/localkube"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
@@ -71,6 +73,8 @@ type Crossplane struct {
 	ca *authority
 	// functions are the running functions, by package name.
 	functions map[string]runningFunction
+	// servers are the functions served in-process (CAPXP's own).
+	servers []*fnserver.Server
 }
 
 // runningFunction is a function binary serving on loopback.
@@ -139,6 +143,9 @@ func StartCrossplane(ctx context.Context, o CrossplaneOptions) (*Crossplane, err
 func (c *Crossplane) Stop() {
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		c.procs[i].stop(30 * time.Second)
+	}
+	for _, s := range c.servers {
+		s.Stop()
 	}
 }
 
@@ -247,6 +254,16 @@ func (c *Crossplane) start(ctx context.Context, r crossplaneRun) error {
 		if err := ca.serve(certs, f.Name()); err != nil {
 			return err
 		}
+		if f.inProcess != nil {
+			// Served until Stop, whatever ctx does.
+			srv, err := fnserver.Serve(context.WithoutCancel(ctx), f.inProcess(), certs)
+			if err != nil {
+				return errors.Wrapf(err, "cannot serve %s", f.Name())
+			}
+			c.servers = append(c.servers, srv)
+			c.functions[f.Name()] = runningFunction{function: f, endpoint: srv.Address, certs: certs}
+			continue
+		}
 		port, err := freePort()
 		if err != nil {
 			return err
@@ -337,9 +354,12 @@ func (c *Crossplane) crossplaneTLS(ctx context.Context, workDir string) (*author
 // with packagePullPolicy Never installs without a registry. It returns the
 // digest the Function must reference.
 func cachePackage(dir string, f function) (string, error) {
-	meta, err := os.ReadFile(f.pkgMeta)
-	if err != nil {
-		return "", errors.Wrapf(err, "cannot read the package metadata of %s", f.Name())
+	meta := f.meta
+	if meta == nil {
+		var err error
+		if meta, err = os.ReadFile(f.pkgMeta); err != nil {
+			return "", errors.Wrapf(err, "cannot read the package metadata of %s", f.Name())
+		}
 	}
 	sum := sha256.Sum256(meta)
 	digest := "sha256:" + hex.EncodeToString(sum[:])

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/crossplane/function-sdk-go/logging"
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
@@ -15,6 +17,8 @@ import (
 
 	capxp "github.com/capxp/cluster-api-provider-crossplane"
 	"github.com/capxp/cluster-api-provider-crossplane/compositions"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/function/asginstances"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 	"github.com/capxp/cluster-api-provider-crossplane/packages"
 )
@@ -79,11 +83,14 @@ type crossplaneInputs struct {
 }
 
 // function is a composition function the Configuration depends on, with its
-// binary and package directory.
+// binary and package directory; or CAPXP's own, served in-process with its
+// package metadata in meta.
 type function struct {
 	packages.Dependency
-	binary  string
-	pkgMeta string
+	binary    string
+	pkgMeta   string
+	meta      []byte
+	inProcess func() fnv1.FunctionRunnerServiceServer
 }
 
 // resolveInputs finds every input in a tools directory and reports all that
@@ -178,6 +185,16 @@ func resolveCrossplane(d tools.Dir) (crossplaneInputs, []error) {
 		f.pkgMeta = filepath.Join(pkg, "crossplane.yaml")
 		in.functions = append(in.functions, f)
 	}
+	// CAPXP's own function, which the release adds to the Configuration's
+	// dependencies.
+	own := function{
+		Dependency: packages.Dependency{Package: release.Options{}.FunctionPackage(), Kind: "Function", Version: capxp.Version()},
+		inProcess:  func() fnv1.FunctionRunnerServiceServer { return asginstances.NewFunction(logging.NewNopLogger()) },
+	}
+	if own.meta, err = release.FunctionMeta(); err != nil {
+		errs = append(errs, err)
+	}
+	in.functions = append(in.functions, own)
 	return in, errs
 }
 

@@ -59,14 +59,63 @@ type kubelets struct {
 	aws      bool
 }
 
-// standInForKubelets runs kubelets in CAPI's manager.
+// standInForKubelets runs kubelets in CAPI's manager: the Machines', and
+// with the AWS API emulator those of the instances of machine pools.
 func (p *Plane) standInForKubelets(mgr ctrl.Manager) error {
 	err := builder.ControllerManagedBy(mgr).
 		Named("plane-kubelets").
 		For(&clusterv1.Machine{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2, SkipNameValidation: ptr.To(true)}).
 		Complete(&kubelets{mgmt: mgr.GetClient(), workload: p.Workload.Client, aws: p.opts.AWS})
-	return errors.Wrap(err, "cannot run the plane's stand-in for kubelets")
+	if err != nil || !p.opts.AWS {
+		return errors.Wrap(err, "cannot run the plane's stand-in for kubelets")
+	}
+	err = builder.ControllerManagedBy(mgr).
+		Named("plane-pool-kubelets").
+		For(&clusterv1.MachinePool{}).
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
+		Complete(&poolKubelets{mgmt: mgr.GetClient(), workload: p.Workload.Client})
+	return errors.Wrap(err, "cannot run the plane's stand-in for the kubelets of machine pools")
+}
+
+// poolKubelets stands in for the kubelets of the EC2 instances of a
+// MachinePool the emulator runs, which never boot: once the pool's
+// spec.providerIDList names an instance, its Node registers in the workload
+// cluster, named after the instance, in its zone, reporting the pool's
+// version. Removing a Node whose instance is gone is CAPI's (the
+// MachinePool controller deletes the Nodes of retired instances).
+type poolKubelets struct {
+	mgmt     client.Client
+	workload client.Client
+}
+
+func (k *poolKubelets) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	mp := &clusterv1.MachinePool{}
+	if err := k.mgmt.Get(ctx, req.NamespacedName, mp); err != nil || !mp.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	for _, id := range mp.Spec.ProviderIDList {
+		zone, instance, ok := awsInstance(id)
+		if !ok {
+			continue
+		}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: instance, Labels: map[string]string{zoneLabel: zone}},
+			Spec: corev1.NodeSpec{ProviderID: id}}
+		if err := k.workload.Create(ctx, n); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				continue
+			}
+			return reconcile.Result{}, errors.Wrapf(err, "cannot register the Node of instance %s", instance)
+		}
+		if v := mp.Spec.Template.Spec.Version; v != "" {
+			patch := client.MergeFrom(n.DeepCopy())
+			n.Status.NodeInfo.KubeletVersion = v
+			if err := k.workload.Status().Patch(ctx, n, patch); err != nil {
+				return reconcile.Result{}, errors.Wrapf(err, "cannot report the kubelet version of Node %s", n.Name)
+			}
+		}
+	}
+	return reconcile.Result{}, nil
 }
 
 func (k *kubelets) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {

@@ -95,7 +95,8 @@ func (p *Plane) mirrorPackages(ctx context.Context) ([]mirrored, error) {
 	rel := p.opts.Release
 	out = append(out,
 		mirrored{ref: o.ConfigurationPackage(), tag: capxpVersion(), xpkg: filepath.Join(rel, o.ConfigurationPackageFile())},
-		mirrored{ref: o.ProviderPackage(), tag: capxpVersion(), xpkg: filepath.Join(rel, o.ProviderPackageFile())})
+		mirrored{ref: o.ProviderPackage(), tag: capxpVersion(), xpkg: filepath.Join(rel, o.ProviderPackageFile())},
+		mirrored{ref: o.FunctionPackage(), tag: capxpVersion(), xpkg: filepath.Join(rel, o.FunctionPackageFile())})
 	for _, m := range out {
 		if _, err := os.Stat(m.xpkg); err != nil {
 			return nil, errors.Wrapf(err, "no package file for %s (run `make release` for CAPXP's own)", m.ref)
