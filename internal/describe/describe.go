@@ -113,9 +113,14 @@ func Cluster(ctx context.Context, c client.Client, ns, name string, o Options) (
 		}
 		for i := range owners {
 			owner := d.node(&owners[i], "", "Available")
-			owner.Children = d.machines(ctx, machines, func(m *unstructured.Unstructured) bool {
+			// A pool's machines are its infrastructure's instances, not
+			// Machines: its XR is its child, as a Machine's is.
+			if ref, ok := d.ref(&owners[i], "spec", "template", "spec", "infrastructureRef"); ok && kind.kind == "MachinePool" {
+				owner.Children = append(owner.Children, d.object(ctx, "MachinePoolInfrastructure", ref, ns, &owners[i]))
+			}
+			owner.Children = append(owner.Children, d.machines(ctx, machines, func(m *unstructured.Unstructured) bool {
 				return m.GetLabels()[kind.label] == owners[i].GetName()
-			})
+			})...)
 			workers.Children = append(workers.Children, owner)
 		}
 	}

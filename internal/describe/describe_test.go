@@ -149,6 +149,7 @@ func mapper() meta.RESTMapper {
 		{schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfig"}, false},
 		{schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "CrossplaneCluster"}, false},
 		{schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "CrossplaneMachine"}, false},
+		{schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "CrossplaneMachinePool"}, false},
 		{schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "ClusterProviderConfigGrant"}, true},
 		{schema.GroupVersionKind{Group: "kubernetes.m.crossplane.io", Version: "v1alpha1", Kind: "Object"}, false},
 		{schema.GroupVersionKind{Group: "kubernetes.m.crossplane.io", Version: "v1alpha1", Kind: "ProviderConfig"}, false},
@@ -252,6 +253,22 @@ Cluster team-a/demo                                         False    NotAvailabl
 			name:   "workers-b",
 			want:   "· Synced False ReconcileError 5m cannot compose resources: function failed | · Ready False Creating 5m",
 		},
+		"MachinePool": {
+			reason: "a MachinePool's XR is its child, with its credentials and what it composed, as a Machine's is",
+			objects: func(objs []client.Object) []client.Object {
+				return append(objs,
+					labels(map[string]string{member: "demo"})(obj(capi, "MachinePool", "pool", map[string]any{
+						"spec.template.spec.infrastructureRef": ref("infrastructure.cluster.x-k8s.io", "CrossplaneMachinePool", "pool"),
+					}, "Available=True/Available")),
+					obj(infra, "CrossplaneMachinePool", "pool", map[string]any{
+						"spec.crossplane.resourceRefs": []any{map[string]any{"apiVersion": kube, "kind": "Object", "name": "pool-asg"}},
+						"spec.providerConfigRef":       map[string]any{"apiGroup": "kubernetes.m.crossplane.io", "kind": "ProviderConfig", "name": "workload"},
+					}, "Synced=True/ReconcileSuccess", "Ready=True/Available"),
+					obj(kube, "Object", "pool-asg", nil, "Synced=True/ReconcileSuccess", "Ready=True/Available"))
+			},
+			name: "pool",
+			want: "CrossplaneMachinePool pool True Available 5m | Credentials: ProviderConfig workload True Found | Object pool-asg True Available 5m",
+		},
 		"NoCluster": {
 			reason:  "a Cluster that cannot be read is an error",
 			objects: without("Cluster", "demo"),
@@ -295,15 +312,15 @@ Cluster team-a/demo                                         False    NotAvailabl
 	}
 }
 
-// below returns the rows of a printed tree below the Machine called name
-// up to the next Machine, without the tree's branches, each row's columns
+// below returns the rows of a printed tree below the Machine or
+// MachinePool called name up to the next one, without the tree's branches, each row's columns
 // joined by single spaces and the rows by " | ".
 func below(tree, name string) string {
 	var rows []string
 	in := false
 	for _, line := range strings.Split(tree, "\n") {
 		fields := strings.Fields(strings.TrimLeft(line, "│├└─ "))
-		if len(fields) > 1 && fields[0] == "Machine" {
+		if len(fields) > 1 && (fields[0] == "Machine" || fields[0] == "MachinePool") {
 			in = fields[1] == name
 			continue
 		}

@@ -2,8 +2,10 @@ package plane
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -54,6 +56,12 @@ func awsRuntimes(d tools.Dir) (map[string]string, string, error) {
 	return bins, moto, err
 }
 
+// motoPatches is a sitecustomize.py that fixes a moto 5.2.1 bug the aws
+// machine pools meet (read it for which).
+//
+//go:embed moto/sitecustomize.py
+var motoPatches []byte
+
 // startAWSEmulator runs moto_server on loopback: the AWS API the aws
 // family's providers call, through the endpoint of the ProviderConfigs a
 // test creates (AWSEndpoint).
@@ -66,7 +74,18 @@ func (p *Plane) startAWSEmulator(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	proc, err := startProcess(p.dir, "moto", p.inputs.moto, nil, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
+	patches := filepath.Join(p.dir, "moto-patches")
+	if err := os.MkdirAll(patches, 0o700); err != nil {
+		return errors.Wrap(err, "cannot write the emulator's patches")
+	}
+	if err := os.WriteFile(filepath.Join(patches, "sitecustomize.py"), motoPatches, 0o600); err != nil {
+		return errors.Wrap(err, "cannot write the emulator's patches")
+	}
+	pythonPath := patches
+	if pp := os.Getenv("PYTHONPATH"); pp != "" {
+		pythonPath += string(os.PathListSeparator) + pp
+	}
+	proc, err := startProcess(p.dir, "moto", p.inputs.moto, []string{"PYTHONPATH=" + pythonPath}, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
 	if err != nil {
 		return err
 	}
