@@ -72,6 +72,11 @@ spec:
 			args:   []string{"check", in("compositions/aws/machine.yaml"), "--xr", in("compositions/examples/aws-machine-worker.yaml"), withTools},
 			says:   "✓ valid for the providers' CRDs: 3 composed resource(s)",
 		},
+		"AWSPool": {
+			reason: "the aws pool holds: CAPXP's own function, served by the command, lists the instances of the check's stand-in for Auto Scaling",
+			args:   []string{"check", in("compositions/aws/machinepool.yaml"), withTools},
+			says:   "✓ providerIDList: 3 machine(s)",
+		},
 		"Broken": {
 			reason: "a Composition that does not pass the credentials through fails on that field",
 			args:   []string{"check", broken, "--xr", in("compositions/examples/local-machine.yaml"), withTools},
