@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -30,13 +31,16 @@ type ControlPlaneInputs struct {
 // field, the network: the region, the network, the best subnet of each of
 // the cluster's failure domains (private first) and the ControlPlane
 // security groups. A field the XR holds was injected before, or is the
-// control plane's own choice.
+// control plane's own choice. A network injected before is not injected
+// again, even where the XR lacks it: an adopted XRD whose schema has no
+// spec.network prunes it, and would otherwise be sent it on every
+// reconcile.
 func DecideControlPlane(in ControlPlaneInputs) Decision {
 	if !ptr.Deref(in.Cluster.Status.Initialization.InfrastructureProvisioned, false) {
 		return Decision{Verdict: verdict.Verdict{Reason: infrav1.WaitingForClusterInfrastructureReason,
 			Message: fmt.Sprintf("Waiting for the infrastructure of Cluster %s to be provisioned", in.Cluster.Name)}}
 	}
-	if in.ClusterXR == nil {
+	if in.ClusterXR == nil || injectedBefore(in.XR, "network") {
 		return Decision{Verdict: verdict.Verdict{Ready: true}}
 	}
 	cluster := fieldpath.Pave(in.ClusterXR.Object)
@@ -65,4 +69,16 @@ func DecideControlPlane(in ControlPlaneInputs) Decision {
 	}
 	return Decision{Verdict: verdict.Verdict{Ready: true}, Spec: map[string]any{"network": n},
 		Sources: []string{fmt.Sprintf("spec.network: %s %s's status.outputs.network", in.ClusterXR.GetKind(), in.ClusterXR.GetName())}}
+}
+
+// injectedBefore says whether the bridge injected an XR's spec.<field>
+// before: the XR's capxp.dev/injected-from annotation has its line, which
+// outlives a field the XRD's schema prunes.
+func injectedBefore(xr *unstructured.Unstructured, field string) bool {
+	for _, line := range strings.Split(xr.GetAnnotations()[infrav1.InjectedFromAnnotation], "\n") {
+		if strings.HasPrefix(line, "spec."+field+": ") {
+			return true
+		}
+	}
+	return false
 }

@@ -35,6 +35,19 @@ func TestDecideControlPlane(t *testing.T) {
 			in:     ControlPlaneInputs{Cluster: cluster(true), ClusterXR: awsClusterXR, XR: u(map[string]any{"spec": map[string]any{"network": network}})},
 			want:   Decision{Verdict: verdict.Verdict{Ready: true}},
 		},
+		"InjectedButPruned": {
+			reason: "a network injected before is not sent again where an adopted XRD's schema pruned it",
+			in: ControlPlaneInputs{Cluster: cluster(true), ClusterXR: awsClusterXR, XR: u(map[string]any{"metadata": map[string]any{
+				"annotations": map[string]any{infrav1.InjectedFromAnnotation: "spec.network: CrossplaneCluster alpha's status.outputs.network"}}})},
+			want: Decision{Verdict: verdict.Verdict{Ready: true}},
+		},
+		"OtherFieldInjected": {
+			reason: "only the network's own line marks the network injected",
+			in: ControlPlaneInputs{Cluster: cluster(true), ClusterXR: awsClusterXR, XR: u(map[string]any{"metadata": map[string]any{
+				"annotations": map[string]any{infrav1.InjectedFromAnnotation: "spec.networkPolicy: the control plane's own spec"}}})},
+			want:    Decision{Verdict: verdict.Verdict{Ready: true}, Spec: map[string]any{"network": network}},
+			sources: []string{"spec.network: CrossplaneCluster alpha's status.outputs.network"},
+		},
 		"OwnSubnets": {
 			reason: "subnets the control plane names are its own choice; what it lacks is injected",
 			in: ControlPlaneInputs{Cluster: cluster(true), ClusterXR: awsClusterXR, XR: u(map[string]any{"spec": map[string]any{
