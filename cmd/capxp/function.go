@@ -31,6 +31,7 @@ func runFunctionCommand(args []string, stderr io.Writer) int {
 	network := fs.String("network", "tcp", "Network to serve on (tcp or unix).")
 	certs := fs.String("tls-certs-dir", os.Getenv("TLS_SERVER_CERTS_DIR"), "Folder of the serving certificate (tls.crt, tls.key) and of the CA of Crossplane's client certificate (ca.crt); $TLS_SERVER_CERTS_DIR by default.")
 	insecure := fs.Bool("insecure", false, "Serve without mutual TLS (for `crossplane render` and development only).")
+	metrics := fs.String("metrics-address", ":8080", "Address to serve Prometheus metrics on; none when empty.")
 	debug := fs.Bool("debug", false, "Log every call.")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -43,7 +44,8 @@ func runFunctionCommand(args []string, stderr io.Writer) int {
 	if err := sdk.Serve(asginstances.NewFunction(log),
 		sdk.Listen(*network, *address),
 		sdk.MTLSCertificates(*certs),
-		sdk.Insecure(*insecure)); err != nil {
+		sdk.Insecure(*insecure),
+		sdk.WithMetricsServer(*metrics)); err != nil {
 		fmt.Fprintln(stderr, "capxp function asg-instances:", err)
 		return 1
 	}
