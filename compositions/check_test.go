@@ -94,15 +94,7 @@ func TestCompositionCheck(t *testing.T) {
 		"AWSPoolInstancesNotListed": {
 			reason:      "an aws machine pool Composition without the step that lists its group's instances",
 			composition: "aws/machinepool.yaml", xr: "aws-machinepool.yaml",
-			breaks: func(t *testing.T, comp *unstructured.Unstructured) {
-				t.Helper()
-				steps, _, _ := unstructured.NestedSlice(comp.Object, "spec", "pipeline")
-				kept := slices.DeleteFunc(steps, func(s any) bool { return s.(map[string]any)["step"] == "list-instances" })
-				if len(kept) == len(steps) {
-					t.Fatal("no step list-instances")
-				}
-				_ = unstructured.SetNestedSlice(comp.Object, kept, "spec", "pipeline")
-			},
+			breaks:  dropStep("list-instances"),
 			failing: []string{compcheck.FieldProviderIDList},
 		},
 		"AWSPoolCredentialsNotPassedThrough": {
@@ -111,6 +103,21 @@ func TestCompositionCheck(t *testing.T) {
 			composition: "aws/machinepool.yaml", xr: "aws-machinepool.yaml",
 			breaks:  dropPatchesTo("spec.providerConfigRef.name"),
 			failing: []string{compcheck.FieldCredentials, compcheck.FieldProviderIDList, compcheck.FieldReady, compcheck.FieldRenders},
+		},
+		"EKSPoolInstancesNotListed": {
+			reason:      "an EKS machine pool Composition without the step that lists its node group's instances",
+			composition: "aws/machinepool-eks.yaml", xr: "aws-eks-machinepool.yaml",
+			breaks:  dropStep("list-instances"),
+			failing: []string{compcheck.FieldProviderIDList},
+		},
+		"EKSNodeGroupWithoutAutoScalingGroup": {
+			reason:      "a node group EKS reports ready but without its Auto Scaling group: nothing can be listed, and nothing is reported",
+			composition: "aws/machinepool-eks.yaml", xr: "aws-eks-machinepool.yaml",
+			observed: map[string]*unstructured.Unstructured{"node-group": {Object: map[string]any{"status": map[string]any{
+				"atProvider": map[string]any{"id": "alpha:alpha-pool-0", "status": "ACTIVE"},
+				"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": "2026-11-21T00:00:00Z"}},
+			}}}},
+			failing: []string{compcheck.FieldProviderIDList},
 		},
 		"CredentialsNotPassedThrough": {
 			reason:      "a machine Composition whose managed resource keeps the template's ProviderConfig name",
@@ -274,4 +281,17 @@ func editPatches(comp *unstructured.Unstructured, edit func(p map[string]any) bo
 	}
 	_ = unstructured.SetNestedSlice(comp.Object, steps, "spec", "pipeline")
 	return dropped
+}
+
+// dropStep removes a Composition's pipeline step.
+func dropStep(name string) func(t *testing.T, comp *unstructured.Unstructured) {
+	return func(t *testing.T, comp *unstructured.Unstructured) {
+		t.Helper()
+		steps, _, _ := unstructured.NestedSlice(comp.Object, "spec", "pipeline")
+		kept := slices.DeleteFunc(steps, func(s any) bool { return s.(map[string]any)["step"] == name })
+		if len(kept) == len(steps) {
+			t.Fatalf("no step %s", name)
+		}
+		_ = unstructured.SetNestedSlice(comp.Object, kept, "spec", "pipeline")
+	}
 }

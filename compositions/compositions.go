@@ -4,7 +4,8 @@
 // Backends are chosen with labels: a CrossplaneCluster selects one with
 // spec.crossplane.compositionSelector.matchLabels capxp.dev/backend (aws,
 // byo or local); an AWS CrossplaneMachine adds capxp.dev/machine-role
-// (control-plane or worker). See README.md in this folder.
+// (control-plane or worker); a CrossplaneMachinePool of EKS managed nodes
+// selects aws-eks. See README.md in this folder.
 package compositions
 
 import (
@@ -23,7 +24,7 @@ import (
 // Labels Compositions carry for selection.
 const (
 	// LabelBackend names the infrastructure a Composition builds: aws, byo
-	// or local.
+	// or local, or a variant of one in its folder (aws-eks).
 	LabelBackend = "capxp.dev/backend"
 	// LabelMachineRole tells an AWS machine Composition for control-plane
 	// machines (registered in the API load balancer) from the worker one.

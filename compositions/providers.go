@@ -86,6 +86,12 @@ func Provide(o *unstructured.Unstructured) {
 			"endpoint": fmt.Sprintf("https://%s.gr7.%s.eks.amazonaws.com", strings.ToUpper(h[:16]), region),
 			fieldARN:   arn("eks", "cluster/"+o.GetName()),
 		}
+	case "NodeGroup":
+		// An EKS managed node group: the Auto Scaling group EKS made for it.
+		at = map[string]any{
+			"id": fp("clusterName") + ":" + o.GetName(), "status": "ACTIVE", fieldARN: arn("eks", "nodegroup/"+o.GetName()),
+			"resources": []any{map[string]any{"autoscalingGroups": []any{map[string]any{"name": "eks-" + o.GetName() + "-" + h[:8]}}}},
+		}
 	case "Addon":
 		at = map[string]any{"id": o.GetName() + ":" + fp("addonName"), fieldARN: arn("eks", "addon/"+o.GetName()+"/"+fp("addonName")+"/"+h[:8])}
 	case "Object":

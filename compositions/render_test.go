@@ -484,6 +484,52 @@ func contractCases() map[string]contractCase {
 				}
 			},
 		},
+		"AWSEKSMachinePool": {
+			reason:      "an EKS machine pool is a managed node group of the control plane's EKS cluster in the pool's subnets, with its node role, its instances listed by function-asg-instances with the pool's credentials",
+			composition: "aws/machinepool-eks.yaml",
+			xr:          "aws-eks-machinepool.yaml",
+			resources:   5,
+			check: func(t *testing.T, xr *unstructured.Unstructured, o map[string]*unstructured.Unstructured) {
+				t.Helper()
+				ng := o["node-group"]
+				assertFields(t, ng, map[string]any{
+					"spec.forProvider.region":                    "eu-west-1",
+					"spec.forProvider.version":                   "1.36",
+					"spec.forProvider.amiType":                   "AL2023_x86_64_STANDARD",
+					"spec.forProvider.instanceTypes[0]":          "m6i.large",
+					"spec.forProvider.diskSize":                  int64(40),
+					"spec.forProvider.subnetIds[0]":              "subnet-0a1b2c3d",
+					"spec.forProvider.subnetIds[1]":              "subnet-0b1c2d3e",
+					"spec.forProvider.scalingConfig.minSize":     int64(3),
+					"spec.forProvider.scalingConfig.desiredSize": int64(3),
+					"spec.forProvider.scalingConfig.maxSize":     int64(3),
+					"spec.forProvider.tags[capxp.dev/cluster]":   "alpha",
+					"spec.providerConfigRef.kind":                "ProviderConfig",
+					"spec.providerConfigRef.name":                "team-a-aws",
+				})
+				for name, policy := range map[string]string{
+					"node-role-worker-policy":   "AmazonEKSWorkerNodePolicy",
+					"node-role-cni-policy":      "AmazonEKS_CNI_Policy",
+					"node-role-registry-policy": "AmazonEC2ContainerRegistryReadOnly",
+				} {
+					assertFields(t, o[name], map[string]any{
+						"spec.forProvider.policyArn":  "arn:aws:iam::aws:policy/" + policy,
+						"spec.providerConfigRef.name": "team-a-aws",
+					})
+				}
+				// The node group finds the EKS cluster the control plane
+				// composed for the same Cluster API cluster.
+				cp := converge(t, contractCases()["AWSControlPlane"])
+				sel, _, _ := unstructured.NestedStringMap(ng.Object, "spec", "forProvider", "clusterNameSelector", "matchLabels")
+				if eks := cp.composed["cluster"]; !matches(eks.GetLabels(), sel) || sel["cluster.x-k8s.io/cluster-name"] != "alpha" {
+					t.Errorf("node group's cluster selector %v does not match the control plane's EKS cluster labels %v", sel, eks.GetLabels())
+				}
+				ids, _, _ := unstructured.NestedStringSlice(xr.Object, "status", "outputs", "providerIDList")
+				if len(ids) != 3 || !strings.HasPrefix(ids[0], "aws:///eu-west-1") {
+					t.Errorf("status.outputs.providerIDList: want the node group's three instances, got %q", ids)
+				}
+			},
+		},
 		"LocalMachinePool": {
 			reason:      "a local machine pool asks the plane's auto scaling group for its replicas and reports the instances the plane registered",
 			composition: "local/machinepool.yaml",
@@ -663,8 +709,10 @@ func TestDefaultCompositions(t *testing.T) {
 		}
 		for _, c := range comps {
 			names[c.GetName()] = c
-			if got := c.GetLabels()[compositions.LabelBackend]; got != b {
-				t.Errorf("Composition %s in %s/ has %s=%q", c.GetName(), b, compositions.LabelBackend, got)
+			// The folder's name, or a variant of it (aws-eks: EKS's
+			// managed nodes, which a selector of aws must not match).
+			if got := c.GetLabels()[compositions.LabelBackend]; got != b && !strings.HasPrefix(got, b+"-") {
+				t.Errorf("Composition %s in %s/ has %s=%q, want %s or %s-VARIANT", c.GetName(), b, compositions.LabelBackend, got, b, b)
 			}
 		}
 	}

@@ -31,16 +31,17 @@ type PoolInputs struct {
 }
 
 // DecidePool opens a machine pool's gate once the cluster's infrastructure
-// is provisioned and the MachinePool's bootstrap data secret is set, and,
-// unlike a machine's, keeps it following its MachinePool: a pool lives
-// through changes a machine is replaced for. Every reconcile computes what
-// the XR must hold and returns in Spec what differs (nil for a field to
-// remove): the replicas, the
-// failure domains (checked against the cluster's), the version and the
-// bootstrap secret reference (never the data) follow the MachinePool; the
-// network (the subnets of the pool's failure domains, the Node security
-// groups) and the cluster's credentials are injected once, as for machines,
-// and a pool that names its own credentials keeps them.
+// is provisioned and the MachinePool's bootstrap data secret is set (to a
+// name, or to "" for instances that need no bootstrap data), and, unlike a
+// machine's, keeps it following its MachinePool: a pool lives through
+// changes a machine is replaced for. Every reconcile computes what the XR
+// must hold and returns in Spec what differs (nil for a field to remove):
+// the replicas, the failure domains (checked against the cluster's), the
+// version and the bootstrap secret reference (never the data; none for "")
+// follow the MachinePool; the network (the subnets of the pool's failure
+// domains, the Node security groups) and the cluster's credentials are
+// injected once, as for machines, and a pool that names its own credentials
+// keeps them.
 func DecidePool(in PoolInputs) Decision {
 	mp := in.MachinePool
 	xr := fieldpath.Pave(in.XR.Object)
@@ -48,11 +49,14 @@ func DecidePool(in PoolInputs) Decision {
 		return Decision{Verdict: verdict.Verdict{Reason: infrav1.WaitingForClusterInfrastructureReason,
 			Message: fmt.Sprintf("Waiting for the infrastructure of Cluster %s to be provisioned", in.Cluster.Name)}}
 	}
-	secret := ptr.Deref(mp.Spec.Template.Spec.Bootstrap.DataSecretName, "")
-	if secret == "" {
+	// CAPI's contract: no data secret name yet is bootstrap data to come;
+	// an empty one is a pool whose instances need none (a cloud's managed
+	// node group bootstraps them itself).
+	if mp.Spec.Template.Spec.Bootstrap.DataSecretName == nil {
 		return Decision{Verdict: verdict.Verdict{Reason: infrav1.WaitingForBootstrapDataReason,
 			Message: fmt.Sprintf("Waiting for the bootstrap data secret of MachinePool %s", mp.Name)}}
 	}
+	secret := *mp.Spec.Template.Spec.Bootstrap.DataSecretName
 	var cluster *fieldpath.Paved
 	clusterName := "the cluster's infrastructure"
 	if in.ClusterXR != nil {
@@ -75,17 +79,15 @@ func DecidePool(in PoolInputs) Decision {
 
 	// What follows the MachinePool. CAPI defaults a MachinePool's replicas
 	// to 1 in its webhook; a MachinePool that skipped it gets the same.
-	follow := map[string]any{
-		"replicas":    int64(ptr.Deref(mp.Spec.Replicas, 1)),
-		specBootstrap: map[string]any{"dataSecretRef": map[string]any{"name": secret, "key": BootstrapDataKey}},
-	}
-	from := map[string]string{
-		"replicas":    "MachinePool.spec.replicas",
-		specBootstrap: fmt.Sprintf("MachinePool %s's bootstrap data secret %s", mp.Name, secret),
-	}
+	follow := map[string]any{"replicas": int64(ptr.Deref(mp.Spec.Replicas, 1))}
+	from := map[string]string{"replicas": "MachinePool.spec.replicas"}
 	// A nil value is a field the MachinePool no longer sets: the XR must not
 	// hold it either.
-	follow["failureDomains"], follow["version"] = nil, nil
+	follow[specBootstrap], follow["failureDomains"], follow["version"] = nil, nil, nil
+	if secret != "" {
+		follow[specBootstrap] = map[string]any{"dataSecretRef": map[string]any{"name": secret, "key": BootstrapDataKey}}
+		from[specBootstrap] = fmt.Sprintf("MachinePool %s's bootstrap data secret %s", mp.Name, secret)
+	}
 	// A MachinePool that names no failure domains spreads over every one of
 	// the cluster's, as a cloud's pool over every subnet: the composition
 	// is told which, as it cannot read the cluster.

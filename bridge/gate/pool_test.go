@@ -22,6 +22,13 @@ func pool(secret string, replicas *int32, fds ...string) *clusterv1.MachinePool 
 	return mp
 }
 
+// managedPool is a MachinePool whose instances need no bootstrap data.
+func managedPool(replicas *int32) *clusterv1.MachinePool {
+	mp := pool("", replicas)
+	mp.Spec.Template.Spec.Bootstrap.DataSecretName = ptr.To("")
+	return mp
+}
+
 func TestDecidePool(t *testing.T) {
 	teamA := map[string]any{"apiGroup": "aws.m.upbound.io", "kind": "ProviderConfig", "name": "team-a"}
 	boot := func(name string) map[string]any {
@@ -52,6 +59,27 @@ func TestDecidePool(t *testing.T) {
 			reason: "nothing is composed before the bootstrap data exists",
 			in:     PoolInputs{MachinePool: pool("", ptr.To[int32](2)), Cluster: cluster(true), ClusterXR: awsClusterXR, XR: u(map[string]any{})},
 			want:   Decision{Verdict: verdict.Verdict{Reason: infrav1.WaitingForBootstrapDataReason, Message: "Waiting for the bootstrap data secret of MachinePool alpha-mp-0"}},
+		},
+		"OpenWithoutBootstrapData": {
+			reason: "a MachinePool whose data secret name is empty needs no bootstrap data (a managed node group's): the gate opens with no bootstrap reference",
+			in:     PoolInputs{MachinePool: managedPool(ptr.To[int32](2)), Cluster: cluster(true), ClusterXR: awsClusterXR, XR: u(map[string]any{})},
+			want: Decision{Verdict: verdict.Verdict{Ready: true}, Spec: func() map[string]any {
+				s := composed(2, "")["spec"].(map[string]any)
+				delete(s, "bootstrap")
+				return s
+			}()},
+			sources: []string{
+				"spec.failureDomains: the Cluster's failure domains (MachinePool.spec.failureDomains is empty)",
+				"spec.network: CrossplaneCluster alpha's status.outputs.network",
+				"spec.providerConfigRef: CrossplaneCluster alpha's spec.providerConfigRef",
+				"spec.replicas: MachinePool.spec.replicas",
+			},
+		},
+		"BootstrapDataNoLongerNeeded": {
+			reason:  "a MachinePool that sets its data secret name to empty takes the bootstrap reference off the XR",
+			in:      PoolInputs{MachinePool: managedPool(ptr.To[int32](2)), Cluster: cluster(true), ClusterXR: awsClusterXR, XR: u(composed(2, "boot"))},
+			want:    Decision{Verdict: verdict.Verdict{Ready: true}, Spec: map[string]any{"bootstrap": nil}},
+			sources: []string{},
 		},
 		"Open": {
 			reason: "an open gate injects the replicas, the bootstrap reference, every failure domain of the cluster and their network, and the cluster's credentials",

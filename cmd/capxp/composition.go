@@ -26,8 +26,9 @@ import (
 
 const compositionUsage = `Usage: capxp composition check COMPOSITION [--xr EXAMPLE_XR] [--xrd XRD] [--crds DIR,...] [--observed DIR] [--functions FUNCTIONS.yaml] [--tools-dir DIR] [-o text|json]
 
-Checks a Composition against CAPI's InfraCluster or InfraMachine contract,
-offline: it renders the example XR with Crossplane's render engine and the
+Checks a Composition against the CAPI contract of its XR's kind
+(InfraCluster, InfraMachine, InfraMachinePool or ControlPlane), offline:
+it renders the example XR with Crossplane's render engine and the
 Configuration's functions, reports every composed resource ready as its
 provider would, round after round until the XR is ready, and gives a verdict
 per contract field, and checks every composed resource against its kind's

@@ -13,18 +13,22 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/compositions"
 )
 
-// The AWS credentials kinds' group, and the kind an auto scaling group is.
+// The AWS credentials kinds' group, the kind an auto scaling group is, and
+// the kind an EKS managed node group (an auto scaling group EKS makes) is.
 const (
 	awsCredentialsGroup  = "aws.m.upbound.io"
 	kindAutoScalingGroup = "AutoscalingGroup"
 	groupAutoScaling     = "autoscaling.aws.m.upbound.io"
+	kindNodeGroup        = "NodeGroup"
+	groupEKS             = "eks.aws.m.upbound.io"
 )
 
 // autoScaling stands in for the AWS Auto Scaling API, as provider-upjet-aws
 // stands in for the composed resources: each auto scaling group the
-// Composition composed runs its desired capacity of instances, spread over
-// the XR's failure domains. function-asg-instances lists them through it,
-// with the credentials of a ProviderConfig the check gives (extra).
+// Composition composed (directly, or behind an EKS managed node group) runs
+// its desired capacity of instances, spread over the XR's failure domains.
+// function-asg-instances lists them through it, with the credentials of a
+// ProviderConfig the check gives (extra).
 type autoScaling struct {
 	srv *httptest.Server
 	mu  sync.Mutex
@@ -56,11 +60,24 @@ func (a *autoScaling) observe(xr *unstructured.Unstructured, composed []*unstruc
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, c := range composed {
-		if c.GetKind() != kindAutoScalingGroup || c.GroupVersionKind().Group != groupAutoScaling {
+		var name string
+		var desired any
+		switch gk := c.GroupVersionKind().GroupKind(); {
+		case gk.Group == groupAutoScaling && gk.Kind == kindAutoScalingGroup:
+			name, _, _ = unstructured.NestedString(c.Object, "status", "atProvider", "id")
+			desired, _, _ = unstructured.NestedFieldNoCopy(c.Object, "spec", "forProvider", "desiredCapacity")
+		case gk.Group == groupEKS && gk.Kind == kindNodeGroup:
+			rs, _, _ := unstructured.NestedSlice(c.Object, "status", "atProvider", "resources")
+			if len(rs) > 0 {
+				gs, _, _ := unstructured.NestedSlice(rs[0].(map[string]any), "autoscalingGroups")
+				if len(gs) > 0 {
+					name, _, _ = unstructured.NestedString(gs[0].(map[string]any), "name")
+				}
+			}
+			desired, _, _ = unstructured.NestedFieldNoCopy(c.Object, "spec", "forProvider", "scalingConfig", "desiredSize")
+		default:
 			continue
 		}
-		name, _, _ := unstructured.NestedString(c.Object, "status", "atProvider", "id")
-		desired, _, _ := unstructured.NestedFieldNoCopy(c.Object, "spec", "forProvider", "desiredCapacity")
 		n, _ := desired.(int64)
 		if f, ok := desired.(float64); ok {
 			n = int64(f)

@@ -67,6 +67,18 @@ func TestManagedControlPlane(t *testing.T) {
 		t.Errorf("the Cluster's ControlPlaneAvailable: %+v", c)
 	}
 
+	// The MachinePool's empty data secret name: its XR composed with no
+	// bootstrap reference.
+	pool := &unstructured.Unstructured{}
+	pool.SetAPIVersion("infrastructure.cluster.x-k8s.io/v1alpha1")
+	pool.SetKind(infrav1.CrossplaneMachinePoolKind)
+	if err := mgmt().Get(ctx, client.ObjectKey{Namespace: ns, Name: "managed-pool"}, pool); err != nil {
+		t.Fatal(err)
+	}
+	if b, found, _ := unstructured.NestedFieldNoCopy(pool.Object, "spec", "bootstrap"); found {
+		t.Errorf("CrossplaneMachinePool managed-pool: spec.bootstrap %v, want none for a MachinePool whose data secret name is empty", b)
+	}
+
 	scalePool(t, ns, "managed-pool", "managed-pool", func(replicas int32) {
 		mp := &clusterv1.MachinePool{}
 		if err := mgmt().Get(ctx, client.ObjectKey{Namespace: ns, Name: "managed-pool"}, mp); err != nil {

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capxp/cluster-api-provider-crossplane/compositions"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/lifeline"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
@@ -52,6 +54,7 @@ func TestClusterctl(t *testing.T) {
 	provisionLocal(ctx, t, p, clusterctl, ns, name)
 	provisionManaged(ctx, t, p, clusterctl, "team-b", "bravo")
 	generateTopology(t, run, ns)
+	generateAWSManaged(ctx, t, c, run, ns)
 	attackAsTenant(ctx, t, p)
 
 	out := run("describe", "cluster", name, "-n", ns, "--show-conditions", "all")
@@ -122,6 +125,37 @@ func generateTopology(t *testing.T, run func(...string) string, ns string) {
 		if classRef != class {
 			t.Errorf("flavor topology-%s: the Cluster's class is %q, want %s", flavor, classRef, class)
 		}
+	}
+}
+
+// generateAWSManaged generates a cluster of the aws-managed flavor (EKS
+// and an EKS managed node group) as a platform team would, and has the
+// plane's API server validate every object against the installed CRDs and
+// XRDs (a server-side dry run: there is no AWS here). Its MachinePool needs
+// no bootstrap data, and its XRs select shipped Compositions.
+func generateAWSManaged(ctx context.Context, t *testing.T, c client.Client, run func(...string) string, ns string) {
+	t.Helper()
+	t.Setenv("AWS_REGION", "eu-west-1")
+	t.Setenv("AWS_PROVIDER_CONFIG", "team-a-aws")
+	objs := decodeAll(run("generate", "cluster", "eks", "--flavor", "aws-managed", "--infrastructure", "crossplane",
+		"-n", ns, "--kubernetes-version", "v1.36.0"))
+	selected := map[string]string{}
+	for _, u := range objs {
+		if err := c.Create(ctx, u.DeepCopy(), client.DryRunAll); err != nil {
+			t.Errorf("flavor aws-managed: %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+		if b, found, _ := unstructured.NestedString(u.Object, "spec", "crossplane", "compositionSelector", "matchLabels", compositions.LabelBackend); found {
+			selected[u.GetKind()] = b
+		}
+		if u.GetKind() == "MachinePool" {
+			if name, found, _ := unstructured.NestedString(u.Object, "spec", "template", "spec", "bootstrap", "dataSecretName"); !found || name != "" {
+				t.Errorf("flavor aws-managed: MachinePool %s: dataSecretName %q (set: %t), want \"\": EKS bootstraps its nodes", u.GetName(), name, found)
+			}
+		}
+	}
+	want := map[string]string{"CrossplaneCluster": "aws", "CrossplaneControlPlane": "aws", "CrossplaneMachinePool": "aws-eks"}
+	if !maps.Equal(selected, want) {
+		t.Errorf("flavor aws-managed: the XRs select the backends %v, want %v", selected, want)
 	}
 }
 

@@ -107,7 +107,8 @@ type CrossplaneMachinePoolSpec struct {
 	// +kubebuilder:validation:MaxLength=256
 	Version string `json:"version,omitempty"`
 
-	// bootstrap data, by reference. Written by the bridge.
+	// bootstrap data, by reference. Written by the bridge; absent when the
+	// MachinePool's data secret name is empty (instances that need none).
 	// +optional
 	Bootstrap MachinePoolBootstrap `json:"bootstrap,omitempty,omitzero"`
 

@@ -68,7 +68,7 @@ func keyOf(g group) (configKey, error) {
 	switch g.config.Kind {
 	case kindProviderConfig:
 		if g.namespace == "" {
-			return configKey{}, errors.Errorf("spec.providerConfigRef names a %s but the group has no namespace", kindProviderConfig)
+			return configKey{}, errors.Errorf("spec.providerConfigRef names a %s but the managed resource has no namespace", kindProviderConfig)
 		}
 		return configKey{kind: kindProviderConfig, namespace: g.namespace, name: g.config.Name}, nil
 	case kindClusterProviderConfig:

@@ -59,7 +59,7 @@ func autoScalingEndpoint(e *endpointSpec, region string) (string, error) {
 		}
 		return "", nil
 	case endpointDynamic:
-		return "", errors.Errorf("spec.endpoint.url.type %s is not supported: provider-aws's Terraform client, which manages AutoScalingGroups, ignores it; "+
+		return "", errors.Errorf("spec.endpoint.url.type %s is not supported: provider-aws's Terraform client, which manages AutoscalingGroups and NodeGroups, ignores it; "+
 			"function-asg-instances honours %s and %s only", endpointDynamic, endpointStatic, endpointAuto)
 	default:
 		return "", errors.Errorf("spec.endpoint.url.type %q is not supported: function-asg-instances honours %s and %s only", e.URL.Type, endpointStatic, endpointAuto)

@@ -235,13 +235,45 @@ func configRefOf(kind, name string) groupOpt {
 	}
 }
 
+// reports has a NodeGroup report, in one entry of
+// status.atProvider.resources, the Auto Scaling groups names.
+func reports(names ...string) groupOpt {
+	return func(g map[string]any) {
+		asgs := make([]any, len(names))
+		for i, n := range names {
+			asgs[i] = map[string]any{"name": n}
+		}
+		g["status"] = map[string]any{"atProvider": map[string]any{"resources": []any{map[string]any{"autoscalingGroups": asgs}}}}
+	}
+}
+
+// noNamespace leaves out the resource's metadata.namespace.
+func noNamespace() groupOpt {
+	return func(g map[string]any) { delete(g["metadata"].(map[string]any), "namespace") }
+}
+
 // observedGroup is an AutoScalingGroup named name in team-a and eu-west-1,
 // using ProviderConfig aws unless an option says otherwise.
 func observedGroup(t *testing.T, name string, opts ...groupOpt) *fnv1.Resource {
 	t.Helper()
+	return observedManaged(t, "autoscaling.aws.m.upbound.io/v1beta1", "AutoscalingGroup", name, opts...)
+}
+
+// observedNodeGroup is the EKS NodeGroup pool-ng in team-a and eu-west-1,
+// using ProviderConfig aws and reporting no Auto Scaling group unless an
+// option says otherwise.
+func observedNodeGroup(t *testing.T, opts ...groupOpt) *fnv1.Resource {
+	t.Helper()
+	return observedManaged(t, "eks.aws.m.upbound.io/v1beta1", "NodeGroup", "pool-ng", opts...)
+}
+
+// observedManaged is a managed resource named name in team-a and
+// eu-west-1, using ProviderConfig aws unless an option says otherwise.
+func observedManaged(t *testing.T, apiVersion, kind, name string, opts ...groupOpt) *fnv1.Resource {
+	t.Helper()
 	g := map[string]any{
-		"apiVersion": "autoscaling.aws.m.upbound.io/v1beta1",
-		"kind":       "AutoscalingGroup",
+		"apiVersion": apiVersion,
+		"kind":       kind,
 		"metadata":   map[string]any{"name": name, "namespace": "team-a"},
 		"spec": map[string]any{
 			"forProvider":       map[string]any{"region": "eu-west-1"},

@@ -22,8 +22,8 @@ const (
 	SettledTTL = 60 * time.Second
 
 	// ProgressTTL is how soon the function asks to be called again while
-	// instances launch or terminate, a group is not named yet, or the list
-	// could not be made.
+	// instances launch or terminate, a group is not named yet (or a
+	// NodeGroup reports none yet), or the list could not be made.
 	ProgressTTL = 10 * time.Second
 
 	// awsTimeout bounds the AWS calls of one function call.
@@ -34,7 +34,8 @@ const (
 const outputField = "providerIDList"
 
 // Function writes the provider IDs of the running instances of an XR's
-// AutoscalingGroups to the XR's status.outputs.providerIDList.
+// Auto Scaling groups, those of its AutoscalingGroups and of its EKS
+// NodeGroups, to the XR's status.outputs.providerIDList.
 type Function struct {
 	fnv1.UnimplementedFunctionRunnerServiceServer
 
@@ -60,9 +61,10 @@ func NewFunction(log logging.Logger, opts ...Option) *Function {
 	return f
 }
 
-// RunFunction lists the running instances of the observed AutoscalingGroups
-// with the credentials each group's provider uses, and writes their
-// provider IDs to the desired XR. It starts from the desired state the
+// RunFunction lists the running instances of the Auto Scaling groups of the
+// observed AutoscalingGroups and NodeGroups, with the credentials each
+// managed resource's provider uses, and writes their provider IDs to the
+// desired XR. It starts from the desired state the
 // previous steps left and changes only that field, the requirements, the
 // results and the TTL.
 func (f *Function) RunFunction(ctx context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
@@ -75,12 +77,12 @@ func (f *Function) RunFunction(ctx context.Context, req *fnv1.RunFunctionRequest
 		return rsp, nil
 	}
 	if len(groups) == 0 {
-		log.Debug("No AutoscalingGroup observed yet")
+		log.Debug("No AutoscalingGroup or NodeGroup observed yet")
 		return rsp, nil
 	}
 	acc, err := resolveAccess(req, rsp, groups)
 	if err != nil {
-		log.Info("Cannot use the credentials of an AutoscalingGroup", "error", err)
+		log.Info("Cannot use the credentials of a managed resource", "error", err)
 		response.Fatal(rsp, err)
 		return rsp, nil
 	}
@@ -109,11 +111,11 @@ func (f *Function) RunFunction(ctx context.Context, req *fnv1.RunFunctionRequest
 func (f *Function) list(ctx context.Context, log logging.Logger, rsp *fnv1.RunFunctionResponse, groups []group, acc []*access) (ids []string, desired int32, ok bool) {
 	for i, g := range groups {
 		if acc[i] == nil {
-			log.Debug("Waiting for Crossplane to supply required resources", "group", g.name)
+			log.Debug("Waiting for Crossplane to supply required resources", "group", g.String())
 			return nil, 0, false
 		}
 		if g.awsName == "" || g.region == "" {
-			log.Debug("Waiting for the group's name and region", "group", g.name)
+			log.Debug("Waiting for the group's name and region", "group", g.String())
 			return nil, 0, false
 		}
 	}
@@ -134,7 +136,7 @@ func (f *Function) list(ctx context.Context, log logging.Logger, rsp *fnv1.RunFu
 		case !l.found:
 			// Named only by its external-name annotation: the provider
 			// may not have created it yet.
-			log.Debug("Waiting for the provider to create the group", "group", g.name)
+			log.Debug("Waiting for the provider to create the group", "group", g.String())
 			ok = false
 		}
 		ids = append(ids, l.providerIDs...)

@@ -107,6 +107,14 @@ func TestRunFunction(t *testing.T) {
 		"pool-paged":   {desired: 1, paged: true, instances: []fakeInstance{{"i-p1", "eu-west-1a", "InService"}}},
 		"pool-denied":  {fail: "AccessDenied"},
 		"pool-empty":   {},
+		"eks-pool-ng-1": {desired: 2, instances: []fakeInstance{
+			{"i-n1", "eu-west-1a", "InService"},
+			{"i-n2", "eu-west-1b", "Pending"},
+			{"i-nx", "eu-west-1b", "Terminating"},
+		}},
+		"eks-pool-ng-b":      {desired: 1, instances: []fakeInstance{{"i-nb1", "eu-west-1b", "InService"}}},
+		"eks-pool-ng-a":      {desired: 1, instances: []fakeInstance{{"i-na1", "eu-west-1c", "InService"}}},
+		"eks-pool-ng-denied": {fail: "AccessDenied"},
 	}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
@@ -279,7 +287,7 @@ func TestRunFunction(t *testing.T) {
 			want: want{
 				requirements: both,
 				results: []result{{fnv1.Severity_SEVERITY_FATAL, credentialsErr + `ProviderConfig "aws" in namespace "team-a": spec.endpoint.url.type Dynamic is not supported: ` +
-					`provider-aws's Terraform client, which manages AutoScalingGroups, ignores it; function-asg-instances honours Static and Auto only`}},
+					`provider-aws's Terraform client, which manages AutoscalingGroups and NodeGroups, ignores it; function-asg-instances honours Static and Auto only`}},
 				ttl: SettledTTL,
 			},
 		},
@@ -372,6 +380,84 @@ func TestRunFunction(t *testing.T) {
 			args: args{groups: map[string]*fnv1.Resource{"asg": observedGroup(t, "pool-asg", awsName("pool-b"))},
 				required: withConfig(secretSpec("team-a", staticEndpoint(srv.URL, "ec2", "autoscaling")))},
 			want: want{requirements: both, ids: []string{"aws:///eu-west-1b/i-b1"}, ttl: SettledTTL, calls: []call{describe("pool-b")}},
+		},
+		"NodeGroupListsInstancesOfItsGroup": {
+			reason: "An EKS NodeGroup's Auto Scaling group is listed with the NodeGroup's credentials and region.",
+			args:   args{observedIDs: []string{oldID}, groups: map[string]*fnv1.Resource{"workers": observedNodeGroup(t, reports("eks-pool-ng-1"))}, required: supplied},
+			want: want{
+				requirements: both,
+				ids:          []string{"aws:///eu-west-1a/i-n1", "aws:///eu-west-1b/i-n2"},
+				ttl:          SettledTTL,
+				calls:        []call{describe("eks-pool-ng-1")},
+			},
+		},
+		"NodeGroupWithTwoGroups": {
+			reason: "Every group a NodeGroup reports is listed, in the order it reports them, and their desired capacities add up.",
+			args:   args{groups: map[string]*fnv1.Resource{"workers": observedNodeGroup(t, reports("eks-pool-ng-b", "eks-pool-ng-a"))}, required: supplied},
+			want: want{
+				requirements: both,
+				ids:          []string{"aws:///eu-west-1b/i-nb1", "aws:///eu-west-1c/i-na1"},
+				ttl:          SettledTTL,
+				calls:        []call{describe("eks-pool-ng-b"), describe("eks-pool-ng-a")},
+			},
+		},
+		"NodeGroupReportsNoGroupYet": {
+			reason: "A NodeGroup that reports no Auto Scaling group yet cannot be listed: the observed list is kept, AWS is not called and the function asks to be called again soon.",
+			args:   args{observedIDs: []string{oldID}, groups: map[string]*fnv1.Resource{"workers": observedNodeGroup(t)}, required: supplied},
+			want:   want{requirements: both, ids: []string{oldID}, ttl: ProgressTTL},
+		},
+		"NodeGroupGroupUnknownToAWS": {
+			reason: "A group a NodeGroup reports that AWS does not know is a warning naming the NodeGroup; the observed list is kept.",
+			args:   args{observedIDs: []string{oldID}, groups: map[string]*fnv1.Resource{"workers": observedNodeGroup(t, reports("eks-pool-ng-gone"))}, required: supplied},
+			want: want{
+				requirements: both,
+				ids:          []string{oldID},
+				results:      []result{{fnv1.Severity_SEVERITY_WARNING, `NodeGroup "pool-ng": AWS knows no Auto Scaling group "eks-pool-ng-gone" in eu-west-1: was it deleted outside Crossplane?`}},
+				ttl:          ProgressTTL,
+				calls:        []call{describe("eks-pool-ng-gone")},
+			},
+		},
+		"NodeGroupAWSError": {
+			reason: "An AWS error listing a NodeGroup's group is a warning naming the NodeGroup and the group.",
+			args:   args{observedIDs: []string{oldID}, groups: map[string]*fnv1.Resource{"workers": observedNodeGroup(t, reports("eks-pool-ng-denied"))}, required: supplied},
+			want: want{
+				requirements: both,
+				ids:          []string{oldID},
+				results: []result{{fnv1.Severity_SEVERITY_WARNING, `cannot list the instances of NodeGroup "pool-ng" (Auto Scaling group "eks-pool-ng-denied" in eu-west-1): ` +
+					`operation error Auto Scaling: DescribeAutoScalingGroups, https response error StatusCode: 403, api error AccessDenied: not allowed`}},
+				ttl:   ProgressTTL,
+				calls: []call{describe("eks-pool-ng-denied")},
+			},
+		},
+		"NodeGroupAndAutoscalingGroup": {
+			reason: "An XR composing a NodeGroup and an AutoscalingGroup lists both, in the order of their names in the composition, against their summed desired capacities.",
+			args: args{groups: map[string]*fnv1.Resource{
+				"workers": observedNodeGroup(t, reports("eks-pool-ng-1")),
+				"asg":     observedGroup(t, "pool-asg", awsName("pool-b")),
+			}, required: supplied},
+			want: want{
+				requirements: both,
+				ids:          []string{"aws:///eu-west-1a/i-n1", "aws:///eu-west-1b/i-b1", "aws:///eu-west-1b/i-n2"},
+				ttl:          SettledTTL,
+				calls:        []call{describe("pool-b"), describe("eks-pool-ng-1")},
+			},
+		},
+		"NodeGroupProviderConfigReadsXRNamespacesSecret": {
+			reason: "A NodeGroup's namespaced ProviderConfig is the XR's namespace's, and its Secret is read there whatever secretRef.namespace says.",
+			args: args{groups: map[string]*fnv1.Resource{"workers": observedNodeGroup(t, noNamespace(), configRefOf("ProviderConfig", "eks"), reports("eks-pool-ng-1"))},
+				required: map[string]*fnv1.Resources{
+					"ProviderConfig/team-a/eks": items(config(t, "ProviderConfig", "team-a", "eks", secretSpec("team-b", staticEndpoint(srv.URL)))),
+					"Secret/team-a/aws-creds":   items(creds),
+				}},
+			want: want{
+				requirements: map[string]*fnv1.ResourceSelector{
+					"ProviderConfig/team-a/eks": selector("aws.m.upbound.io/v1beta1", "ProviderConfig", "team-a", "eks"),
+					"Secret/team-a/aws-creds":   secretSelector,
+				},
+				ids:   []string{"aws:///eu-west-1a/i-n1", "aws:///eu-west-1b/i-n2"},
+				ttl:   SettledTTL,
+				calls: []call{describe("eks-pool-ng-1")},
+			},
 		},
 	}
 	f := NewFunction(logging.NewNopLogger(), WithHTTPClient(&http.Client{Transport: loopbackOnly{}}))
