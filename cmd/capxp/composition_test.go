@@ -77,6 +77,11 @@ spec:
 			args:   []string{"check", in("compositions/aws/machinepool.yaml"), withTools},
 			says:   "✓ providerIDList: 3 machine(s)",
 		},
+		"AWSEKSPool": {
+			reason: "the EKS node group pool holds: the function lists the instances of the Auto Scaling group the node group reports",
+			args:   []string{"check", in("compositions/aws/machinepool-eks.yaml"), withTools},
+			says:   "✓ providerIDList: 3 machine(s)",
+		},
 		"Broken": {
 			reason: "a Composition that does not pass the credentials through fails on that field",
 			args:   []string{"check", broken, "--xr", in("compositions/examples/local-machine.yaml"), withTools},
