@@ -239,13 +239,17 @@ func (infraMachine) watches(k *kindControllers, gvk schema.GroupVersionKind, _ *
 }
 
 // clusterGates watches the Cluster's creation, pause and infrastructure
-// provisioning, which gate every machine and pool of the cluster; a
-// Cluster's status changes as its machines do, and each would wake them
-// all.
-func clusterGates(k *kindControllers, gvk schema.GroupVersionKind) watch {
+// provisioning, which gate every machine and pool of the cluster, and the
+// other transitions given (a pool's gate also waits for the control
+// plane); a Cluster's status changes as its machines do, and each would
+// wake them all.
+func clusterGates(k *kindControllers, gvk schema.GroupVersionKind, also ...predicate.Funcs) watch {
+	log := k.mgr.GetLogger()
+	update := predicates.Any(k.mgr.GetScheme(), log,
+		append([]predicate.Funcs{predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(k.mgr.GetScheme(), log)}, also...)...)
 	return watch{obj: &clusterv1.Cluster{}, fn: listByCluster(k.mgr.GetClient(), gvk),
 		predicates: []predicate.Predicate{predicate.Funcs{
-			UpdateFunc:  predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(k.mgr.GetScheme(), k.mgr.GetLogger()).Update,
+			UpdateFunc:  update.Update,
 			DeleteFunc:  func(event.DeleteEvent) bool { return false },
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		}}}

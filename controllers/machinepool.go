@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/predicates"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -102,6 +103,8 @@ func (infraMachinePool) watches(k *kindControllers, gvk schema.GroupVersionKind,
 		// (node references, ready replicas).
 		{obj: &clusterv1.MachinePool{}, fn: util.MachinePoolToInfrastructureMapFunc(k.base, gvk),
 			predicates: []predicate.Predicate{predicate.Funcs{UpdateFunc: ownerChanged}}},
-		clusterGates(k, gvk),
+		// A pool whose instances need no bootstrap data waits for the
+		// control plane.
+		clusterGates(k, gvk, predicates.ClusterControlPlaneInitialized(k.mgr.GetScheme(), k.mgr.GetLogger())),
 	}
 }

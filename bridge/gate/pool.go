@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 
@@ -32,7 +33,8 @@ type PoolInputs struct {
 
 // DecidePool opens a machine pool's gate once the cluster's infrastructure
 // is provisioned and the MachinePool's bootstrap data secret is set (to a
-// name, or to "" for instances that need no bootstrap data), and, unlike a
+// name, or to "" for instances that need no bootstrap data, once the
+// cluster's control plane is initialized), and, unlike a
 // machine's, keeps it following its MachinePool: a pool lives through
 // changes a machine is replaced for. Every reconcile computes what the XR
 // must hold and returns in Spec what differs (nil for a field to remove):
@@ -57,6 +59,13 @@ func DecidePool(in PoolInputs) Decision {
 			Message: fmt.Sprintf("Waiting for the bootstrap data secret of MachinePool %s", mp.Name)}}
 	}
 	secret := *mp.Spec.Template.Spec.Bootstrap.DataSecretName
+	// Bootstrap data comes once the control plane is initialized (CAPI's
+	// bootstrap providers wait for it); instances that need none would join
+	// a control plane that may not exist yet: they wait for it here.
+	if secret == "" && !controlPlaneInitialized(in.Cluster) {
+		return Decision{Verdict: verdict.Verdict{Reason: infrav1.WaitingForControlPlaneReason,
+			Message: fmt.Sprintf("Waiting for the control plane of Cluster %s to be initialized: the instances of MachinePool %s need no bootstrap data and join it directly", in.Cluster.Name, mp.Name)}}
+	}
 	var cluster *fieldpath.Paved
 	clusterName := "the cluster's infrastructure"
 	if in.ClusterXR != nil {
@@ -205,4 +214,14 @@ func poolNetwork(cluster *fieldpath.Paved, fds []string) map[string]any {
 		out["subnetIDs"] = subnets
 	}
 	return out
+}
+
+// controlPlaneInitialized reads what CAPI says of the cluster's control
+// plane: its ControlPlaneInitialized condition, which CAPI computes with or
+// without a controlPlaneRef (from the control-plane Machines' Nodes when
+// there is none), or status.initialization.controlPlaneInitialized, which
+// it sets only from a controlPlaneRef's object.
+func controlPlaneInitialized(c *clusterv1.Cluster) bool {
+	return conditions.IsTrue(c, clusterv1.ClusterControlPlaneInitializedCondition) ||
+		ptr.Deref(c.Status.Initialization.ControlPlaneInitialized, false)
 }

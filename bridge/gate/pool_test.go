@@ -22,6 +22,12 @@ func pool(secret string, replicas *int32, fds ...string) *clusterv1.MachinePool 
 	return mp
 }
 
+// initialized is the cluster with its control plane initialized.
+func initialized(c *clusterv1.Cluster) *clusterv1.Cluster {
+	c.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
+	return c
+}
+
 // managedPool is a MachinePool whose instances need no bootstrap data.
 func managedPool(replicas *int32) *clusterv1.MachinePool {
 	mp := pool("", replicas)
@@ -60,9 +66,28 @@ func TestDecidePool(t *testing.T) {
 			in:     PoolInputs{MachinePool: pool("", ptr.To[int32](2)), Cluster: cluster(true), ClusterXR: awsClusterXR, XR: u(map[string]any{})},
 			want:   Decision{Verdict: verdict.Verdict{Reason: infrav1.WaitingForBootstrapDataReason, Message: "Waiting for the bootstrap data secret of MachinePool alpha-mp-0"}},
 		},
-		"OpenWithoutBootstrapData": {
-			reason: "a MachinePool whose data secret name is empty needs no bootstrap data (a managed node group's): the gate opens with no bootstrap reference",
+		"WaitForControlPlane": {
+			reason: "instances that need no bootstrap data join the control plane directly: nothing is composed before it is initialized",
 			in:     PoolInputs{MachinePool: managedPool(ptr.To[int32](2)), Cluster: cluster(true), ClusterXR: awsClusterXR, XR: u(map[string]any{})},
+			want: Decision{Verdict: verdict.Verdict{Reason: infrav1.WaitingForControlPlaneReason,
+				Message: "Waiting for the control plane of Cluster alpha to be initialized: the instances of MachinePool alpha-mp-0 need no bootstrap data and join it directly"}},
+		},
+		"OpenWithoutBootstrapDataUnderMachines": {
+			reason: "a cluster whose control plane is Machines (no controlPlaneRef) has only CAPI's ControlPlaneInitialized condition to say so: it opens the gate",
+			in: PoolInputs{MachinePool: managedPool(ptr.To[int32](2)), Cluster: func() *clusterv1.Cluster {
+				c := cluster(true)
+				c.Status.Conditions = []metav1.Condition{{Type: clusterv1.ClusterControlPlaneInitializedCondition, Status: metav1.ConditionTrue, Reason: "Initialized"}}
+				return c
+			}(), ClusterXR: awsClusterXR, XR: u(map[string]any{})},
+			want: Decision{Verdict: verdict.Verdict{Ready: true}, Spec: func() map[string]any {
+				s := composed(2, "")["spec"].(map[string]any)
+				delete(s, "bootstrap")
+				return s
+			}()},
+		},
+		"OpenWithoutBootstrapData": {
+			reason: "a MachinePool whose data secret name is empty needs no bootstrap data (a managed node group's): once the control plane is initialized, the gate opens with no bootstrap reference",
+			in:     PoolInputs{MachinePool: managedPool(ptr.To[int32](2)), Cluster: initialized(cluster(true)), ClusterXR: awsClusterXR, XR: u(map[string]any{})},
 			want: Decision{Verdict: verdict.Verdict{Ready: true}, Spec: func() map[string]any {
 				s := composed(2, "")["spec"].(map[string]any)
 				delete(s, "bootstrap")
@@ -77,7 +102,7 @@ func TestDecidePool(t *testing.T) {
 		},
 		"BootstrapDataNoLongerNeeded": {
 			reason:  "a MachinePool that sets its data secret name to empty takes the bootstrap reference off the XR",
-			in:      PoolInputs{MachinePool: managedPool(ptr.To[int32](2)), Cluster: cluster(true), ClusterXR: awsClusterXR, XR: u(composed(2, "boot"))},
+			in:      PoolInputs{MachinePool: managedPool(ptr.To[int32](2)), Cluster: initialized(cluster(true)), ClusterXR: awsClusterXR, XR: u(composed(2, "boot"))},
 			want:    Decision{Verdict: verdict.Verdict{Ready: true}, Spec: map[string]any{"bootstrap": nil}},
 			sources: []string{},
 		},

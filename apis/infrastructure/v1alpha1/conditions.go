@@ -77,6 +77,11 @@ const (
 	// WaitingForBootstrapDataReason: a machine XR stays paused until its
 	// Machine's bootstrap data secret is set.
 	WaitingForBootstrapDataReason = "WaitingForBootstrapData"
+	// WaitingForControlPlaneReason: a machine pool XR whose MachinePool
+	// needs no bootstrap data (its instances join the control plane by
+	// themselves, as a managed node group's do) stays paused until the
+	// cluster's control plane is initialized.
+	WaitingForControlPlaneReason = "WaitingForControlPlane"
 	// InvalidFailureDomainReason: the Machine asks for a failure domain the
 	// cluster does not have.
 	InvalidFailureDomainReason = "InvalidFailureDomain"
