@@ -32,6 +32,7 @@ func OwnCRDLabels() map[string]map[string]string {
 		"crossplanemachinepooltemplates." + g:  infrav1.ContractLabels(),
 		"crossplanecontrolplanetemplates." + g: infrav1.ContractLabels(),
 		"clusterproviderconfiggrants." + g:     grant,
+		"namespacecredentials." + g:            grant,
 	}
 }
 
@@ -50,7 +51,7 @@ type ownCRDs struct {
 // ownCRDsFieldOwner is the field manager of the labels ownCRDs applies.
 const ownCRDsFieldOwner = "capxp-own-crds"
 
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=patch,resourceNames=crossplaneclustertemplates.infrastructure.cluster.x-k8s.io;crossplanemachinetemplates.infrastructure.cluster.x-k8s.io;crossplanemachinepooltemplates.infrastructure.cluster.x-k8s.io;crossplanecontrolplanetemplates.infrastructure.cluster.x-k8s.io;clusterproviderconfiggrants.infrastructure.cluster.x-k8s.io
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=patch,resourceNames=crossplaneclustertemplates.infrastructure.cluster.x-k8s.io;crossplanemachinetemplates.infrastructure.cluster.x-k8s.io;crossplanemachinepooltemplates.infrastructure.cluster.x-k8s.io;crossplanecontrolplanetemplates.infrastructure.cluster.x-k8s.io;clusterproviderconfiggrants.infrastructure.cluster.x-k8s.io;namespacecredentials.infrastructure.cluster.x-k8s.io
 
 func (r *ownCRDs) SetupWithManager(mgr ctrl.Manager, o controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).

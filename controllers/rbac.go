@@ -27,6 +27,9 @@ package controllers
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=crossplaneclusters;crossplanemachines;crossplanemachinepools;crossplanecontrolplanes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=crossplaneclusters/status;crossplanemachines/status;crossplanemachinepools/status;crossplanecontrolplanes/status,verbs=patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=clusterproviderconfiggrants,verbs=get;list;watch
+// The record of what each namespace's managed resources may name, which the
+// API server's admission policy on managed resources reads.
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=namespacecredentials,verbs=get;list;watch;create;update
 
 // CAPI's objects: read them, and write the one condition type the bridge
 // owns on them.
@@ -34,7 +37,9 @@ package controllers
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters/status;machines/status;machinepools/status,verbs=patch
 
 // Credentials: namespaces' labels for grants; only the existence of
-// credentials Secrets (get, never list or watch).
+// credentials Secrets (get, never list or watch): their metadata, and the
+// data of a Secret a namespace's own ProviderConfig names, to judge whether
+// it reaches an identity other than its own.
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
@@ -51,7 +56,7 @@ package controllers
 // hold of an earlier release deleted); create cannot be limited by name.
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingadmissionpolicies;mutatingadmissionpolicybindings;validatingadmissionpolicies;validatingadmissionpolicybindings;validatingwebhookconfigurations,verbs=create
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingadmissionpolicies;mutatingadmissionpolicybindings,verbs=get;patch;delete,resourceNames=capxp-hold-composites;capxp-keep-annotations-of-moved-objects;capxp-pause-new-machines
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;patch;delete,resourceNames=capxp-only-the-bridge-releases;capxp-immutable-templates
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;patch;delete,resourceNames=capxp-only-the-bridge-releases;capxp-immutable-templates;capxp-credentials-where-used
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;patch;delete,resourceNames=capxp-credentials
 
 // Lifting the hold on an XR: the admission policies let a user remove

@@ -41,6 +41,10 @@ type Options struct {
 	// SharedCredentialsForAllNamespaces lets every namespace use every
 	// ClusterProviderConfig without a grant: single-tenant clusters only.
 	SharedCredentialsForAllNamespaces bool
+	// CredentialsProviders are the providers whose managed resources are
+	// admitted only with credentials their namespace may use; nil means
+	// credentials.DefaultProviders (the shipped Compositions').
+	CredentialsProviders []credentials.Provider
 	// Webhook, when set, serves the credentials admission webhook on the
 	// manager's webhook server and registers it for every adapted kind.
 	Webhook *WebhookClientConfig
@@ -212,6 +216,18 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	if o.Webhook != nil {
 		mgr.GetWebhookServer().Register(CredentialsWebhookPath, &webhook.Admission{Handler: &credentialsValidator{Granter: creds}})
+	}
+	providers := o.CredentialsProviders
+	if providers == nil {
+		providers = credentials.DefaultProviders
+	}
+	records := &nsCredentials{client: mgr.GetClient(), secrets: mgr.GetAPIReader(), providers: providers, all: o.SharedCredentialsForAllNamespaces}
+	if err := records.SetupWithManager(mgr, controllerOptions(max(o.Concurrency, 1))); err != nil {
+		return err
+	}
+	policy := &credentialsPolicyController{client: mgr.GetClient(), live: mgr.GetAPIReader(), providers: providers, webhook: o.Webhook}
+	if err := policy.SetupWithManager(mgr, controllerOptions(1)); err != nil {
+		return err
 	}
 	own := &ownCRDs{client: mgr.GetClient(), want: OwnCRDLabels()}
 	if err := own.SetupWithManager(mgr, controllerOptions(1)); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
 )
 
@@ -34,6 +35,7 @@ type managerFlags struct {
 	namespace, watchFilter     string
 	concurrency                int
 	sharedCredentialsForAll    bool
+	credentialsProviders       []string
 	webhookPort                int
 	webhookCertDir             string
 	webhookURL                 string
@@ -62,6 +64,8 @@ func (f *managerFlags) add(fs *pflag.FlagSet) {
 	fs.IntVar(&f.concurrency, "concurrency", 10, "Composite resources of one kind reconciled at once.")
 	fs.BoolVar(&f.sharedCredentialsForAll, "shared-credentials-for-all-namespaces", false,
 		"Let every namespace use every ClusterProviderConfig without a ClusterProviderConfigGrant. For single-tenant management clusters only.")
+	fs.StringSliceVar(&f.credentialsProviders, "credentials-provider", nil,
+		"A provider whose namespaced managed resources are admitted only with credentials their namespace owns or was granted: CONFIG_GROUP for a shipped backend's (aws.m.upbound.io, kubernetes.m.crossplane.io), or CONFIG_GROUP:MANAGED_GROUP:SECRET_FORMAT (format kubeconfig, aws or static). Repeatable; the shipped backends' when unset. See docs/tenancy.md.")
 	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on.")
 	fs.StringVar(&f.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding the webhook server's tls.crt and tls.key.")
 	fs.StringVar(&f.webhookService, "webhook-service", "", "namespace/name of the Service in front of the webhook server, for the API server to call (in-cluster).")
@@ -89,6 +93,14 @@ func runManager(args []string) error {
 	wh, err := f.webhookClientConfig()
 	if err != nil {
 		return err
+	}
+	var providers []credentials.Provider
+	for _, p := range f.credentialsProviders {
+		pr, err := credentials.ParseProvider(p)
+		if err != nil {
+			return errors.Wrap(err, "--credentials-provider")
+		}
+		providers = append(providers, pr)
 	}
 	cfg, err := loadConfig(*kubeconfig)
 	if err != nil {
@@ -128,6 +140,7 @@ func runManager(args []string) error {
 		Concurrency:                       f.concurrency,
 		WatchFilter:                       f.watchFilter,
 		SharedCredentialsForAllNamespaces: f.sharedCredentialsForAll,
+		CredentialsProviders:              providers,
 		Webhook:                           wh,
 	}); err != nil {
 		return err

@@ -44,6 +44,13 @@ const (
 	// credentials secret in another namespace, which the bridge does not look
 	// up (and so does not reveal whether it exists).
 	SecretOutsideNamespaceReason = "SecretOutsideNamespace"
+	// SharedIdentityInSecretReason: a namespaced ProviderConfig's Secret
+	// holds credentials that reach an identity other than the Secret's own
+	// (a kubeconfig's exec plugin or token file, an AWS profile's
+	// credential_process or role to assume from the provider's own
+	// identity): the config is shared, and needs a grant like an ambient
+	// source.
+	SharedIdentityInSecretReason = "SharedIdentityInSecret"
 )
 
 // Reasons of the bridge's verdicts. They are stable: messages carry the

@@ -1,0 +1,113 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// NamespaceCredentialsName is the name of the one NamespaceCredentials the
+// bridge keeps in each namespace; the admission policy on managed
+// resources reads it by that name, in the managed resource's namespace.
+const NamespaceCredentialsName = "credentials"
+
+// UsableConfig names a credentials config a namespace's managed resources
+// may name in spec.providerConfigRef: a ProviderConfig of the namespace's
+// own, or a ClusterProviderConfig granted to it.
+type UsableConfig struct {
+	// apiGroup of the provider's credentials kinds, for example
+	// aws.m.upbound.io.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	APIGroup string `json:"apiGroup"`
+
+	// kind of the config: ProviderConfig (in the namespace) or
+	// ClusterProviderConfig.
+	// +required
+	// +kubebuilder:validation:Enum=ProviderConfig;ClusterProviderConfig
+	Kind ProviderConfigKind `json:"kind"`
+
+	// name of the config.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// RefusedConfig is a ProviderConfig of the namespace that its managed
+// resources may not name, and why.
+type RefusedConfig struct {
+	UsableConfig `json:",inline"`
+
+	// reason, CamelCase: NotGranted, SecretNotFound, SecretOutsideNamespace,
+	// SharedIdentityInSecret.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason"`
+
+	// message says what makes the config shared or unusable and what would
+	// allow it.
+	// +required
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message"`
+}
+
+// NamespaceCredentialsSpec is what a namespace's managed resources may name.
+type NamespaceCredentialsSpec struct {
+	// configs the namespace's managed resources may name: its own
+	// ProviderConfigs whose credentials reach no identity but their own
+	// Secret's, and the ClusterProviderConfigs and ambient sources granted to
+	// it.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4096
+	Configs []UsableConfig `json:"configs,omitempty"`
+
+	// refused are the namespace's own ProviderConfigs its managed resources
+	// may not name, with why.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1024
+	Refused []RefusedConfig `json:"refused,omitempty"`
+
+	// allClusterConfigs is true when the manager runs with
+	// --shared-credentials-for-all-namespaces: every ClusterProviderConfig
+	// may be named without a grant.
+	// +optional
+	AllClusterConfigs bool `json:"allClusterConfigs,omitempty"`
+}
+
+// NamespaceCredentials records the credentials configs a namespace's managed
+// resources may name. CAPXP's bridge keeps one, named "credentials", in every
+// namespace, from the ClusterProviderConfigGrants, the namespace's labels, and
+// what the namespace's ProviderConfigs and their Secrets hold. The API server
+// reads it when it admits a managed resource of the enforced providers
+// (ValidatingAdmissionPolicy capxp-credentials-where-used): a create, or a
+// change of spec.providerConfigRef, naming a config the record does not list
+// is refused, whichever Composition, default or function composed it.
+// Written by the bridge alone; tenants may read theirs.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=namespacecredentials,scope=Namespaced,categories=cluster-api,shortName=nscreds
+// +kubebuilder:printcolumn:name="Usable",type="string",JSONPath=".spec.configs[*].name"
+// +kubebuilder:printcolumn:name="Refused",type="string",JSONPath=".spec.refused[*].name"
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+type NamespaceCredentials struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is what the namespace's managed resources may name.
+	// +optional
+	Spec NamespaceCredentialsSpec `json:"spec,omitempty"`
+}
+
+// NamespaceCredentialsList is a list of NamespaceCredentials.
+// +kubebuilder:object:root=true
+type NamespaceCredentialsList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NamespaceCredentials `json:"items"`
+}
+
+func init() {
+	objectTypes = append(objectTypes, &NamespaceCredentials{}, &NamespaceCredentialsList{})
+}

@@ -1,0 +1,219 @@
+package credentials
+
+// What a namespace's managed resources may name: the record the API server
+// reads when it admits a managed resource.
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+)
+
+// Provider is a Crossplane provider whose managed resources are admitted
+// only with credentials their namespace may use.
+type Provider struct {
+	// ConfigGroup is the group of its ProviderConfig and
+	// ClusterProviderConfig kinds, for example aws.m.upbound.io.
+	ConfigGroup string
+	// ManagedGroup is the group of its managed resources; its subdomains
+	// are too (ec2.aws.m.upbound.io for aws.m.upbound.io).
+	ManagedGroup string
+	// Secret is how it reads a credentials Secret.
+	Secret SecretFormat
+}
+
+// Manages reports whether a managed resource of group is the provider's.
+func (p Provider) Manages(group string) bool {
+	return group == p.ManagedGroup || strings.HasSuffix(group, "."+p.ManagedGroup)
+}
+
+// DefaultProviders are the providers of the shipped Compositions.
+var DefaultProviders = []Provider{
+	{ConfigGroup: "aws.m.upbound.io", ManagedGroup: "aws.m.upbound.io", Secret: SecretAWS},
+	{ConfigGroup: "kubernetes.m.crossplane.io", ManagedGroup: "kubernetes.m.crossplane.io", Secret: SecretKubeconfig},
+}
+
+// ParseProvider reads a provider as the manager's --credentials-provider flag
+// gives it: CONFIG_GROUP[:MANAGED_GROUP:SECRET_FORMAT]. A shipped provider's
+// config group alone stands for its default.
+func ParseProvider(s string) (Provider, error) {
+	parts := strings.Split(s, ":")
+	switch len(parts) {
+	case 1:
+		for _, p := range DefaultProviders {
+			if p.ConfigGroup == s {
+				return p, nil
+			}
+		}
+		return Provider{}, errors.Errorf("%q is not a shipped provider's group: give CONFIG_GROUP:MANAGED_GROUP:SECRET_FORMAT (format kubeconfig, aws or static)", s)
+	case 3:
+		p := Provider{ConfigGroup: parts[0], ManagedGroup: parts[1], Secret: SecretFormat(parts[2])}
+		if p.ConfigGroup == "" || p.ManagedGroup == "" {
+			return Provider{}, errors.Errorf("%q: groups must not be empty", s)
+		}
+		switch p.Secret {
+		case SecretKubeconfig, SecretAWS, SecretStatic:
+			return p, nil
+		}
+		return Provider{}, errors.Errorf("%q: secret format %q is none of kubeconfig, aws, static", s, p.Secret)
+	}
+	return Provider{}, errors.Errorf("%q: want CONFIG_GROUP or CONFIG_GROUP:MANAGED_GROUP:SECRET_FORMAT", s)
+}
+
+// OwnConfig is a namespaced ProviderConfig of the namespace, with the Secrets
+// it names as the bridge read them.
+type OwnConfig struct {
+	Provider Provider
+	Name     string
+	// Spec is the config's spec, paved.
+	Spec *fieldpath.Paved
+	// Secrets are the namespace's Secrets the config names, by name; a
+	// missing one is absent.
+	Secrets map[string]map[string][]byte
+}
+
+// SecretsNamed returns the names of the Secrets of the namespace a config
+// spec names in its credential blocks with source Secret.
+func SecretsNamed(spec *fieldpath.Paved) []string {
+	var names []string
+	for _, b := range credentialBlocks {
+		if src, _ := spec.GetString(b + ".source"); src != sourceSecret {
+			continue
+		}
+		if n, _ := spec.GetString(b + ".secretRef.name"); n != "" {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// Usable computes what a namespace's managed resources may name: the
+// ClusterProviderConfigs of the providers granted to it, and those of its own
+// ProviderConfigs whose credentials are its own (a Secret of the namespace
+// whose contents reach nothing else) or an ambient source granted to it.
+// all grants every ClusterProviderConfig. The result is sorted.
+func Usable(ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, providers []Provider, own []OwnConfig, all bool) (infrav1.NamespaceCredentialsSpec, error) {
+	out := infrav1.NamespaceCredentialsSpec{AllClusterConfigs: all}
+	for _, p := range providers {
+		for i := range grants {
+			g := &grants[i]
+			ref := g.Spec.ProviderConfigRef
+			if ref == nil || ref.APIGroup != p.ConfigGroup {
+				continue
+			}
+			ok, err := covers(g.Spec.AllowedNamespaces, ns)
+			if err != nil {
+				return out, errors.Wrapf(err, "grant %s", g.Name)
+			}
+			if ok {
+				out.Configs = append(out.Configs, infrav1.UsableConfig{APIGroup: p.ConfigGroup, Kind: infrav1.ProviderConfigKindCluster, Name: ref.Name})
+			}
+		}
+	}
+	for i := range own {
+		c := &own[i]
+		u := infrav1.UsableConfig{APIGroup: c.Provider.ConfigGroup, Kind: infrav1.ProviderConfigKindNamespaced, Name: c.Name}
+		reason, msg, err := ownRefusal(ns, grants, c)
+		if err != nil {
+			return out, err
+		}
+		if reason == "" {
+			out.Configs = append(out.Configs, u)
+			continue
+		}
+		out.Refused = append(out.Refused, infrav1.RefusedConfig{UsableConfig: u, Reason: reason, Message: truncate(msg, 1024)})
+	}
+	out.Configs = dedupe(out.Configs)
+	sort.Slice(out.Refused, func(i, j int) bool { return key(out.Refused[i].UsableConfig) < key(out.Refused[j].UsableConfig) })
+	return out, nil
+}
+
+// ownRefusal says why a namespace's own ProviderConfig may not be used; ""
+// when it may.
+func ownRefusal(ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, c *OwnConfig) (string, string, error) {
+	what := fmt.Sprintf("ProviderConfig %s/%s", c.Provider.ConfigGroup, c.Name)
+	for _, b := range credentialBlocks {
+		src, err := c.Spec.GetString(b + ".source")
+		if err != nil && b != credentialBlocks[0] {
+			// Only spec.credentials is always there.
+			continue
+		}
+		switch src {
+		case "":
+			return infrav1.ProviderConfigNotGrantedReason, fmt.Sprintf("%s: %s.source is not set: only credentials from a Secret of namespace %s are the namespace's own", what, b, ns.Name), nil
+		case sourceSecret:
+			if reason, msg := ownSecret(ns, c, b, what); reason != "" {
+				return reason, msg, nil
+			}
+		default:
+			covering, msg, err := coveringGrants(grants, Ambient(c.Provider.ConfigGroup, src), ns)
+			if err != nil {
+				return "", "", err
+			}
+			if len(covering) == 0 {
+				return infrav1.ProviderConfigNotGrantedReason, fmt.Sprintf("%s uses %s.source %s, an identity every namespace shares: %s", what, b, src, msg), nil
+			}
+		}
+	}
+	return "", "", nil
+}
+
+// ownSecret judges the Secret a block of a namespace's own config names.
+func ownSecret(ns *corev1.Namespace, c *OwnConfig, block, what string) (string, string) {
+	name, _ := c.Spec.GetString(block + ".secretRef.name")
+	sns, _ := c.Spec.GetString(block + ".secretRef.namespace")
+	k, _ := c.Spec.GetString(block + ".secretRef.key")
+	if sns != "" && sns != ns.Name {
+		return infrav1.SecretOutsideNamespaceReason, fmt.Sprintf("%s %s.secretRef names namespace %s; a ProviderConfig in namespace %s may only use Secrets of its own namespace", what, block, sns, ns.Name)
+	}
+	if block != credentialBlocks[0] {
+		// provider-kubernetes' spec.identity holds a cloud identity (a
+		// Google service account key, an Azure principal, an Upbound
+		// token) whose formats can name external accounts the bridge does
+		// not judge: shared credentials belong in a ClusterProviderConfig.
+		return infrav1.SharedIdentityInSecretReason, fmt.Sprintf("%s %s: a cloud identity in a Secret is not judged as the namespace's own; the platform puts such credentials in a ClusterProviderConfig and grants it", what, block)
+	}
+	data, ok := c.Secrets[name]
+	if !ok {
+		return infrav1.CredentialsSecretNotFoundReason, fmt.Sprintf("Secret %s/%s named by %s %s.secretRef does not exist", ns.Name, name, what, block)
+	}
+	v, ok := data[k]
+	if !ok {
+		return infrav1.CredentialsSecretNotFoundReason, fmt.Sprintf("Secret %s/%s named by %s %s.secretRef has no key %q", ns.Name, name, what, block, k)
+	}
+	if why := SharedInSecret(c.Provider.Secret, v); why != "" {
+		return infrav1.SharedIdentityInSecretReason, fmt.Sprintf("%s: Secret %s key %s: %s. Credentials that act as the provider's own identity are shared: the platform puts them in a ClusterProviderConfig and grants it", what, name, k, why)
+	}
+	return "", ""
+}
+
+func key(u infrav1.UsableConfig) string { return u.APIGroup + "/" + string(u.Kind) + "/" + u.Name }
+
+func dedupe(in []infrav1.UsableConfig) []infrav1.UsableConfig {
+	sort.Slice(in, func(i, j int) bool { return key(in[i]) < key(in[j]) })
+	out := in[:0]
+	for i, u := range in {
+		if i > 0 && u == in[i-1] {
+			continue
+		}
+		out = append(out, u)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

@@ -1,0 +1,173 @@
+package controllers
+
+// Credentials enforced where they are used: the ValidatingAdmissionPolicy
+// that admits a managed resource of an enforced provider only with
+// credentials its namespace's NamespaceCredentials lists.
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
+)
+
+// CredentialsPolicyName names the ValidatingAdmissionPolicy (and its
+// binding) that admits managed resources only with credentials their
+// namespace may use.
+const CredentialsPolicyName = "capxp-credentials-where-used"
+
+// credentialsKinds are the kinds of a provider's groups that are not managed
+// resources: its credentials configs and their usages.
+var credentialsKinds = []string{"ProviderConfig", "ClusterProviderConfig", "ProviderConfigUsage", "ClusterProviderConfigUsage"}
+
+// credentialsPolicy returns the policy and binding for the managed resource
+// groups the API serves of the enforced providers. Every create of a managed
+// resource, and every update that sets or changes its spec.providerConfigRef,
+// is admitted only when the config it names (after the CRD's default,
+// ClusterProviderConfig "default") is listed in the NamespaceCredentials of
+// its namespace; a namespace without one admits none. Deletes, status writes
+// and updates that keep the reference (finalizers, pause) are not matched.
+func credentialsPolicy(providers []credentials.Provider, groups []string) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
+	labels := admissionLabels()
+	sort.Strings(groups)
+	// The provider whose managed resource is admitted: its config group.
+	group := "''"
+	for i := len(providers) - 1; i >= 0; i-- {
+		p := providers[i]
+		group = fmt.Sprintf("(request.kind.group == %q || request.kind.group.endsWith(%q)) ? %q : %s", p.ManagedGroup, "."+p.ManagedGroup, p.ConfigGroup, group)
+	}
+	kinds := make([]string, len(credentialsKinds))
+	for i, k := range credentialsKinds {
+		kinds[i] = "'" + k + "'"
+	}
+	ref := `object.spec.providerConfigRef`
+	hasRefField := func(f string) string {
+		return `has(object.spec) && has(` + ref + `) && has(` + ref + `.` + f + `)`
+	}
+	listed := func(list string) string {
+		return `has(params.spec) && has(params.spec.` + list + `) && params.spec.` + list + `.exists(c, c.apiGroup == variables.group && c.kind == variables.kind && c.name == variables.name)`
+	}
+	p := &admissionv1.ValidatingAdmissionPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: CredentialsPolicyName, Labels: labels},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			ParamKind: &admissionv1.ParamKind{APIVersion: infrav1.GroupVersion.String(), Kind: "NamespaceCredentials"},
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
+				Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update},
+				Rule:       admissionv1.Rule{APIGroups: groups, APIVersions: []string{"*"}, Resources: []string{"*"}, Scope: ptr.To(admissionv1.NamespacedScope)},
+			}}}},
+			FailurePolicy: ptr.To(admissionv1.Fail),
+			MatchConditions: []admissionv1.MatchCondition{
+				{Name: "managed-resource", Expression: `!(request.kind.kind in [` + strings.Join(kinds, ", ") + `])`},
+				{Name: "credentials-set-or-changed", Expression: `request.operation == 'CREATE' || ` + credentialsChanged},
+			},
+			Variables: []admissionv1.Variable{
+				{Name: "group", Expression: group},
+				{Name: "kind", Expression: hasRefField("kind") + ` ? string(` + ref + `.kind) : 'ClusterProviderConfig'`},
+				{Name: "name", Expression: hasRefField("name") + ` ? string(` + ref + `.name) : 'default'`},
+			},
+			Validations: []admissionv1.Validation{{
+				Expression: `(variables.kind == 'ClusterProviderConfig' && has(params.spec) && has(params.spec.allClusterConfigs) && params.spec.allClusterConfigs) || (` + listed("configs") + `)`,
+				MessageExpression: `'spec.providerConfigRef: namespace ' + request.namespace + ' may not use ' + variables.kind + ' ' + variables.group + '/' + variables.name + ': ' + ((` + listed("refused") + `) ? params.spec.refused.filter(c, c.apiGroup == variables.group && c.kind == variables.kind && c.name == variables.name)[0].message : ` +
+					`(variables.kind == 'ClusterProviderConfig' ? 'no ClusterProviderConfigGrant allows it; a ClusterProviderConfigGrant with providerConfigRef ' + variables.group + '/' + variables.name + ' covering namespace ' + request.namespace + ' is missing' : 'no such ProviderConfig in the namespace')) + ` +
+					`' (kubectl get namespacecredentials ` + infrav1.NamespaceCredentialsName + ` -n ' + request.namespace + ' -o yaml lists what it may use)'`,
+				Reason: ptr.To(metav1.StatusReasonForbidden),
+			}},
+		},
+	}
+	b := &admissionv1.ValidatingAdmissionPolicyBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicyBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: CredentialsPolicyName, Labels: labels},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: CredentialsPolicyName,
+			ParamRef: &admissionv1.ParamRef{
+				Name:                    infrav1.NamespaceCredentialsName,
+				ParameterNotFoundAction: ptr.To(admissionv1.DenyAction),
+			},
+			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+		},
+	}
+	return p, b
+}
+
+// credentialsPolicyKey is the one request the policy's controller handles.
+var credentialsPolicyKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: CredentialsPolicyName}}
+
+// credentialsPolicyController keeps the policy's groups those of the
+// enforced providers' managed resource CRDs: a provider installed later is
+// enforced as soon as its CRDs are.
+type credentialsPolicyController struct {
+	client    client.Client
+	live      client.Reader
+	providers []credentials.Provider
+	webhook   *WebhookClientConfig
+}
+
+// SetupWithManager watches the CRDs' metadata (a CRD's name is
+// plural.group).
+func (r *credentialsPolicyController) SetupWithManager(mgr ctrl.Manager, o controller.Options) error {
+	return errors.Wrap(ctrl.NewControllerManagedBy(mgr).
+		Named("credentials-policy").
+		WithOptions(o).
+		WatchesMetadata(&extv1.CustomResourceDefinition{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+			return []reconcile.Request{credentialsPolicyKey}
+		}), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			_, g, _ := strings.Cut(o.GetName(), ".")
+			return r.managed(g)
+		}))).
+		Complete(r), "cannot set up the credentials policy controller")
+}
+
+func (r *credentialsPolicyController) managed(group string) bool {
+	for _, p := range r.providers {
+		if p.Manages(group) {
+			return true
+		}
+	}
+	return false
+}
+
+// Reconcile applies the policy for the groups served, or deletes it when
+// there are none.
+func (r *credentialsPolicyController) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	l := &metav1.PartialObjectMetadataList{}
+	l.SetGroupVersionKind(extv1.SchemeGroupVersion.WithKind("CustomResourceDefinitionList"))
+	if err := r.client.List(ctx, l); err != nil {
+		return reconcile.Result{}, errors.Wrap(err, "cannot list CRDs")
+	}
+	seen := map[string]bool{}
+	var groups []string
+	for i := range l.Items {
+		_, g, _ := strings.Cut(l.Items[i].Name, ".")
+		if r.managed(g) && !seen[g] {
+			seen[g] = true
+			groups = append(groups, g)
+		}
+	}
+	owners, err := managerOwners(ctx, r.client, r.webhook)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	p, b := credentialsPolicy(r.providers, groups)
+	p.SetOwnerReferences(owners)
+	b.SetOwnerReferences(owners)
+	return reconcile.Result{}, ensurePolicy(ctx, r.client, r.live, []client.Object{p, b}, len(groups) == 0)
+}

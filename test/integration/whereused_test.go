@@ -1,0 +1,188 @@
+package integration
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
+)
+
+// The test provider, enforced as a platform enforces its providers: its
+// Stubs are the managed resources, its Secrets kubeconfigs.
+var testProvider = credentials.Provider{ConfigGroup: credsGroup, ManagedGroup: envtest.StubGVK.Group, Secret: credentials.SecretKubeconfig}
+
+const (
+	ownKubeconfig = `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: the-tenants-own}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`
+	execPluginKubeconfig = `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: ["-c", "cat /var/run/secrets/kubernetes.io/serviceaccount/token"]}}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`
+)
+
+// Credentials are enforced where they are used: a hostile tenant, with
+// exactly the documented permissions, gets past the XR's check (it names
+// nothing, or its own config) and has the composition name credentials its
+// namespace neither owns nor was granted: the composition's default
+// ProviderConfig "default" it made ambient, a Composition of its choice that
+// hard-codes a shared ClusterProviderConfig, and its own ProviderConfig whose
+// Secret runs an exec plugin as the provider. The API server refuses each
+// managed resource; Crossplane reports the refusal on the XR; no Stub is
+// stored naming the credentials. Its own static kubeconfig and a granted
+// ClusterProviderConfig compose.
+func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
+	stackWith(t, controllers.Options{CredentialsProviders: []credentials.Provider{testProvider}})
+	t.Cleanup(func() {
+		// Other tests run bridges that do not enforce the test provider.
+		for _, o := range []client.Object{
+			&admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: controllers.CredentialsPolicyName}},
+			&admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: controllers.CredentialsPolicyName}},
+		} {
+			_ = env.Client.Delete(ctx, o)
+		}
+	})
+	g := NewWithT(t)
+	ns, suffix, granted, ungranted := tenantBesideSharedCredentials(t)
+	grantTo(t, "granted"+suffix, granted, infrav1.AllowedNamespaces{Names: []string{ns}})
+	tc := tenantClient(t, ns)
+
+	// The platform's Compositions a tenant may pick: one defaulting to the
+	// namespace's ProviderConfig "default", as every shipped one does; one
+	// another team's, hard-coding a ClusterProviderConfig.
+	stub := func(ref map[string]any) map[string]any {
+		return map[string]any{
+			"name":    "stub",
+			"base":    map[string]any{"apiVersion": envtest.StubGVK.GroupVersion().String(), "kind": envtest.StubGVK.Kind, "spec": map[string]any{"providerConfigRef": ref}},
+			"patches": []any{map[string]any{"type": "FromCompositeFieldPath", "fromFieldPath": "metadata.annotations[" + envtest.ObserveAnnotation + "]", "toFieldPath": "spec.observe"}},
+		}
+	}
+	for name, ref := range map[string]map[string]any{
+		"defaults-to-own" + suffix:  {"apiGroup": credsGroup, "kind": "ProviderConfig", "name": "default"},
+		"another-teams" + suffix:    {"apiGroup": credsGroup, "kind": "ClusterProviderConfig", "name": ungranted},
+		"granted-platform" + suffix: {"apiGroup": credsGroup, "kind": "ClusterProviderConfig", "name": granted},
+	} {
+		comp, err := envtest.PatchAndTransform(name, clusterGVK, stub(ref))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(env.Client.Create(ctx, comp)).To(Succeed())
+		t.Cleanup(func() { _ = env.Client.Delete(ctx, comp) })
+	}
+
+	// The tenant's own configs: "default" acting with the provider's
+	// identity, one on an exec plugin, one on its own kubeconfig.
+	ownConfig := func(name string, spec map[string]any) {
+		g.Expect(tc.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": credsGroup + "/v1beta1", "kind": "ProviderConfig",
+			"metadata": map[string]any{"name": name, "namespace": ns}, "spec": spec,
+		}})).To(Succeed())
+	}
+	secretConfig := func(name, kubeconfig string) {
+		g.Expect(tc.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{"kubeconfig": []byte(kubeconfig)}})).To(Succeed())
+		ownConfig(name, map[string]any{"credentials": map[string]any{"source": "Secret", "secretRef": map[string]any{"name": name, "key": "kubeconfig"}}})
+	}
+	ownConfig("default", map[string]any{"credentials": map[string]any{"source": "InjectedIdentity"}})
+	secretConfig("exec", execPluginKubeconfig)
+	secretConfig("mine", ownKubeconfig)
+
+	// The record says what the namespace may use, and why not the rest.
+	g.Eventually(func(g Gomega) {
+		rec := &infrav1.NamespaceCredentials{}
+		g.Expect(tc.Get(ctx, client.ObjectKey{Namespace: ns, Name: infrav1.NamespaceCredentialsName}, rec)).To(Succeed(), "a tenant may read its record")
+		g.Expect(rec.Spec.Configs).To(ConsistOf(
+			infrav1.UsableConfig{APIGroup: credsGroup, Kind: infrav1.ProviderConfigKindCluster, Name: granted},
+			infrav1.UsableConfig{APIGroup: credsGroup, Kind: infrav1.ProviderConfigKindNamespaced, Name: "mine"},
+		))
+		reasons := map[string]string{}
+		for _, r := range rec.Spec.Refused {
+			reasons[r.Name] = r.Reason
+		}
+		g.Expect(reasons).To(Equal(map[string]string{"default": infrav1.ProviderConfigNotGrantedReason, "exec": infrav1.SharedIdentityInSecretReason}))
+	}, timeout, interval).Should(Succeed())
+	g.Expect(tc.Update(ctx, &infrav1.NamespaceCredentials{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: infrav1.NamespaceCredentialsName}})).
+		To(MatchError(ContainSubstring("forbidden")), "a tenant may not write its record")
+
+	newXR := func(name string, spec map[string]any) *unstructured.Unstructured {
+		xr := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+		xr.SetGroupVersionKind(clusterGVK)
+		xr.SetNamespace(ns)
+		xr.SetName(name)
+		xr.SetAnnotations(map[string]string{envtest.ObserveAnnotation: script(goodStatus)})
+		g.Eventually(func() error { return tc.Create(ctx, xr) }, timeout, interval).Should(Succeed())
+		return xr
+	}
+	composition := func(name string) map[string]any {
+		return map[string]any{"crossplane": map[string]any{"compositionRef": map[string]any{"name": name}}}
+	}
+	withRef := func(spec map[string]any, kind, name string) map[string]any {
+		spec["providerConfigRef"] = map[string]any{"apiGroup": credsGroup, "kind": kind, "name": name}
+		return spec
+	}
+	refused := map[*unstructured.Unstructured]string{
+		// No reference at all: the composition's default is the
+		// namespace's "default", which the tenant made ambient.
+		newXR("unset", composition("defaults-to-own"+suffix)): "ProviderConfig " + credsGroup + "/default: ProviderConfig " + credsGroup + "/default uses spec.credentials.source InjectedIdentity",
+		// Its own config declared, another team's Composition picked.
+		newXR("chosen", withRef(composition("another-teams"+suffix), "ProviderConfig", "mine")): "ClusterProviderConfig " + credsGroup + "/" + ungranted + ": no ClusterProviderConfigGrant allows it",
+		// Its own config, on a Secret that runs a command as the provider.
+		newXR("exec", withRef(map[string]any{}, "ProviderConfig", "exec")): `user "u": exec`,
+	}
+	allowed := []*unstructured.Unstructured{
+		newXR("mine", withRef(map[string]any{}, "ProviderConfig", "mine")),
+		newXR("platform", composition("granted-platform"+suffix)),
+	}
+
+	for xr, why := range refused {
+		g.Eventually(func(g Gomega) {
+			synced := xrCondition(getXR(g, xr), "Synced")
+			g.Expect(synced).To(HaveKeyWithValue("status", "False"), "%s: Crossplane reports the refusal", xr.GetName())
+			g.Expect(synced["message"]).To(And(ContainSubstring(controllers.CredentialsPolicyName), ContainSubstring("spec.providerConfigRef: namespace "+ns+" may not use "), ContainSubstring(why)),
+				"%s: the refusal names the field and why", xr.GetName())
+		}, timeout, interval).Should(Succeed())
+	}
+	for _, xr := range allowed {
+		g.Eventually(func(g Gomega) { g.Expect(provisioned(getXR(g, xr))).To(BeTrue(), "%s composes", xr.GetName()) }, timeout, interval).Should(Succeed())
+	}
+
+	// What was stored: a Stub for each allowed XR, none naming anything
+	// else.
+	stubs := &unstructured.UnstructuredList{}
+	stubs.SetGroupVersionKind(envtest.StubGVK.GroupVersion().WithKind(envtest.StubGVK.Kind + "List"))
+	g.Expect(env.Client.List(ctx, stubs, client.InNamespace(ns))).To(Succeed())
+	var names []string
+	for i := range stubs.Items {
+		ref, _, _ := unstructured.NestedStringMap(stubs.Items[i].Object, "spec", "providerConfigRef")
+		names = append(names, ref["kind"]+"/"+ref["name"])
+	}
+	g.Expect(names).To(ConsistOf("ProviderConfig/mine", "ClusterProviderConfig/"+granted))
+
+	// Once the grant goes, a new managed resource on it is refused too.
+	g.Expect(env.Client.Delete(ctx, &infrav1.ClusterProviderConfigGrant{ObjectMeta: metav1.ObjectMeta{Name: "granted" + suffix}})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		rec := &infrav1.NamespaceCredentials{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: infrav1.NamespaceCredentialsName}, rec)).To(Succeed())
+		g.Expect(rec.Spec.Configs).To(ConsistOf(infrav1.UsableConfig{APIGroup: credsGroup, Kind: infrav1.ProviderConfigKindNamespaced, Name: "mine"}))
+	}, timeout, interval).Should(Succeed())
+	late := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": envtest.StubGVK.GroupVersion().String(), "kind": envtest.StubGVK.Kind,
+		"metadata": map[string]any{"namespace": ns, "name": "late"},
+		"spec":     map[string]any{"providerConfigRef": map[string]any{"kind": "ClusterProviderConfig", "name": granted}},
+	}}
+	g.Eventually(func() error { return env.Client.Create(ctx, late, client.DryRunAll) }, timeout, interval).
+		Should(MatchError(ContainSubstring("a ClusterProviderConfigGrant with providerConfigRef " + credsGroup + "/" + granted + " covering namespace " + ns + " is missing")))
+}
