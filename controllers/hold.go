@@ -10,6 +10,7 @@ import (
 	kmeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,6 +26,10 @@ const (
 	errResume = "cannot resume composed resource"
 	// maxNesting bounds how deep the bridge follows composed XRs.
 	maxNesting = 8
+	// maxComposed bounds how many composed resources, nested XRs'
+	// included, the bridge follows for one XR.
+	maxComposed        = 4096
+	errTooManyComposed = "the XR's resource references name more than %d composed resources, nested XRs' included: the bridge follows no more"
 	// annotationTrue is the value of a set boolean annotation.
 	annotationTrue = "true"
 )
@@ -71,10 +76,15 @@ func (r *xrReconciler) holdComposed(ctx context.Context, s *scope, on bool) erro
 
 // composedTree returns every resource the XR controls through its
 // resource references, and through those of the XRs it composed, down to
-// maxNesting levels. References it may not or cannot follow become events
-// on the XR, never a blocked reconcile.
+// maxNesting levels, each once: resource references are tenant-written, and
+// an XR whose references name itself, or the same XR many times, must not
+// grow the walk (a visited set by UID), nor may a long list (at most
+// maxComposed resources, past which the walk is an error the XR reports).
+// References it may not or cannot follow become events on the XR, never a
+// blocked reconcile.
 func (r *xrReconciler) composedTree(ctx context.Context, s *scope) ([]*metav1.PartialObjectMetadata, error) {
 	var all []*metav1.PartialObjectMetadata
+	visited := map[types.UID]bool{s.xr.GetUID(): true}
 	level := []*composite.Unstructured{s.xr}
 	for depth := 0; len(level) > 0 && depth < maxNesting; depth++ {
 		var next []*composite.Unstructured
@@ -84,6 +94,13 @@ func (r *xrReconciler) composedTree(ctx context.Context, s *scope) ([]*metav1.Pa
 				return nil, err
 			}
 			for _, obj := range controlled {
+				if visited[obj.GetUID()] {
+					continue
+				}
+				visited[obj.GetUID()] = true
+				if len(all) == maxComposed {
+					return nil, errors.Errorf(errTooManyComposed, maxComposed)
+				}
 				all = append(all, obj)
 				nested, err := r.nestedXR(ctx, obj)
 				if err != nil {

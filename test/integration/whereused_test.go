@@ -117,6 +117,19 @@ func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
 	g.Expect(tc.Update(ctx, &infrav1.NamespaceCredentials{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: infrav1.NamespaceCredentialsName}})).
 		To(MatchError(ContainSubstring("forbidden")), "a tenant may not write its record")
 
+	// The API server loads the policy asynchronously: wait until it refuses
+	// a managed resource naming the ungranted ClusterProviderConfig.
+	probe := func(name string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": envtest.StubGVK.GroupVersion().String(), "kind": envtest.StubGVK.Kind,
+			"metadata": map[string]any{"namespace": ns, "name": "probe"},
+			"spec":     map[string]any{"providerConfigRef": map[string]any{"kind": "ClusterProviderConfig", "name": name}},
+		}}
+	}
+	g.Eventually(func() error { return env.Client.Create(ctx, probe(ungranted), client.DryRunAll) }, timeout, interval).
+		Should(MatchError(ContainSubstring("a ClusterProviderConfigGrant with providerConfigRef " + credsGroup + "/" + ungranted + " covering namespace " + ns + " is missing")))
+	g.Expect(env.Client.Create(ctx, probe(granted), client.DryRunAll)).To(Succeed())
+
 	newXR := func(name string, spec map[string]any) *unstructured.Unstructured {
 		xr := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
 		xr.SetGroupVersionKind(clusterGVK)
@@ -156,7 +169,10 @@ func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
 		}, timeout, interval).Should(Succeed())
 	}
 	for _, xr := range allowed {
-		g.Eventually(func(g Gomega) { g.Expect(provisioned(getXR(g, xr))).To(BeTrue(), "%s composes", xr.GetName()) }, timeout, interval).Should(Succeed())
+		g.Eventually(func(g Gomega) {
+			got := getXR(g, xr)
+			g.Expect(xrCondition(got, "Ready")).To(HaveKeyWithValue("status", "True"), "%s composes: Synced %v", xr.GetName(), xrCondition(got, "Synced"))
+		}, timeout, interval).Should(Succeed())
 	}
 
 	// What was stored: a Stub for each allowed XR, none naming anything
@@ -178,11 +194,6 @@ func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: infrav1.NamespaceCredentialsName}, rec)).To(Succeed())
 		g.Expect(rec.Spec.Configs).To(ConsistOf(infrav1.UsableConfig{APIGroup: credsGroup, Kind: infrav1.ProviderConfigKindNamespaced, Name: "mine"}))
 	}, timeout, interval).Should(Succeed())
-	late := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": envtest.StubGVK.GroupVersion().String(), "kind": envtest.StubGVK.Kind,
-		"metadata": map[string]any{"namespace": ns, "name": "late"},
-		"spec":     map[string]any{"providerConfigRef": map[string]any{"kind": "ClusterProviderConfig", "name": granted}},
-	}}
-	g.Eventually(func() error { return env.Client.Create(ctx, late, client.DryRunAll) }, timeout, interval).
+	g.Eventually(func() error { return env.Client.Create(ctx, probe(granted), client.DryRunAll) }, timeout, interval).
 		Should(MatchError(ContainSubstring("a ClusterProviderConfigGrant with providerConfigRef " + credsGroup + "/" + granted + " covering namespace " + ns + " is missing")))
 }
