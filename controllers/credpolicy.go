@@ -38,6 +38,17 @@ const CredentialsPolicyName = "capxp-credentials-where-used"
 // resources: its credentials configs and their usages.
 var credentialsKinds = []string{"ProviderConfig", "ClusterProviderConfig", "ProviderConfigUsage", "ClusterProviderConfigUsage"}
 
+// credentialsResources are the resources of credentialsKinds, and their
+// subresources.
+func credentialsResources() []string {
+	var out []string
+	for _, k := range credentialsKinds {
+		plural := strings.ToLower(k) + "s"
+		out = append(out, plural, plural+"/*")
+	}
+	return out
+}
+
 // credentialsPolicy returns the policy and binding for the managed resource
 // groups the API serves of the enforced providers. Every create of a managed
 // resource, and every update that sets or changes its spec.providerConfigRef,
@@ -46,7 +57,6 @@ var credentialsKinds = []string{"ProviderConfig", "ClusterProviderConfig", "Prov
 // its namespace; a namespace without one admits none. Deletes, status writes
 // and updates that keep the reference (finalizers, pause) are not matched.
 func credentialsPolicy(providers []credentials.Provider, groups []string) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
-	labels := admissionLabels()
 	sort.Strings(groups)
 	// The provider whose managed resource is admitted: its config group.
 	group := "''"
@@ -65,47 +75,95 @@ func credentialsPolicy(providers []credentials.Provider, groups []string) (*admi
 	listed := func(list string) string {
 		return `has(params.spec) && has(params.spec.` + list + `) && params.spec.` + list + `.exists(c, c.apiGroup == variables.group && c.kind == variables.kind && c.name == variables.name)`
 	}
-	p := &admissionv1.ValidatingAdmissionPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
-		ObjectMeta: metav1.ObjectMeta{Name: CredentialsPolicyName, Labels: labels},
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			ParamKind: &admissionv1.ParamKind{APIVersion: infrav1.GroupVersion.String(), Kind: "NamespaceCredentials"},
-			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
+	return validatingPolicy(CredentialsPolicyName, admissionv1.ValidatingAdmissionPolicySpec{
+		ParamKind: &admissionv1.ParamKind{APIVersion: infrav1.GroupVersion.String(), Kind: "NamespaceCredentials"},
+		// Every resource of the groups, so a kind the provider adds is
+		// enforced before the bridge learns of it, but the credentials
+		// kinds: the parameter is resolved before any match condition
+		// is evaluated, so matching a namespace's ProviderConfigs would
+		// refuse them until its record exists.
+		MatchConstraints: &admissionv1.MatchResources{
+			ResourceRules: []admissionv1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
 				Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update},
 				Rule:       admissionv1.Rule{APIGroups: groups, APIVersions: []string{"*"}, Resources: []string{"*"}, Scope: ptr.To(admissionv1.NamespacedScope)},
-			}}}},
-			FailurePolicy: ptr.To(admissionv1.Fail),
-			MatchConditions: []admissionv1.MatchCondition{
-				{Name: "managed-resource", Expression: `!(request.kind.kind in [` + strings.Join(kinds, ", ") + `])`},
-				{Name: "credentials-set-or-changed", Expression: `request.operation == 'CREATE' || ` + credentialsChanged},
-			},
-			Variables: []admissionv1.Variable{
-				{Name: "group", Expression: group},
-				{Name: "kind", Expression: hasRefField("kind") + ` ? string(` + ref + `.kind) : 'ClusterProviderConfig'`},
-				{Name: "name", Expression: hasRefField("name") + ` ? string(` + ref + `.name) : 'default'`},
-			},
-			Validations: []admissionv1.Validation{{
-				Expression: `(variables.kind == 'ClusterProviderConfig' && has(params.spec) && has(params.spec.allClusterConfigs) && params.spec.allClusterConfigs) || (` + listed("configs") + `)`,
-				MessageExpression: `'spec.providerConfigRef: namespace ' + request.namespace + ' may not use ' + variables.kind + ' ' + variables.group + '/' + variables.name + ': ' + ((` + listed("refused") + `) ? params.spec.refused.filter(c, c.apiGroup == variables.group && c.kind == variables.kind && c.name == variables.name)[0].message : ` +
-					`(variables.kind == 'ClusterProviderConfig' ? 'no ClusterProviderConfigGrant allows it; a ClusterProviderConfigGrant with providerConfigRef ' + variables.group + '/' + variables.name + ' covering namespace ' + request.namespace + ' is missing' : 'no such ProviderConfig in the namespace')) + ` +
-					`' (kubectl get namespacecredentials ` + infrav1.NamespaceCredentialsName + ` -n ' + request.namespace + ' -o yaml lists what it may use)'`,
-				Reason: ptr.To(metav1.StatusReasonForbidden),
-			}},
+			}}},
+			ExcludeResourceRules: []admissionv1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
+				Operations: []admissionv1.OperationType{admissionv1.OperationAll},
+				Rule:       admissionv1.Rule{APIGroups: groups, APIVersions: []string{"*"}, Resources: credentialsResources(), Scope: ptr.To(admissionv1.AllScopes)},
+			}}},
 		},
-	}
-	b := &admissionv1.ValidatingAdmissionPolicyBinding{
-		TypeMeta:   metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicyBinding"},
-		ObjectMeta: metav1.ObjectMeta{Name: CredentialsPolicyName, Labels: labels},
-		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName: CredentialsPolicyName,
-			ParamRef: &admissionv1.ParamRef{
-				Name:                    infrav1.NamespaceCredentialsName,
-				ParameterNotFoundAction: ptr.To(admissionv1.DenyAction),
-			},
-			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+		FailurePolicy: ptr.To(admissionv1.Fail),
+		MatchConditions: []admissionv1.MatchCondition{
+			{Name: "managed-resource", Expression: `!(request.kind.kind in [` + strings.Join(kinds, ", ") + `])`},
+			{Name: "credentials-set-or-changed", Expression: `request.operation == 'CREATE' || ` + credentialsChanged},
 		},
+		Variables: []admissionv1.Variable{
+			{Name: "group", Expression: group},
+			{Name: "kind", Expression: hasRefField("kind") + ` ? string(` + ref + `.kind) : 'ClusterProviderConfig'`},
+			{Name: "name", Expression: hasRefField("name") + ` ? string(` + ref + `.name) : 'default'`},
+		},
+		Validations: []admissionv1.Validation{{
+			Expression: `(variables.kind == 'ClusterProviderConfig' && has(params.spec) && has(params.spec.allClusterConfigs) && params.spec.allClusterConfigs) || (` + listed("configs") + `)`,
+			MessageExpression: `'spec.providerConfigRef: namespace ' + request.namespace + ' may not use ' + variables.kind + ' ' + variables.group + '/' + variables.name + ': ' + ((` + listed("refused") + `) ? params.spec.refused.filter(c, c.apiGroup == variables.group && c.kind == variables.kind && c.name == variables.name)[0].message : ` +
+				`(variables.kind == 'ClusterProviderConfig' ? 'no ClusterProviderConfigGrant allows it; a ClusterProviderConfigGrant with providerConfigRef ' + variables.group + '/' + variables.name + ' covering namespace ' + request.namespace + ' is missing' : 'no such ProviderConfig in the namespace')) + ` +
+				`' (kubectl get namespacecredentials ` + infrav1.NamespaceCredentialsName + ` -n ' + request.namespace + ' -o yaml lists what it may use)'`,
+			Reason: ptr.To(metav1.StatusReasonForbidden),
+		}},
+	}, &admissionv1.ParamRef{
+		Name:                    infrav1.NamespaceCredentialsName,
+		ParameterNotFoundAction: ptr.To(admissionv1.DenyAction),
+	})
+}
+
+// LockPolicyName names the ValidatingAdmissionPolicy (and its binding) that
+// keeps what the bridge judged from changing while its namespace's record
+// lists it as usable.
+const LockPolicyName = "capxp-credentials-locked"
+
+// lockPolicy returns the policy and binding that refuse, to anyone but the
+// bridge (whoever may release holds), a change of a locked object's
+// contents: the spec of a namespace's ProviderConfig its NamespaceCredentials
+// lists in locked, or the data of a Secret listed there, and the creation of
+// either under a locked name (deleted and created again). Without it a
+// tenant could edit a Secret the bridge judged its own into one that runs a
+// command in the provider, between the bridge's read and the provider's.
+// Namespaces without a record lock nothing: their managed resources are
+// admitted with no credentials at all.
+func lockPolicy(providers []credentials.Provider) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
+	configGroups := make([]string, 0, len(providers))
+	for _, p := range providers {
+		configGroups = append(configGroups, p.ConfigGroup)
 	}
-	return p, b
+	sort.Strings(configGroups)
+	rule := func(groups []string, resource string) admissionv1.NamedRuleWithOperations {
+		return admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{
+			Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update},
+			Rule:       admissionv1.Rule{APIGroups: groups, APIVersions: []string{"*"}, Resources: []string{resource}, Scope: ptr.To(admissionv1.NamespacedScope)},
+		}}
+	}
+	return validatingPolicy(LockPolicyName, admissionv1.ValidatingAdmissionPolicySpec{
+		ParamKind: &admissionv1.ParamKind{APIVersion: infrav1.GroupVersion.String(), Kind: "NamespaceCredentials"},
+		MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{
+			rule([]string{""}, "secrets"), rule(configGroups, "providerconfigs"),
+		}},
+		FailurePolicy:   ptr.To(admissionv1.Fail),
+		MatchConditions: []admissionv1.MatchCondition{{Name: "not-the-bridge", Expression: "!" + mayRelease}},
+		Variables: []admissionv1.Variable{{
+			Name: "locked",
+			Expression: `has(params.spec) && has(params.spec.locked) && params.spec.locked.exists(l, (has(l.apiGroup) ? l.apiGroup : '') == request.kind.group && ` +
+				`l.kind == request.kind.kind && l.name == object.metadata.name)`,
+		}},
+		Validations: []admissionv1.Validation{{
+			Expression: `!variables.locked || (request.operation == 'UPDATE' && (request.kind.kind == 'Secret' ? object.?data == oldObject.?data : object.?spec == oldObject.?spec))`,
+			MessageExpression: `(request.kind.kind == 'Secret' ? 'data' : 'spec') + ': ' + request.kind.kind + ' ' + request.namespace + '/' + object.metadata.name + ` +
+				`' is locked: the credentials of namespace ' + request.namespace + ' were judged with what it holds and are in use; to change them, create a new Secret and ProviderConfig under new names and point spec.providerConfigRef at them, ` +
+				`or delete the ProviderConfig that relies on it (kubectl get namespacecredentials ` + infrav1.NamespaceCredentialsName + ` -n ' + request.namespace + ' -o yaml lists what is locked)'`,
+			Reason: ptr.To(metav1.StatusReasonForbidden),
+		}},
+	}, &admissionv1.ParamRef{
+		Name:                    infrav1.NamespaceCredentialsName,
+		ParameterNotFoundAction: ptr.To(admissionv1.AllowAction),
+	})
 }
 
 // credentialsPolicyKey is the one request the policy's controller handles.
@@ -166,8 +224,13 @@ func (r *credentialsPolicyController) Reconcile(ctx context.Context, _ reconcile
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	lp, lb := lockPolicy(r.providers)
 	p, b := credentialsPolicy(r.providers, groups)
-	p.SetOwnerReferences(owners)
-	b.SetOwnerReferences(owners)
+	for _, o := range []client.Object{lp, lb, p, b} {
+		o.SetOwnerReferences(owners)
+	}
+	if err := ensurePolicy(ctx, r.client, r.live, []client.Object{lp, lb}, false); err != nil {
+		return reconcile.Result{}, err
+	}
 	return reconcile.Result{}, ensurePolicy(ctx, r.client, r.live, []client.Object{p, b}, len(groups) == 0)
 }

@@ -62,6 +62,16 @@ func isPaused(o string) string {
 		`.metadata.annotations && ` + o + `.metadata.annotations['` + infrav1.CrossplanePausedAnnotation + `'] == 'true')`
 }
 
+// hasMarker is true when o carries the bridge's hold marker.
+func hasMarker(o string) string {
+	return `(has(` + o + `.metadata.annotations) && '` + infrav1.CredentialsHoldAnnotation + `' in ` + o + `.metadata.annotations)`
+}
+
+// marker is o's hold marker, "" when it has none.
+func marker(o string) string {
+	return `(` + hasMarker(o) + ` ? ` + o + `.metadata.annotations['` + infrav1.CredentialsHoldAnnotation + `'] : '')`
+}
+
 // holdPolicy returns the MutatingAdmissionPolicy and binding that pause
 // (crossplane.io/paused) every XR of the adapted kinds when it is created,
 // and when anyone but the bridge changes its credentials reference. The API
@@ -92,37 +102,30 @@ func holdPolicy(resources []schema.GroupResource) (*admissionv1.MutatingAdmissio
 // creating one without it (where the API server has no
 // MutatingAdmissionPolicy to add it, a creator must).
 func releasePolicy(resources []schema.GroupResource) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
-	labels := admissionLabels()
 	rules := make([]admissionv1.NamedRuleWithOperations, 0, len(resources))
 	for _, r := range namespacedRules(resources) {
 		rules = append(rules, admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{
 			Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update}, Rule: r,
 		}})
 	}
-	p := &admissionv1.ValidatingAdmissionPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
-		ObjectMeta: metav1.ObjectMeta{Name: ReleasePolicyName, Labels: labels},
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			MatchConstraints: &admissionv1.MatchResources{ResourceRules: rules},
-			FailurePolicy:    ptr.To(admissionv1.Fail),
-			MatchConditions:  []admissionv1.MatchCondition{{Name: "may-not-release", Expression: "!" + mayRelease}},
-			Validations: []admissionv1.Validation{{
-				Expression: isPaused("object") + ` || (request.operation == 'UPDATE' && !` + isPaused("oldObject") + `)`,
-				MessageExpression: `'metadata.annotations[` + infrav1.CrossplanePausedAnnotation + `]: ' + (request.operation == 'CREATE' ? 'a new ' + object.kind + ' is held paused until CAPXP has checked its credentials; this API server cannot add the hold itself, so create it with ` +
-					infrav1.CrossplanePausedAnnotation + `: "true"' : 'only CAPXP lifts the hold on ' + object.kind + ' ' + object.metadata.name + ', once the credentials its spec.providerConfigRef names are granted to namespace ' + object.metadata.namespace + '; pause and resume it with the cluster.x-k8s.io/paused annotation or the Cluster\'s spec.paused')`,
-				Reason: ptr.To(metav1.StatusReasonForbidden),
-			}},
-		},
-	}
-	b := &admissionv1.ValidatingAdmissionPolicyBinding{
-		TypeMeta:   metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicyBinding"},
-		ObjectMeta: metav1.ObjectMeta{Name: ReleasePolicyName, Labels: labels},
-		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        ReleasePolicyName,
-			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
-		},
-	}
-	return p, b
+	return validatingPolicy(ReleasePolicyName, admissionv1.ValidatingAdmissionPolicySpec{
+		MatchConstraints: &admissionv1.MatchResources{ResourceRules: rules},
+		FailurePolicy:    ptr.To(admissionv1.Fail),
+		MatchConditions:  []admissionv1.MatchCondition{{Name: "may-not-release", Expression: "!" + mayRelease}},
+		Validations: []admissionv1.Validation{{
+			// The bridge lifts the holds it marks: a marker set by
+			// anyone else would have it lift a pause it never set (a
+			// gated machine's, a moved XR's).
+			Expression:        `request.operation == 'CREATE' ? !` + hasMarker("object") + ` : ` + marker("object") + ` == ` + marker("oldObject"),
+			MessageExpression: `'metadata.annotations[` + infrav1.CredentialsHoldAnnotation + `]: only CAPXP marks the holds it lifts; leave the annotation as it is'`,
+			Reason:            ptr.To(metav1.StatusReasonForbidden),
+		}, {
+			Expression: isPaused("object") + ` || (request.operation == 'UPDATE' && !` + isPaused("oldObject") + `)`,
+			MessageExpression: `'metadata.annotations[` + infrav1.CrossplanePausedAnnotation + `]: ' + (request.operation == 'CREATE' ? 'a new ' + object.kind + ' is held paused until CAPXP has checked its credentials; this API server cannot add the hold itself, so create it with ` +
+				infrav1.CrossplanePausedAnnotation + `: "true"' : 'only CAPXP lifts the hold on ' + object.kind + ' ' + object.metadata.name + ', once the credentials its spec.providerConfigRef names are granted to namespace ' + object.metadata.namespace + '; pause and resume it with the cluster.x-k8s.io/paused annotation or the Cluster\'s spec.paused')`,
+			Reason: ptr.To(metav1.StatusReasonForbidden),
+		}},
+	}, nil)
 }
 
 // MovePolicyName names the MutatingAdmissionPolicy (and its binding) that
@@ -260,6 +263,28 @@ func ensurePolicy(ctx context.Context, c client.Client, live client.Reader, objs
 		}
 	}
 	return nil
+}
+
+// validatingPolicy returns a ValidatingAdmissionPolicy named name and its
+// binding of the same name, which denies what the policy refuses, with
+// paramRef when the policy has a parameter.
+func validatingPolicy(name string, spec admissionv1.ValidatingAdmissionPolicySpec, paramRef *admissionv1.ParamRef) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
+	labels := admissionLabels()
+	p := &admissionv1.ValidatingAdmissionPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       spec,
+	}
+	b := &admissionv1.ValidatingAdmissionPolicyBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicyBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ParamRef:          paramRef,
+			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+		},
+	}
+	return p, b
 }
 
 // namespacedRules turns resources into admission rules, one per API group,

@@ -54,6 +54,10 @@ func (r *xrReconciler) holdComposed(ctx context.Context, s *scope, on bool) erro
 		switch {
 		case on && !held && !meta.IsPaused(obj):
 			meta.AddAnnotations(obj, map[string]string{infrav1.CrossplanePausedAnnotation: annotationTrue, infrav1.CredentialsHoldAnnotation: annotationTrue})
+		case !on && held && obj.GetAnnotations()[infrav1.CredentialsRevokedAnnotation] != "":
+			// Paused for the credentials it names itself, which were
+			// revoked: that pause is the namespace record's to lift.
+			meta.RemoveAnnotations(obj, infrav1.CredentialsHoldAnnotation)
 		case !on && held:
 			meta.RemoveAnnotations(obj, infrav1.CrossplanePausedAnnotation, infrav1.CredentialsHoldAnnotation)
 		default:
@@ -63,7 +67,9 @@ func (r *xrReconciler) holdComposed(ctx context.Context, s *scope, on bool) erro
 		if !on {
 			msg = errResume
 		}
-		err := r.client.Patch(ctx, obj, client.MergeFrom(orig), client.FieldOwner(fieldManager))
+		// The patch carries the resourceVersion read: a hold or release
+		// decided on a stale read conflicts and is decided again.
+		err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(fieldManager))
 		if err = client.IgnoreNotFound(err); err != nil {
 			return errors.Wrapf(err, "%s %s %s", msg, obj.Kind, obj.GetName())
 		}

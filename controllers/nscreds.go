@@ -27,6 +27,7 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+	xpmeta "github.com/crossplane/crossplane-runtime/v2/pkg/meta"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
@@ -48,8 +49,10 @@ const (
 // providers and the Secrets they name (uncached gets: the bridge never
 // caches or watches Secrets), and writes the record only when it changes.
 type nsCredentials struct {
-	client    client.Client
-	secrets   client.Reader
+	client client.Client
+	// live reads uncached: Secrets (the bridge never caches them), the
+	// configs judged again once locked, and managed resources.
+	live      client.Reader
 	providers []credentials.Provider
 	all       bool
 
@@ -101,7 +104,11 @@ func (r *nsCredentials) allNamespaces(ctx context.Context) []reconcile.Request {
 	return reqs
 }
 
-// Reconcile computes and writes one namespace's record.
+// Reconcile computes and writes one namespace's record, in the order that
+// leaves no moment where a managed resource may use what the bridge has not
+// judged: lock what is about to be listed, judge it again from live reads,
+// list it; stop admitting what is no longer usable, pause what uses it,
+// then unlock it.
 func (r *nsCredentials) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	ns := &corev1.Namespace{}
 	if err := r.client.Get(ctx, req.NamespacedName, ns); err != nil {
@@ -114,16 +121,52 @@ func (r *nsCredentials) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if err := r.client.List(ctx, grants); err != nil {
 		return reconcile.Result{}, errors.Wrap(err, errListGrants)
 	}
-	own, missing, err := r.ownConfigs(ctx, ns.Name)
+	rec := &infrav1.NamespaceCredentials{}
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: ns.Name, Name: infrav1.NamespaceCredentialsName}, rec); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, errors.Wrap(err, errWriteRecord)
+		}
+		rec = nil
+	}
+	spec, missing, err := r.judge(ctx, ns, grants.Items, r.client)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	spec, err := credentials.Usable(ns, grants.Items, r.providers, own, r.all)
-	if err != nil {
-		return reconcile.Result{}, errors.Wrap(err, errComputeRecord)
+	// What was read may have changed since: lock it first, then judge it
+	// again from the API server. Once locked it cannot change, so the
+	// second judgment is of what the provider will read.
+	for i := 0; len(newLocks(rec, spec.Locked)) > 0; i++ {
+		if i == maxLockRounds {
+			return reconcile.Result{RequeueAfter: conflictRequeue}, nil
+		}
+		interim := infrav1.NamespaceCredentialsSpec{}
+		if rec != nil {
+			interim = *rec.Spec.DeepCopy()
+		}
+		interim.Locked = credentials.MergeLocks(interim.Locked, spec.Locked)
+		if rec, err = r.write(ctx, ns.Name, rec, interim, revocationPending(rec)); err != nil {
+			return writeResult(err)
+		}
+		if spec, missing, err = r.judge(ctx, ns, grants.Items, r.live); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
-	if err := r.write(ctx, ns.Name, spec); err != nil {
-		return reconcile.Result{}, err
+	if rec == nil || !credentials.SameUse(&rec.Spec, &spec) || revocationPending(rec) {
+		// Admission first: what is no longer listed is refused from now
+		// on. Locks stay until what ran with it is paused.
+		interim := *spec.DeepCopy()
+		if rec != nil {
+			interim.Locked = credentials.MergeLocks(rec.Spec.Locked, spec.Locked)
+		}
+		if rec, err = r.write(ctx, ns.Name, rec, interim, true); err != nil {
+			return writeResult(err)
+		}
+		if err := r.revoke(ctx, ns.Name, &spec); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if _, err := r.write(ctx, ns.Name, rec, spec, false); err != nil {
+		return writeResult(err)
 	}
 	var res reconcile.Result
 	if missing {
@@ -133,10 +176,59 @@ func (r *nsCredentials) Reconcile(ctx context.Context, req reconcile.Request) (r
 	return res, nil
 }
 
+// maxLockRounds bounds how often one reconcile locks and judges again a
+// namespace whose configs keep changing under it.
+const maxLockRounds = 3
+
+// revocationPendingAnnotation marks a record written before the managed
+// resources that use what it no longer lists were paused: the next
+// reconcile, of this manager or the next, pauses them.
+const revocationPendingAnnotation = "capxp.dev/revocation-pending"
+
+func revocationPending(rec *infrav1.NamespaceCredentials) bool {
+	return rec != nil && rec.GetAnnotations()[revocationPendingAnnotation] == annotationTrue
+}
+
+// newLocks returns the locks of want the record does not hold yet.
+func newLocks(rec *infrav1.NamespaceCredentials, want []infrav1.LockedObject) []infrav1.LockedObject {
+	held := map[infrav1.LockedObject]bool{}
+	if rec != nil {
+		for _, l := range rec.Spec.Locked {
+			held[l] = true
+		}
+	}
+	var out []infrav1.LockedObject
+	for _, l := range want {
+		if !held[l] {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// writeResult turns a conflict on the record into a quiet retry.
+func writeResult(err error) (reconcile.Result, error) {
+	if c := errors.Cause(err); apierrors.IsConflict(c) || apierrors.IsAlreadyExists(c) {
+		return reconcile.Result{RequeueAfter: conflictRequeue}, nil
+	}
+	return reconcile.Result{}, err
+}
+
+// judge computes the record a namespace's configs, as read with configs,
+// earn it.
+func (r *nsCredentials) judge(ctx context.Context, ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, configs client.Reader) (infrav1.NamespaceCredentialsSpec, bool, error) {
+	own, missing, err := r.ownConfigs(ctx, ns.Name, configs)
+	if err != nil {
+		return infrav1.NamespaceCredentialsSpec{}, false, err
+	}
+	spec, err := credentials.Usable(ns, grants, r.providers, own, r.all)
+	return spec, missing, errors.Wrap(err, errComputeRecord)
+}
+
 // ownConfigs reads the namespace's ProviderConfigs of every enforced
 // provider the API serves, and the Secrets they name; missing is true when
 // a named Secret does not exist.
-func (r *nsCredentials) ownConfigs(ctx context.Context, ns string) ([]credentials.OwnConfig, bool, error) {
+func (r *nsCredentials) ownConfigs(ctx context.Context, ns string, configs client.Reader) ([]credentials.OwnConfig, bool, error) {
 	var own []credentials.OwnConfig
 	missing := false
 	for _, p := range r.providers {
@@ -157,7 +249,7 @@ func (r *nsCredentials) ownConfigs(ctx context.Context, ns string) ([]credential
 		}
 		l := &unstructured.UnstructuredList{}
 		l.SetGroupVersionKind(m.GroupVersionKind.GroupVersion().WithKind(m.GroupVersionKind.Kind + "List"))
-		if err := r.client.List(ctx, l, client.InNamespace(ns)); err != nil {
+		if err := configs.List(ctx, l, client.InNamespace(ns)); err != nil {
 			return nil, false, errors.Wrapf(err, "%s %s", errListConfigs, p.ConfigGroup)
 		}
 		for i := range l.Items {
@@ -165,7 +257,7 @@ func (r *nsCredentials) ownConfigs(ctx context.Context, ns string) ([]credential
 			c := credentials.OwnConfig{Provider: p, Name: l.Items[i].GetName(), Spec: fieldpath.Pave(map[string]any{"spec": spec}), Secrets: map[string]map[string][]byte{}}
 			for _, name := range credentials.SecretsNamed(c.Spec) {
 				s := &corev1.Secret{}
-				err := r.secrets.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)
+				err := r.live.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)
 				switch {
 				case apierrors.IsNotFound(err):
 					missing = true
@@ -197,31 +289,30 @@ func (r *nsCredentials) watch(gvk schema.GroupVersionKind) error {
 	return nil
 }
 
-// write creates the record or updates it when it differs; an update carries
-// the resourceVersion it read, so a stale record never overwrites a newer
-// one.
-func (r *nsCredentials) write(ctx context.Context, ns string, spec infrav1.NamespaceCredentialsSpec) error {
-	rec := &infrav1.NamespaceCredentials{}
-	err := r.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: infrav1.NamespaceCredentialsName}, rec)
-	switch {
-	case apierrors.IsNotFound(err):
+// write creates the record or updates it when it differs, marked pending
+// when what it stops listing is yet to be paused. An update carries the
+// resourceVersion read, so a record decided on a stale read never lands; a
+// conflict is returned.
+func (r *nsCredentials) write(ctx context.Context, ns string, rec *infrav1.NamespaceCredentials, spec infrav1.NamespaceCredentialsSpec, pending bool) (*infrav1.NamespaceCredentials, error) {
+	if rec == nil {
 		rec = &infrav1.NamespaceCredentials{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: infrav1.NamespaceCredentialsName, Labels: admissionLabels()},
 			Spec:       spec,
 		}
-		return errors.Wrap(client.IgnoreAlreadyExists(r.client.Create(ctx, rec)), errWriteRecord)
-	case err != nil:
-		return errors.Wrap(err, errWriteRecord)
-	case reflect.DeepEqual(rec.Spec, spec):
-		return nil
-	}
-	rec.Spec = spec
-	if err := r.client.Update(ctx, rec); err != nil {
-		if apierrors.IsConflict(err) {
-			// The watch on records brings the namespace back.
-			return nil
+		if pending {
+			rec.SetAnnotations(map[string]string{revocationPendingAnnotation: annotationTrue})
 		}
-		return errors.Wrap(err, errWriteRecord)
+		return rec, errors.Wrap(r.client.Create(ctx, rec), errWriteRecord)
 	}
-	return nil
+	if reflect.DeepEqual(rec.Spec, spec) && revocationPending(rec) == pending {
+		return rec, nil
+	}
+	rec = rec.DeepCopy()
+	rec.Spec = spec
+	if pending {
+		xpmeta.AddAnnotations(rec, map[string]string{revocationPendingAnnotation: annotationTrue})
+	} else {
+		xpmeta.RemoveAnnotations(rec, revocationPendingAnnotation)
+	}
+	return rec, errors.Wrap(r.client.Update(ctx, rec), errWriteRecord)
 }

@@ -12,14 +12,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 )
 
 // patchIfChanged applies mutate to a copy of obj and, if that changed
 // anything, sends the difference as a merge patch under the bridge's field
 // manager. On success obj holds the result. A merge patch replaces a list
 // whole, so a patch that changes the finalizers is guarded by obj's resource
-// version; one that sets only map keys (annotations, spec fields the bridge
-// owns) is not, and a status write someone made since the read does not
+// version, and so is one that holds, releases or pauses it; one that sets
+// only other map keys (annotations, spec fields the bridge owns) is not, and a status write someone made since the read does not
 // make it fail. With w, a patch is not sent again over a cache that does not
 // show it yet (a reconcile woken by another kind's informer may read the
 // object from one behind): what it writes is already there.
@@ -29,6 +31,19 @@ func patchIfChanged(ctx context.Context, c client.Client, w *memory, obj *unstru
 	return patchTo(ctx, c, w, obj, want)
 }
 
+// pauseChanged reports whether want holds, releases or pauses obj: a
+// decision taken on obj as read, which must not land on a newer version
+// (one whose credentials reference a tenant changed since).
+func pauseChanged(obj, want *unstructured.Unstructured) bool {
+	a, b := obj.GetAnnotations(), want.GetAnnotations()
+	for _, k := range []string{infrav1.CrossplanePausedAnnotation, infrav1.CredentialsHoldAnnotation} {
+		if a[k] != b[k] {
+			return true
+		}
+	}
+	return false
+}
+
 // patchTo is patchIfChanged for a caller that holds the object it wants
 // already: want, which the patch's answer overwrites.
 func patchTo(ctx context.Context, c client.Client, w *memory, obj, want *unstructured.Unstructured) error {
@@ -36,7 +51,7 @@ func patchTo(ctx context.Context, c client.Client, w *memory, obj, want *unstruc
 		return nil
 	}
 	var opts []client.MergeFromOption
-	if !equality.Semantic.DeepEqual(obj.GetFinalizers(), want.GetFinalizers()) {
+	if !equality.Semantic.DeepEqual(obj.GetFinalizers(), want.GetFinalizers()) || pauseChanged(obj, want) {
 		opts = append(opts, client.MergeFromWithOptimisticLock{})
 	}
 	patch := client.MergeFromWithOptions(obj, opts...)

@@ -221,7 +221,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if providers == nil {
 		providers = credentials.DefaultProviders
 	}
-	records := &nsCredentials{client: mgr.GetClient(), secrets: mgr.GetAPIReader(), providers: providers, all: o.SharedCredentialsForAllNamespaces}
+	records := &nsCredentials{client: mgr.GetClient(), live: mgr.GetAPIReader(), providers: providers, all: o.SharedCredentialsForAllNamespaces}
 	if err := records.SetupWithManager(mgr, controllerOptions(max(o.Concurrency, 1))); err != nil {
 		return err
 	}

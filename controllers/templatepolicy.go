@@ -26,34 +26,20 @@ var notATopologyDryRun = `!(request.dryRun == true && has(object.metadata.annota
 // policy, not a rule in the templates' schemas, because CEL in a schema sees
 // neither the dry-run nor the annotation. Resources are plural.group names.
 func templatePolicy(resources []schema.GroupResource) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
-	labels := admissionLabels()
 	rules := make([]admissionv1.NamedRuleWithOperations, 0, len(resources))
 	for _, r := range namespacedRules(resources) {
 		rules = append(rules, admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{
 			Operations: []admissionv1.OperationType{admissionv1.Update}, Rule: r,
 		}})
 	}
-	p := &admissionv1.ValidatingAdmissionPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
-		ObjectMeta: metav1.ObjectMeta{Name: TemplatePolicyName, Labels: labels},
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			MatchConstraints: &admissionv1.MatchResources{ResourceRules: rules},
-			FailurePolicy:    ptr.To(admissionv1.Fail),
-			MatchConditions:  []admissionv1.MatchCondition{{Name: "not-a-topology-dry-run", Expression: notATopologyDryRun}},
-			Validations: []admissionv1.Validation{{
-				Expression:        `object.spec == oldObject.spec`,
-				MessageExpression: `object.kind + ' spec is immutable: create a new template and point its owner at it'`,
-				Reason:            ptr.To(metav1.StatusReasonInvalid),
-			}},
-		},
-	}
-	b := &admissionv1.ValidatingAdmissionPolicyBinding{
-		TypeMeta:   metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicyBinding"},
-		ObjectMeta: metav1.ObjectMeta{Name: TemplatePolicyName, Labels: labels},
-		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        TemplatePolicyName,
-			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
-		},
-	}
-	return p, b
+	return validatingPolicy(TemplatePolicyName, admissionv1.ValidatingAdmissionPolicySpec{
+		MatchConstraints: &admissionv1.MatchResources{ResourceRules: rules},
+		FailurePolicy:    ptr.To(admissionv1.Fail),
+		MatchConditions:  []admissionv1.MatchCondition{{Name: "not-a-topology-dry-run", Expression: notATopologyDryRun}},
+		Validations: []admissionv1.Validation{{
+			Expression:        `object.spec == oldObject.spec`,
+			MessageExpression: `object.kind + ' spec is immutable: create a new template and point its owner at it'`,
+			Reason:            ptr.To(metav1.StatusReasonInvalid),
+		}},
+	}, nil)
 }

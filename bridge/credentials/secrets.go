@@ -34,6 +34,15 @@ const (
 	SecretStatic SecretFormat = "static"
 )
 
+// ContentDecides reports whether what a Secret of the format holds decides
+// whose identity the provider acts as (a kubeconfig can name a command, a
+// token file): such a Secret is locked while a usable config relies on it.
+// The static keys of the other formats are the identity they name, so they
+// may be rotated in place.
+func (f SecretFormat) ContentDecides() bool {
+	return f != SecretAWS && f != SecretStatic
+}
+
 // SharedInSecret returns why a credentials Secret's data, read as format,
 // reaches an identity other than its own; "" when it does not. Data that
 // cannot be read counts as shared: the bridge cannot tell what the provider

@@ -126,13 +126,85 @@ func Usable(ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, p
 		}
 		if reason == "" {
 			out.Configs = append(out.Configs, u)
+			out.Locked = append(out.Locked, Locks(c)...)
 			continue
 		}
 		out.Refused = append(out.Refused, infrav1.RefusedConfig{UsableConfig: u, Reason: reason, Message: truncate(msg, 1024)})
 	}
 	out.Configs = dedupe(out.Configs)
+	out.Locked = MergeLocks(out.Locked)
 	sort.Slice(out.Refused, func(i, j int) bool { return key(out.Refused[i].UsableConfig) < key(out.Refused[j].UsableConfig) })
 	return out, nil
+}
+
+// Locks returns what must not change while the namespace's own config c is
+// listed as usable: the config, and each Secret it names whose contents
+// decide whose identity the provider acts as.
+func Locks(c *OwnConfig) []infrav1.LockedObject {
+	out := []infrav1.LockedObject{{APIGroup: c.Provider.ConfigGroup, Kind: string(infrav1.ProviderConfigKindNamespaced), Name: c.Name}}
+	if !c.Provider.Secret.ContentDecides() {
+		return out
+	}
+	for _, n := range SecretsNamed(c.Spec) {
+		out = append(out, infrav1.LockedObject{Kind: "Secret", Name: n})
+	}
+	return out
+}
+
+// MergeLocks returns the locks of every list, sorted, each once; nil when
+// there are none.
+func MergeLocks(lists ...[]infrav1.LockedObject) []infrav1.LockedObject {
+	seen := map[infrav1.LockedObject]bool{}
+	var out []infrav1.LockedObject
+	for _, l := range lists {
+		for _, o := range l {
+			if !seen[o] {
+				seen[o] = true
+				out = append(out, o)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		return a.Kind+"/"+a.APIGroup+"/"+a.Name < b.Kind+"/"+b.APIGroup+"/"+b.Name
+	})
+	return out
+}
+
+// Admits reports whether a namespace whose record is spec may name the
+// config (group, kind, name) in a managed resource's spec.providerConfigRef,
+// as the admission policy decides it. An unset kind or name is the CRD's
+// default, ClusterProviderConfig "default".
+func Admits(spec *infrav1.NamespaceCredentialsSpec, group, kind, name string) bool {
+	if kind == "" {
+		kind = string(infrav1.ProviderConfigKindCluster)
+	}
+	if name == "" {
+		name = "default"
+	}
+	if kind == string(infrav1.ProviderConfigKindCluster) && spec.AllClusterConfigs {
+		return true
+	}
+	for _, c := range spec.Configs {
+		if c.APIGroup == group && string(c.Kind) == kind && c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// SameUse reports whether two records let a namespace name the same
+// configs.
+func SameUse(a, b *infrav1.NamespaceCredentialsSpec) bool {
+	if a.AllClusterConfigs != b.AllClusterConfigs || len(a.Configs) != len(b.Configs) {
+		return false
+	}
+	for i := range a.Configs {
+		if a.Configs[i] != b.Configs[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // ownRefusal says why a namespace's own ProviderConfig may not be used; ""
@@ -216,4 +288,33 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n-3] + "..."
+}
+
+// Revocation returns how a managed resource's annotations change so that it
+// runs only while the config it names may be used (admitted): the
+// annotations to set and the keys to remove. A resource naming a config its
+// namespace may no longer use is paused and marked (crossplane.io/paused
+// stops its provider, deletion included: nothing may use revoked
+// credentials, not even to delete); one marked whose config may be used
+// again is unmarked, and resumed if the bridge paused it and holds it for
+// nothing else (an XR's hold for credentials keeps its own pause).
+func Revocation(annotations map[string]string, admitted bool) (map[string]string, []string) {
+	mark := annotations[infrav1.CredentialsRevokedAnnotation]
+	paused := annotations[infrav1.CrossplanePausedAnnotation] == "true"
+	held := annotations[infrav1.CredentialsHoldAnnotation] != ""
+	switch {
+	case !admitted && mark == "" && paused && !held:
+		return map[string]string{infrav1.CredentialsRevokedAnnotation: infrav1.CredentialsRevokedKept}, nil
+	case !admitted && mark == "" && paused:
+		// Its XR's hold paused it: the bridge's pause either way.
+		return map[string]string{infrav1.CredentialsRevokedAnnotation: infrav1.CredentialsRevokedPaused}, nil
+	case !admitted && (mark == "" || !paused):
+		// Running, or marked yet resumed by someone: pause it.
+		return map[string]string{infrav1.CrossplanePausedAnnotation: "true", infrav1.CredentialsRevokedAnnotation: infrav1.CredentialsRevokedPaused}, nil
+	case admitted && mark == infrav1.CredentialsRevokedPaused && !held:
+		return nil, []string{infrav1.CredentialsRevokedAnnotation, infrav1.CrossplanePausedAnnotation}
+	case admitted && mark != "":
+		return nil, []string{infrav1.CredentialsRevokedAnnotation}
+	}
+	return nil, nil
 }

@@ -245,3 +245,112 @@ func FuzzSharedInSecret(f *testing.F) {
 		}
 	})
 }
+
+func TestLocks(t *testing.T) {
+	pc := func(g, n string) infrav1.LockedObject {
+		return infrav1.LockedObject{APIGroup: g, Kind: "ProviderConfig", Name: n}
+	}
+	secret := func(n string) infrav1.LockedObject { return infrav1.LockedObject{Kind: "Secret", Name: n} }
+	cases := map[string]struct {
+		c    OwnConfig
+		want []infrav1.LockedObject
+	}{
+		"a kubeconfig's Secret decides the identity: locked with its config": {
+			c:    ownConfig(kubeProvider, "mine", secretSpec("kc", "kubeconfig"), nil),
+			want: []infrav1.LockedObject{pc("kubernetes.m.crossplane.io", "mine"), secret("kc")},
+		},
+		"an AWS Secret's static keys are its identity: rotated in place": {
+			c:    ownConfig(awsProvider, "mine", secretSpec("keys", "credentials"), nil),
+			want: []infrav1.LockedObject{pc("aws.m.upbound.io", "mine")},
+		},
+		"no Secret: the config alone": {
+			c:    ownConfig(kubeProvider, "injected", map[string]any{"credentials": map[string]any{"source": "InjectedIdentity"}}, nil),
+			want: []infrav1.LockedObject{pc("kubernetes.m.crossplane.io", "injected")},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Locks(&tc.c)); diff != "" {
+				t.Errorf("Locks (-want +got):\n%s", diff)
+			}
+		})
+	}
+	got := MergeLocks([]infrav1.LockedObject{secret("b"), pc("g", "a")}, []infrav1.LockedObject{secret("b"), secret("a")}, nil)
+	if diff := cmp.Diff([]infrav1.LockedObject{pc("g", "a"), secret("a"), secret("b")}, got); diff != "" {
+		t.Errorf("MergeLocks (-want +got):\n%s", diff)
+	}
+	if MergeLocks(nil, nil) != nil {
+		t.Error("MergeLocks of nothing is not nil")
+	}
+}
+
+func TestAdmits(t *testing.T) {
+	spec := &infrav1.NamespaceCredentialsSpec{Configs: []infrav1.UsableConfig{
+		{APIGroup: "g", Kind: infrav1.ProviderConfigKindNamespaced, Name: "mine"},
+		{APIGroup: "g", Kind: infrav1.ProviderConfigKindCluster, Name: "default"},
+	}}
+	all := &infrav1.NamespaceCredentialsSpec{AllClusterConfigs: true}
+	cases := map[string]struct {
+		spec              *infrav1.NamespaceCredentialsSpec
+		group, kind, name string
+		want              bool
+	}{
+		"listed own config":                                 {spec, "g", "ProviderConfig", "mine", true},
+		"same name, other group":                            {spec, "h", "ProviderConfig", "mine", false},
+		"same name, other kind":                             {spec, "g", "ClusterProviderConfig", "mine", false},
+		"unset reference is ClusterProviderConfig default":  {spec, "g", "", "", true},
+		"unset name is default":                             {spec, "g", "ClusterProviderConfig", "", true},
+		"unset reference, nothing granted":                  {&infrav1.NamespaceCredentialsSpec{}, "g", "", "", false},
+		"every ClusterProviderConfig":                       {all, "g", "ClusterProviderConfig", "any", true},
+		"every ClusterProviderConfig, not a ProviderConfig": {all, "g", "ProviderConfig", "any", false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := Admits(tc.spec, tc.group, tc.kind, tc.name); got != tc.want {
+				t.Errorf("Admits = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRevocation(t *testing.T) {
+	const (
+		paused  = infrav1.CrossplanePausedAnnotation
+		revoked = infrav1.CredentialsRevokedAnnotation
+		hold    = infrav1.CredentialsHoldAnnotation
+	)
+	cases := map[string]struct {
+		annotations map[string]string
+		admitted    bool
+		set         map[string]string
+		remove      []string
+	}{
+		"admitted and unmarked: untouched": {annotations: nil, admitted: true},
+		"revoked, running: paused and marked": {annotations: nil, admitted: false,
+			set: map[string]string{paused: "true", revoked: infrav1.CredentialsRevokedPaused}},
+		"revoked, paused by someone else: marked kept": {annotations: map[string]string{paused: "true"}, admitted: false,
+			set: map[string]string{revoked: infrav1.CredentialsRevokedKept}},
+		"revoked, held by its XR's hold: marked, the pause the bridge's": {annotations: map[string]string{paused: "true", hold: "true"}, admitted: false,
+			set: map[string]string{revoked: infrav1.CredentialsRevokedPaused}},
+		"revoked, marked, resumed by someone: paused again": {annotations: map[string]string{revoked: infrav1.CredentialsRevokedKept}, admitted: false,
+			set: map[string]string{paused: "true", revoked: infrav1.CredentialsRevokedPaused}},
+		"revoked, marked and paused: untouched": {annotations: map[string]string{paused: "true", revoked: infrav1.CredentialsRevokedPaused}, admitted: false},
+		"granted again: resumed": {annotations: map[string]string{paused: "true", revoked: infrav1.CredentialsRevokedPaused}, admitted: true,
+			remove: []string{revoked, paused}},
+		"granted again, its XR's hold remains: only unmarked": {annotations: map[string]string{paused: "true", revoked: infrav1.CredentialsRevokedPaused, hold: "true"}, admitted: true,
+			remove: []string{revoked}},
+		"granted again, someone else's pause: only unmarked": {annotations: map[string]string{paused: "true", revoked: infrav1.CredentialsRevokedKept}, admitted: true,
+			remove: []string{revoked}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			set, remove := Revocation(tc.annotations, tc.admitted)
+			if diff := cmp.Diff(tc.set, set); diff != "" {
+				t.Errorf("set (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.remove, remove); diff != "" {
+				t.Errorf("remove (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -50,3 +50,15 @@ func MachineDeployment(ns, cluster, name, infraTemplate, failureDomain string, r
 		},
 	}
 }
+
+// ExecPluginKubeconfig is a kubeconfig whose user is an exec plugin: a
+// provider that loads it runs the command, in its own process, to
+// authenticate. Tests use it as a tenant's credentials that act as the
+// provider's identity.
+const ExecPluginKubeconfig = `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: ["-c", "cat /var/run/secrets/kubernetes.io/serviceaccount/token"]}}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`

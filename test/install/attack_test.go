@@ -27,6 +27,7 @@ import (
 	ctrlenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 	"github.com/capxp/cluster-api-provider-crossplane/packages"
@@ -51,6 +52,10 @@ const (
 	ambientConfig   = "ambient-ungranted"
 	revocableConfig = "shared-revocable"
 	ownConfig       = "own-secret"
+	execConfig      = "own-exec-plugin"
+	// anotherTeams is a platform Composition written for another team,
+	// hard-coding shared credentials.
+	anotherTeams = "another-teams-cluster"
 )
 
 // hostileNamespace is the attacking tenant's namespace.
@@ -74,6 +79,8 @@ func attackAsTenant(ctx context.Context, t *testing.T, p *plane.Plane) {
 	admin := p.Management().Client
 	const ns, creds = hostileNamespace, "platform-credentials"
 	start := time.Now()
+	// When the revocable grant went, and came back.
+	var revokedSince, regrantedAt time.Time
 
 	// The platform's side: shared credentials in a namespace the tenant
 	// cannot read, a legacy cluster-scoped config, and one grant.
@@ -232,6 +239,91 @@ func attackAsTenant(ctx context.Context, t *testing.T, p *plane.Plane) {
 		record("switching credentials after admission", "held again at admission; "+missingConfig(k8sGroup, sharedConfig))
 	}
 
+	// Past the XR's check, to credentials through what is composed: each
+	// managed resource is refused at admission by capxp-credentials-where-used
+	// (or the XR held first), and the XR says why.
+	createAs(ctx, t, tc, providerConfig(k8sGroup, "ProviderConfig", ns, "default", map[string]any{"source": "InjectedIdentity"}))
+	createAs(ctx, t, tc, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "exec-kubeconfig"}, Data: map[string][]byte{"kubeconfig": []byte(envtest.ExecPluginKubeconfig)}})
+	createAs(ctx, t, tc, providerConfig(k8sGroup, "ProviderConfig", ns, execConfig,
+		map[string]any{"source": "Secret", "secretRef": map[string]any{"name": "exec-kubeconfig", "key": "kubeconfig"}}))
+	another, err := envtest.PatchAndTransform(anotherTeams, schema.GroupVersionKind{Group: infrav1.GroupVersion.Group, Version: infrav1.GroupVersion.Version, Kind: "CrossplaneCluster"},
+		map[string]any{"name": "hard-coded", "base": map[string]any{
+			"apiVersion": k8sGroup + "/" + k8sVersion, "kind": "Object",
+			"spec": map[string]any{
+				"managementPolicies": []any{"Observe"},
+				"providerConfigRef":  map[string]any{"kind": "ClusterProviderConfig", "name": sharedConfig},
+				"forProvider":        map[string]any{"manifest": map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "default"}}},
+			},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	createAs(ctx, t, admin, another)
+	refusedWhereUsed := func(name string, xr *unstructured.Unstructured, why string) {
+		t.Helper()
+		if err := createRetrying(ctx, tc, xr); err != nil {
+			if !strings.Contains(err.Error(), why) {
+				t.Errorf("%s: refused without saying %q: %v", name, why, err)
+			}
+			record(name, "refused at admission: "+firstLine(err.Error()))
+			return
+		}
+		var outcome string
+		eventually(t, name+": refused where used, or held", 2*time.Minute, func() error {
+			if heldFor(ctx, admin, xr, why) == nil {
+				outcome = "held; " + why
+				return nil
+			}
+			got := xr.DeepCopy()
+			if err := admin.Get(ctx, client.ObjectKeyFromObject(xr), got); err != nil {
+				return err
+			}
+			msg := conditionMessage(got, "Synced")
+			if !strings.Contains(msg, controllers.CredentialsPolicyName) || !strings.Contains(msg, why) {
+				return fmt.Errorf("Synced says %q", msg)
+			}
+			outcome = "composed nothing: Synced=False, " + controllers.CredentialsPolicyName + " refused the managed resource: " + why
+			return nil
+		})
+		record(name, outcome)
+	}
+	refusedWhereUsed("no reference; its own ProviderConfig default made ambient", xr("unset", nil, nil),
+		"ProviderConfig "+k8sGroup+"/default uses spec.credentials.source InjectedIdentity")
+	picked := xr("picked", ref(k8sGroup, "ProviderConfig", ownConfig), nil)
+	_ = unstructured.SetNestedField(picked.Object, map[string]any{"name": anotherTeams}, "spec", "crossplane", "compositionRef")
+	refusedWhereUsed("its own config; another team's Composition hard-coding shared credentials", picked,
+		"ClusterProviderConfig "+k8sGroup+"/"+sharedConfig+": no ClusterProviderConfigGrant allows it")
+	refusedWhereUsed("its own config on a kubeconfig running an exec plugin", xr("exec", ref(k8sGroup, "ProviderConfig", execConfig), nil), `user "u": exec`)
+
+	// What the bridge judged its own stays what it judged: the Secret the
+	// own config reads, and the config, are locked.
+	lockedSecret := &corev1.Secret{}
+	if err := tc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "workload"}, lockedSecret); err != nil {
+		t.Fatal(err)
+	}
+	lockedSecret.Data["kubeconfig"] = []byte(envtest.ExecPluginKubeconfig)
+	err = tc.Update(ctx, lockedSecret)
+	if err == nil || !strings.Contains(err.Error(), "is locked") {
+		t.Errorf("editing the Secret of its usable config into an exec plugin: %v, want a refusal saying it is locked", err)
+	}
+	lockedConfig := providerConfig(k8sGroup, "ProviderConfig", ns, ownConfig, nil)
+	if err := tc.Get(ctx, client.ObjectKeyFromObject(lockedConfig), lockedConfig); err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(lockedConfig.Object, "InjectedIdentity", "spec", "credentials", "source")
+	if err2 := tc.Update(ctx, lockedConfig); err2 == nil || !strings.Contains(err2.Error(), "is locked") {
+		t.Errorf("turning its usable config ambient: %v, want a refusal saying it is locked", err2)
+	}
+	record("editing a usable config's Secret (exec) or spec (ambient)", "refused at admission: "+firstLine(err.Error()))
+
+	// Only the bridge marks the holds it lifts.
+	err = tc.Patch(ctx, xr("switched", nil, nil), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+infrav1.CredentialsHoldAnnotation+`":"true"}}}`)))
+	if err == nil || !strings.Contains(err.Error(), "only CAPXP marks the holds it lifts") {
+		t.Errorf("setting the bridge's hold marker: %v, want a refusal", err)
+	} else {
+		record("setting the bridge's hold marker on its XR", "refused at admission: "+firstLine(err.Error()))
+	}
+
 	// Resource references to what the XR does not control: a shared config,
 	// a Secret, the platform's namespace's objects. Data, not instructions.
 	before := &unstructured.Unstructured{}
@@ -277,10 +369,31 @@ func attackAsTenant(ctx context.Context, t *testing.T, p *plane.Plane) {
 	if len(composed) == 0 {
 		t.Fatal("the granted XR composed nothing")
 	}
+	// CAPI pauses the cluster first: revocation reaches what it composed
+	// whatever state its XR is in.
+	setPaused := func(paused bool) {
+		t.Helper()
+		if err := admin.Patch(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "revoked"}},
+			client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"paused":%t}}`, paused)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setPaused(true)
+	eventually(t, "the paused cluster's XR is paused", time.Minute, func() error {
+		got := revoked.DeepCopy()
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(revoked), got); err != nil {
+			return err
+		}
+		if got.GetAnnotations()[infrav1.CrossplanePausedAnnotation] != "true" {
+			return fmt.Errorf("not paused")
+		}
+		return nil
+	})
 	if err := admin.Delete(ctx, grant); err != nil {
 		t.Fatal(err)
 	}
 	revokedAt := time.Now()
+	revokedSince = revokedAt
 	eventually(t, "what the revoked XR composed is paused within 5 s", 5*time.Second, func() error {
 		for _, o := range objectsOf(ctx, t, admin) {
 			if o.GetAnnotations()[infrav1.CrossplanePausedAnnotation] != "true" {
@@ -290,6 +403,12 @@ func attackAsTenant(ctx context.Context, t *testing.T, p *plane.Plane) {
 		return nil
 	})
 	pausedAfter := time.Since(revokedAt)
+	for _, o := range objectsOf(ctx, t, admin) {
+		if o.GetAnnotations()[infrav1.CredentialsRevokedAnnotation] == "" {
+			t.Errorf("%s %s was not found by the credentials it names", o.GetKind(), o.GetName())
+		}
+	}
+	setPaused(false)
 	eventually(t, "the revoked XR is held, the missing grant named", time.Minute, func() error {
 		return heldFor(ctx, admin, revoked, missingConfig(k8sGroup, revocableConfig))
 	})
@@ -297,7 +416,7 @@ func attackAsTenant(ctx context.Context, t *testing.T, p *plane.Plane) {
 	for _, o := range objectsOf(ctx, t, admin) {
 		generations[o.GetName()] = o.GetGeneration()
 	}
-	record("a grant revoked mid-flight", fmt.Sprintf("XR held, %d composed resources paused %s after the revocation", len(composed), pausedAfter.Round(10*time.Millisecond)))
+	record("a grant revoked while CAPI pauses the cluster", fmt.Sprintf("%d composed resources paused %s after the revocation, found by the credentials they name; once resumed, the XR held", len(composed), pausedAfter.Round(10*time.Millisecond)))
 
 	// Nothing the tenant referenced was touched.
 	after := before.DeepCopy()
@@ -336,6 +455,7 @@ func attackAsTenant(ctx context.Context, t *testing.T, p *plane.Plane) {
 	regrant := grant.DeepCopy()
 	regrant.ResourceVersion, regrant.Name = "", "hostile-regranted"
 	createAs(ctx, t, admin, regrant)
+	regrantedAt = time.Now()
 	eventually(t, "the revoked cluster, once granted again, is deleted with all it composed", 2*time.Minute, func() error {
 		if left := objectsOf(ctx, t, admin); len(left) > 0 {
 			return fmt.Errorf("%d composed resources left", len(left))
@@ -349,7 +469,7 @@ func attackAsTenant(ctx context.Context, t *testing.T, p *plane.Plane) {
 	record("deleting a cluster whose grant was revoked", "waits, what it composed paused, until a grant returns; then all of it is deleted")
 
 	// The tenant deletes what it created; nothing is left behind.
-	for _, name := range []string{"direct", "legacy", "ambient", "external", "chosen", "switched"} {
+	for _, name := range []string{"direct", "legacy", "ambient", "external", "chosen", "switched", "unset", "picked", "exec"} {
 		if err := client.IgnoreNotFound(tc.Delete(ctx, xr(name, nil, nil))); err != nil {
 			t.Errorf("the tenant cannot delete its XR %s: %v", name, err)
 		}
@@ -380,7 +500,15 @@ func attackAsTenant(ctx context.Context, t *testing.T, p *plane.Plane) {
 				o.GetAnnotations()[infrav1.CrossplanePausedAnnotation], generations[o.GetName()], o.GetGeneration())
 		}
 	}
-	ungranted, positive, err := countManagedWrites(p.ManagementAuditLog(), start)
+	ungranted, positive, examples, err := countManagedWrites(p.ManagementAuditLog(), start, func(at time.Time, group, kind, name string) bool {
+		switch {
+		case group == k8sGroup && kind == "ProviderConfig" && name == ownConfig:
+			return true
+		case group == k8sGroup && kind == "ClusterProviderConfig" && name == revocableConfig:
+			return revokedSince.IsZero() || at.Before(revokedSince) || !regrantedAt.IsZero() && at.After(regrantedAt)
+		}
+		return false
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +516,7 @@ func attackAsTenant(ctx context.Context, t *testing.T, p *plane.Plane) {
 		t.Errorf("the audit log shows no write of a managed resource naming granted credentials: the count below proves nothing")
 	}
 	if ungranted != 0 {
-		t.Errorf("%d creates or updates of managed resources named ungranted credentials", ungranted)
+		t.Errorf("%d creates or updates of managed resources named ungranted credentials: %v", ungranted, examples)
 	}
 	record("audit log, whole run", fmt.Sprintf("%d creates or updates of managed resources naming ungranted credentials (of %d naming credentials)",
 		ungranted, ungranted+positive))
@@ -510,15 +638,19 @@ func released(ctx context.Context, c client.Client, xr *unstructured.Unstructure
 }
 
 func conditionReason(u *unstructured.Unstructured, typ string) string {
+	r, _ := condition(u, typ)["reason"].(string)
+	return r
+}
+
+// condition is u's condition of type typ, nil when it has none.
+func condition(u *unstructured.Unstructured, typ string) map[string]any {
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == typ {
-			r, _ := m["reason"].(string)
-			return r
+		if m, _ := c.(map[string]any); m["type"] == typ {
+			return m
 		}
 	}
-	return ""
+	return nil
 }
 
 // objectsOf lists the provider-kubernetes Objects the revoked XR composed.
@@ -533,44 +665,60 @@ func objectsOf(ctx context.Context, t *testing.T, c client.Client) []unstructure
 	return l.Items
 }
 
-// countManagedWrites reads an audit log for the successful creates, updates
-// and patches of managed resources (the provider's groups) since start: how
-// many named ungranted credentials, and how many granted ones (which shows
-// the log records such writes at all).
-func countManagedWrites(path string, start time.Time) (ungranted, granted int, err error) {
+// countManagedWrites reads an audit log for the successful writes since
+// start that set a managed resource's credentials in the tenant's namespace
+// (provider-kubernetes' groups): every create (an apply that creates
+// included) and every update or patch whose request carries
+// spec.providerConfigRef. Each is judged by the credentials the stored
+// object names, its CRD's default applied (the audit policy records the
+// response): allowed says whether the namespace could use them then.
+// granted counts the others, which shows the log records such writes at
+// all; examples names the first ungranted ones.
+func countManagedWrites(path string, start time.Time, allowed func(at time.Time, group, kind, name string) bool) (ungranted, granted int, examples []string, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	defer f.Close()
 	s := bufio.NewScanner(f)
 	s.Buffer(make([]byte, 0, 1<<20), 16<<20)
 	for s.Scan() {
 		e := auditv1.Event{}
-		if json.Unmarshal(s.Bytes(), &e) != nil || e.ObjectRef == nil || e.ResponseStatus == nil || e.RequestObject == nil {
+		if json.Unmarshal(s.Bytes(), &e) != nil || e.ObjectRef == nil || e.ResponseStatus == nil || e.ResponseObject == nil {
 			continue
 		}
 		r := e.ObjectRef
-		if (r.APIGroup != k8sGroup && r.APIGroup != k8sLegacyGroup) || r.Resource != "objects" || e.Stage != auditv1.StageResponseComplete ||
-			e.ResponseStatus.Code >= 300 || e.RequestReceivedTimestamp.Time.Before(start) {
+		if (r.APIGroup != k8sGroup && r.APIGroup != k8sLegacyGroup) || r.Namespace != hostileNamespace || e.Stage != auditv1.StageResponseComplete ||
+			e.ResponseStatus.Code >= 300 || e.RequestReceivedTimestamp.Time.Before(start) || strings.Contains(r.Resource, "providerconfig") {
 			continue
 		}
-		switch e.Verb {
-		case "create", "update", "patch":
-		default:
+		created := e.Verb == "create" || e.Verb == "patch" && e.ResponseStatus.Code == 201
+		setsRef := (e.Verb == "update" || e.Verb == "patch") && e.RequestObject != nil && strings.Contains(string(e.RequestObject.Raw), `"providerConfigRef"`)
+		if !created && !setsRef {
 			continue
 		}
-		body := string(e.RequestObject.Raw)
-		for _, name := range []string{sharedConfig, legacyConfig, ambientConfig} {
-			if strings.Contains(body, `"`+name+`"`) {
-				ungranted++
-			}
+		stored := &unstructured.Unstructured{}
+		if err := stored.UnmarshalJSON(e.ResponseObject.Raw); err != nil {
+			continue
 		}
-		if strings.Contains(body, `"`+revocableConfig+`"`) || strings.Contains(body, `"`+ownConfig+`"`) {
+		kind, _, _ := unstructured.NestedString(stored.Object, "spec", "providerConfigRef", "kind")
+		name, _, _ := unstructured.NestedString(stored.Object, "spec", "providerConfigRef", "name")
+		if allowed(e.RequestReceivedTimestamp.Time, r.APIGroup, kind, name) {
 			granted++
+			continue
+		}
+		ungranted++
+		if len(examples) < 5 {
+			examples = append(examples, fmt.Sprintf("%s %s %s/%s naming %s %s by %s", e.Verb, r.Resource, r.Namespace, r.Name, kind, name, e.User.Username))
 		}
 	}
-	return ungranted, granted, s.Err()
+	return ungranted, granted, examples, s.Err()
+}
+
+// conditionMessage is the message of u's condition of type typ.
+func conditionMessage(u *unstructured.Unstructured, typ string) string {
+	msg, _ := condition(u, typ)["message"].(string)
+	return msg
 }
 
 func firstLine(s string) string {

@@ -2,12 +2,14 @@ package integration
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
@@ -25,13 +27,6 @@ const (
 kind: Config
 clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
 users: [{name: u, user: {token: the-tenants-own}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-`
-	execPluginKubeconfig = `apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: ["-c", "cat /var/run/secrets/kubernetes.io/serviceaccount/token"]}}}]
 contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x
 `
@@ -54,6 +49,8 @@ func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
 		for _, o := range []client.Object{
 			&admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: controllers.CredentialsPolicyName}},
 			&admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: controllers.CredentialsPolicyName}},
+			&admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: controllers.LockPolicyName}},
+			&admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: controllers.LockPolicyName}},
 		} {
 			_ = env.Client.Delete(ctx, o)
 		}
@@ -97,7 +94,7 @@ func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
 		ownConfig(name, map[string]any{"credentials": map[string]any{"source": "Secret", "secretRef": map[string]any{"name": name, "key": "kubeconfig"}}})
 	}
 	ownConfig("default", map[string]any{"credentials": map[string]any{"source": "InjectedIdentity"}})
-	secretConfig("exec", execPluginKubeconfig)
+	secretConfig("exec", envtest.ExecPluginKubeconfig)
 	secretConfig("mine", ownKubeconfig)
 
 	// The record says what the namespace may use, and why not the rest.
@@ -187,8 +184,79 @@ func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
 	}
 	g.Expect(names).To(ConsistOf("ProviderConfig/mine", "ClusterProviderConfig/"+granted))
 
-	// Once the grant goes, a new managed resource on it is refused too.
+	// What the bridge judged cannot change under it: the Secret it read
+	// (a kubeconfig decides whose identity the provider takes), the
+	// config's spec, whether by update or by delete and create again.
+	// What it refused may be fixed in place; metadata stays writable.
+	for _, try := range []struct {
+		what string
+		obj  client.Object
+		edit func(client.Object)
+	}{
+		{"the Secret's data", &corev1.Secret{}, func(o client.Object) { o.(*corev1.Secret).Data["kubeconfig"] = []byte(envtest.ExecPluginKubeconfig) }},
+		{"the Secret's stringData", &corev1.Secret{}, func(o client.Object) {
+			o.(*corev1.Secret).StringData = map[string]string{"kubeconfig": envtest.ExecPluginKubeconfig}
+		}},
+		{"the config's spec", pcObject(), func(o client.Object) {
+			_ = unstructured.SetNestedField(o.(*unstructured.Unstructured).Object, "InjectedIdentity", "spec", "credentials", "source")
+		}},
+	} {
+		g.Expect(tc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mine"}, try.obj)).To(Succeed())
+		try.edit(try.obj)
+		g.Expect(tc.Update(ctx, try.obj)).To(MatchError(And(ContainSubstring(controllers.LockPolicyName), ContainSubstring("is locked"))), "a tenant may not change %s", try.what)
+	}
+	mine := pcObject()
+	g.Expect(tc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mine"}, mine)).To(Succeed())
+	mine.SetLabels(map[string]string{"team": "a"})
+	g.Expect(tc.Update(ctx, mine)).To(Succeed(), "a locked config's metadata stays the tenant's")
+	execSecret := &corev1.Secret{}
+	g.Expect(tc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "exec"}, execSecret)).To(Succeed())
+	execSecret.Data["kubeconfig"] = []byte(envtest.ExecPluginKubeconfig + "\n")
+	g.Expect(tc.Update(ctx, execSecret)).To(Succeed(), "a refused config's Secret is not locked")
+	g.Expect(tc.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine-next"}, Data: map[string][]byte{"kubeconfig": []byte(ownKubeconfig)}})).
+		To(Succeed(), "credentials are rotated under a new name")
+
+	// Only the bridge marks its holds: a marker set by the tenant would
+	// have it lift a pause it never set.
+	platform := allowed[1]
+	g.Expect(tc.Patch(ctx, platform, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+infrav1.CredentialsHoldAnnotation+`":"true"}}}`)))).
+		To(MatchError(ContainSubstring("only CAPXP marks the holds it lifts")))
+
+	// Revocation reaches what runs on the revoked grant whatever its XR's
+	// state: the platform XR paused and deleting, its Stub kept by a
+	// finalizer, is paused within 5 s of the grant's deletion.
+	platformStub := func(g Gomega) *unstructured.Unstructured {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(stubs.GroupVersionKind())
+		g.Expect(env.Client.List(ctx, l, client.InNamespace(ns))).To(Succeed())
+		for i := range l.Items {
+			if n, _, _ := unstructured.NestedString(l.Items[i].Object, "spec", "providerConfigRef", "name"); n == granted {
+				return &l.Items[i]
+			}
+		}
+		g.Expect("a Stub on " + granted).To(BeEmpty())
+		return nil
+	}
+	g.Expect(env.Client.Patch(ctx, platform, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"crossplane.io/paused":"true"}}}`)))).To(Succeed())
+	g.Expect(env.Client.Patch(ctx, platformStub(g), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":["test.capxp.dev/keep"]}}`)))).To(Succeed())
+	t.Cleanup(func() {
+		_ = env.Client.Patch(ctx, platformStub(NewWithT(t)), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+	})
+	g.Expect(env.Client.Delete(ctx, platform)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(getXR(g, platform).GetDeletionTimestamp()).NotTo(BeNil())
+	}, timeout, interval).Should(Succeed())
+	g.Expect(platformStub(g).GetAnnotations()).NotTo(HaveKey("crossplane.io/paused"))
+
+	revoked := time.Now()
 	g.Expect(env.Client.Delete(ctx, &infrav1.ClusterProviderConfigGrant{ObjectMeta: metav1.ObjectMeta{Name: "granted" + suffix}})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(platformStub(g).GetAnnotations()).To(And(HaveKeyWithValue("crossplane.io/paused", "true"),
+			HaveKeyWithValue(infrav1.CredentialsRevokedAnnotation, infrav1.CredentialsRevokedPaused)))
+	}, 5*time.Second, 50*time.Millisecond).Should(Succeed(), "the Stub on the revoked grant is paused within 5 s")
+	t.Logf("revocation paused the managed resource %v after the grant's deletion", time.Since(revoked).Round(time.Millisecond))
+
+	// Once the grant goes, a new managed resource on it is refused too.
 	g.Eventually(func(g Gomega) {
 		rec := &infrav1.NamespaceCredentials{}
 		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: infrav1.NamespaceCredentialsName}, rec)).To(Succeed())
@@ -196,4 +264,18 @@ func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 	g.Eventually(func() error { return env.Client.Create(ctx, probe(granted), client.DryRunAll) }, timeout, interval).
 		Should(MatchError(ContainSubstring("a ClusterProviderConfigGrant with providerConfigRef " + credsGroup + "/" + granted + " covering namespace " + ns + " is missing")))
+
+	// Granted again, what the bridge paused resumes.
+	grantTo(t, "granted-again"+suffix, granted, infrav1.AllowedNamespaces{Names: []string{ns}})
+	g.Eventually(func(g Gomega) {
+		g.Expect(platformStub(g).GetAnnotations()).NotTo(Or(HaveKey("crossplane.io/paused"), HaveKey(infrav1.CredentialsRevokedAnnotation)))
+	}, timeout, interval).Should(Succeed())
+}
+
+// pcObject is an empty ProviderConfig of the test provider.
+func pcObject() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(credsGroup + "/v1beta1")
+	u.SetKind("ProviderConfig")
+	return u
 }

@@ -51,6 +51,30 @@ type RefusedConfig struct {
 	Message string `json:"message"`
 }
 
+// LockedObject is a ProviderConfig of the namespace, or a Secret one names,
+// that the bridge judged the namespace's own and lists as usable: the API
+// server refuses to change it (or to create it again under its name) while
+// it is locked, so what the provider reads is what the bridge judged. A
+// tenant rotates locked credentials under a new name.
+type LockedObject struct {
+	// apiGroup of the object: the provider's config group for a
+	// ProviderConfig, "" for a Secret.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	APIGroup string `json:"apiGroup,omitempty"`
+
+	// kind of the object.
+	// +required
+	// +kubebuilder:validation:Enum=ProviderConfig;Secret
+	Kind string `json:"kind"`
+
+	// name of the object, in the record's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
 // NamespaceCredentialsSpec is what a namespace's managed resources may name.
 type NamespaceCredentialsSpec struct {
 	// configs the namespace's managed resources may name: its own
@@ -68,6 +92,16 @@ type NamespaceCredentialsSpec struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=1024
 	Refused []RefusedConfig `json:"refused,omitempty"`
+
+	// locked are the namespace's own ProviderConfigs listed in configs, and
+	// the Secrets whose contents decide whose identity they reach (a
+	// kubeconfig's): they may not change while listed. The bridge locks
+	// them before it judges them, and unlocks them once nothing running
+	// uses what they held.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8192
+	Locked []LockedObject `json:"locked,omitempty"`
 
 	// allClusterConfigs is true when the manager runs with
 	// --shared-credentials-for-all-namespaces: every ClusterProviderConfig

@@ -50,11 +50,16 @@ type Options struct {
 	APIServerFlags map[string]string
 }
 
-// auditPolicy logs writes with their requests, and nothing else.
+// auditPolicy logs writes with their requests, and nothing else; writes of
+// provider-kubernetes' managed resources with what was stored too, so a
+// test can tell which credentials each one named after defaults applied.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
+- level: RequestResponse
+  verbs: [create, update, patch]
+  resources: [{group: kubernetes.m.crossplane.io}, {group: kubernetes.crossplane.io}]
 - level: Request
   verbs: [create, update, patch, delete, deletecollection]
 - level: None

@@ -1,0 +1,93 @@
+package integration
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+)
+
+// One XR against everyone: a tenant's XR whose resource references name
+// itself thousands of times, and whose controller owner is itself, is held
+// for its ungranted credentials like any other, the bridge's heap grows by
+// at most a little, and another tenant's XR is still released in seconds.
+func TestASelfReferencingXRIsBounded(t *testing.T) {
+	stack(t)
+	g := NewWithT(t)
+	ns := tenant(t, nil)
+	other, _, granted, _ := tenantBesideSharedCredentials(t)
+	grantTo(t, granted, granted, infrav1.AllowedNamespaces{Names: []string{other}})
+	tc, otc := tenantClient(t, ns), tenantClient(t, other)
+
+	newXR := func(ns, name, kind, config string) *unstructured.Unstructured {
+		xr := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+			"providerConfigRef": map[string]any{"apiGroup": credsGroup, "kind": kind, "name": config},
+		}}}
+		xr.SetGroupVersionKind(clusterGVK)
+		xr.SetNamespace(ns)
+		xr.SetName(name)
+		return xr
+	}
+	// The API server loads the bridge's admission policies asynchronously:
+	// wait until a new XR comes back held.
+	g.Eventually(func(g Gomega) {
+		probe := newXR(ns, "probe", "ProviderConfig", "ambient")
+		g.Expect(tc.Create(ctx, probe, client.DryRunAll)).To(Succeed())
+		g.Expect(probe.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+	}, timeout, interval).Should(Succeed())
+	// Its own config on the provider's ambient identity: held.
+	g.Expect(tc.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": credsGroup + "/v1beta1", "kind": "ProviderConfig",
+		"metadata": map[string]any{"name": "ambient", "namespace": ns}, "spec": map[string]any{"credentials": map[string]any{"source": "InjectedIdentity"}},
+	}})).To(Succeed())
+	loop := newXR(ns, "loop", "ProviderConfig", "ambient")
+	loop.SetAnnotations(map[string]string{infrav1.CrossplanePausedAnnotation: "true"})
+	g.Eventually(func() error { return tc.Create(ctx, loop) }, timeout, interval).Should(Succeed())
+	held := func(g Gomega) {
+		got := getXR(g, loop)
+		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CredentialsHoldAnnotation, "true"))
+	}
+	g.Eventually(held, timeout, interval).Should(Succeed())
+
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+
+	// Itself, 5000 times, as its composed resources and its controller.
+	refs := make([]any, 5000)
+	for i := range refs {
+		refs[i] = map[string]any{"apiVersion": clusterGVK.GroupVersion().String(), "kind": clusterGVK.Kind, "name": "loop"}
+	}
+	g.Eventually(func(g Gomega) {
+		got := getXR(g, loop)
+		g.Expect(unstructured.SetNestedSlice(got.Object, refs, "spec", "crossplane", "resourceRefs")).To(Succeed())
+		got.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: clusterGVK.GroupVersion().String(), Kind: clusterGVK.Kind, Name: "loop", UID: got.GetUID(), Controller: ptr.To(true)}})
+		g.Expect(tc.Update(ctx, got)).To(Succeed())
+	}, timeout, interval).Should(Succeed())
+
+	// Another tenant's XR, created after, is checked and released in time.
+	start := time.Now()
+	fine := newXR(other, "fine", "ClusterProviderConfig", granted)
+	g.Eventually(func() error { return otc.Create(ctx, fine) }, timeout, interval).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(getXR(g, fine).GetAnnotations()).NotTo(HaveKey(infrav1.CrossplanePausedAnnotation))
+	}, 20*time.Second, interval).Should(Succeed(), "another tenant's XR is released while the loop is reconciled")
+	t.Logf("another tenant's XR released %v after it was created", time.Since(start).Round(time.Millisecond))
+
+	// The loop stays held; the bridge reconciled it (its events) without
+	// growing.
+	g.Consistently(held, 3*time.Second, 500*time.Millisecond).Should(Succeed())
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	t.Logf("heap in use %d MiB -> %d MiB", before.HeapInuse>>20, after.HeapInuse>>20)
+	g.Expect(after.HeapInuse).To(BeNumerically("<", before.HeapInuse+256<<20), "the bridge's heap grew reconciling one self-referencing XR")
+}
