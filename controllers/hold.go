@@ -54,7 +54,7 @@ func (r *xrReconciler) holdComposed(ctx context.Context, s *scope, on bool) erro
 		switch {
 		case on && !held && !meta.IsPaused(obj):
 			meta.AddAnnotations(obj, map[string]string{infrav1.CrossplanePausedAnnotation: annotationTrue, infrav1.CredentialsHoldAnnotation: annotationTrue})
-		case !on && held && obj.GetAnnotations()[infrav1.CredentialsRevokedAnnotation] != "":
+		case !on && held && obj.GetLabels()[infrav1.CredentialsRevokedLabel] != "":
 			// Paused for the credentials it names itself, which were
 			// revoked: that pause is the namespace record's to lift.
 			meta.RemoveAnnotations(obj, infrav1.CredentialsHoldAnnotation)

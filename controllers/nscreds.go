@@ -8,6 +8,7 @@ import (
 	"context"
 	"reflect"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -50,9 +52,12 @@ const (
 // caches or watches Secrets), and writes the record only when it changes.
 type nsCredentials struct {
 	client client.Client
-	// live reads uncached: Secrets (the bridge never caches them), the
-	// configs judged again once locked, and managed resources.
-	live      client.Reader
+	// live reads uncached: the configs judged again once locked, and
+	// managed resources.
+	live client.Reader
+	// secrets reads Secrets uncached (the bridge never caches them), on
+	// their own rate limit.
+	secrets   client.Reader
 	providers []credentials.Provider
 	all       bool
 
@@ -60,12 +65,31 @@ type nsCredentials struct {
 	mu      sync.Mutex
 	watched map[schema.GroupVersionKind]bool
 	kindSrc func(obj client.Object) source.Source
+	// marked caches the managed resources the bridge marked revoked;
+	// watchedMarked are the kinds watched there.
+	marked        cache.Cache
+	watchedMarked map[schema.GroupVersionKind]bool
+	// access says which managed kinds the manager may read; unreadable
+	// are those it was logged it may not.
+	access     *readAccess
+	unreadable map[schema.GroupVersionKind]bool
+	// rescan are the namespaces whose marked managed resources changed.
+	rescanMu sync.Mutex
+	rescan   map[string]bool
 }
 
 // SetupWithManager watches namespaces, grants and NamespaceCredentials; the
 // providers' ProviderConfig kinds are watched once the API serves them.
 func (r *nsCredentials) SetupWithManager(mgr ctrl.Manager, o controller.Options) error {
 	r.watched = map[schema.GroupVersionKind]bool{}
+	r.watchedMarked = map[schema.GroupVersionKind]bool{}
+	r.unreadable = map[schema.GroupVersionKind]bool{}
+	r.rescan = map[string]bool{}
+	marked, err := markedCache(mgr)
+	if err != nil {
+		return err
+	}
+	r.marked = marked
 	allNamespaces := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		return r.allNamespaces(ctx)
 	})
@@ -121,6 +145,14 @@ func (r *nsCredentials) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if err := r.client.List(ctx, grants); err != nil {
 		return reconcile.Result{}, errors.Wrap(err, errListGrants)
 	}
+	// What an earlier manager marked revoked is watched from the start.
+	kinds, err := r.managedKinds(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.watchMarked(kinds); err != nil {
+		return reconcile.Result{}, err
+	}
 	rec := &infrav1.NamespaceCredentials{}
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: ns.Name, Name: infrav1.NamespaceCredentialsName}, rec); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -151,7 +183,21 @@ func (r *nsCredentials) Reconcile(ctx context.Context, req reconcile.Request) (r
 			return reconcile.Result{}, err
 		}
 	}
-	if rec == nil || !credentials.SameUse(&rec.Spec, &spec) || revocationPending(rec) {
+	var res reconcile.Result
+	if missing {
+		// The bridge does not watch Secrets: look for a missing one again.
+		res.RequeueAfter = credentials.RecheckSecretAfter
+	}
+	rescan := r.takeRescan(ns.Name)
+	changed := rec == nil || !credentials.SameUse(&rec.Spec, &spec)
+	if !changed && !revocationPending(rec) && rescan {
+		// A resource the bridge marked changed what it names.
+		if err := r.revoke(ctx, ns.Name, &spec); err != nil {
+			r.rescanLater(ns.Name)
+			return reconcile.Result{}, err
+		}
+	}
+	if changed || revocationPending(rec) {
 		// Admission first: what is no longer listed is refused from now
 		// on. Locks stay until what ran with it is paused.
 		interim := *spec.DeepCopy()
@@ -161,19 +207,35 @@ func (r *nsCredentials) Reconcile(ctx context.Context, req reconcile.Request) (r
 		if rec, err = r.write(ctx, ns.Name, rec, interim, true); err != nil {
 			return writeResult(err)
 		}
-		if err := r.revoke(ctx, ns.Name, &spec); err != nil {
-			return reconcile.Result{}, err
+		// Pause what names what is no longer listed at once, and once more
+		// when the API server's admission, which reads records from its
+		// own cache, has settled (a create admitted just before the write
+		// may be stored just after the list); only then unlock.
+		wait := revocationSettles - time.Since(pendingSince(rec))
+		if changed || rescan || wait <= 0 {
+			if err := r.revoke(ctx, ns.Name, &spec); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+		if wait > 0 {
+			return sooner(res, reconcile.Result{RequeueAfter: wait}), nil
 		}
 	}
 	if _, err := r.write(ctx, ns.Name, rec, spec, false); err != nil {
 		return writeResult(err)
 	}
-	var res reconcile.Result
-	if missing {
-		// The bridge does not watch Secrets: look for a missing one again.
-		res.RequeueAfter = credentials.RecheckSecretAfter
-	}
 	return res, nil
+}
+
+// revocationSettles is how long after a record stops listing a config the
+// bridge pauses what names it once more, and only then unlocks it.
+const revocationSettles = 2 * time.Second
+
+// pendingSince is when the record was marked pending; the zero time when it
+// is not, or the mark cannot be read.
+func pendingSince(rec *infrav1.NamespaceCredentials) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, rec.GetAnnotations()[revocationPendingAnnotation])
+	return t
 }
 
 // maxLockRounds bounds how often one reconcile locks and judges again a
@@ -186,7 +248,7 @@ const maxLockRounds = 3
 const revocationPendingAnnotation = "capxp.dev/revocation-pending"
 
 func revocationPending(rec *infrav1.NamespaceCredentials) bool {
-	return rec != nil && rec.GetAnnotations()[revocationPendingAnnotation] == annotationTrue
+	return rec != nil && rec.GetAnnotations()[revocationPendingAnnotation] != ""
 }
 
 // newLocks returns the locks of want the record does not hold yet.
@@ -257,7 +319,7 @@ func (r *nsCredentials) ownConfigs(ctx context.Context, ns string, configs clien
 			c := credentials.OwnConfig{Provider: p, Name: l.Items[i].GetName(), Spec: fieldpath.Pave(map[string]any{"spec": spec}), Secrets: map[string]map[string][]byte{}}
 			for _, name := range credentials.SecretsNamed(c.Spec) {
 				s := &corev1.Secret{}
-				err := r.live.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)
+				err := r.secrets.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)
 				switch {
 				case apierrors.IsNotFound(err):
 					missing = true
@@ -289,30 +351,37 @@ func (r *nsCredentials) watch(gvk schema.GroupVersionKind) error {
 	return nil
 }
 
-// write creates the record or updates it when it differs, marked pending
-// when what it stops listing is yet to be paused. An update carries the
-// resourceVersion read, so a record decided on a stale read never lands; a
-// conflict is returned.
+// write creates the record or updates it when it differs. A pending record
+// carries when it became pending (a change of what it admits restarts
+// that). An update carries the resourceVersion read, so a record decided
+// on a stale read never lands; a conflict is returned.
 func (r *nsCredentials) write(ctx context.Context, ns string, rec *infrav1.NamespaceCredentials, spec infrav1.NamespaceCredentialsSpec, pending bool) (*infrav1.NamespaceCredentials, error) {
+	now := time.Now().UTC().Format(time.RFC3339Nano)
 	if rec == nil {
 		rec = &infrav1.NamespaceCredentials{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: infrav1.NamespaceCredentialsName, Labels: admissionLabels()},
 			Spec:       spec,
 		}
 		if pending {
-			rec.SetAnnotations(map[string]string{revocationPendingAnnotation: annotationTrue})
+			rec.SetAnnotations(map[string]string{revocationPendingAnnotation: now})
 		}
 		return rec, errors.Wrap(r.client.Create(ctx, rec), errWriteRecord)
 	}
-	if reflect.DeepEqual(rec.Spec, spec) && revocationPending(rec) == pending {
+	stamp := rec.GetAnnotations()[revocationPendingAnnotation]
+	switch {
+	case !pending:
+		stamp = ""
+	case stamp == "" || !credentials.SameUse(&rec.Spec, &spec):
+		stamp = now
+	}
+	if reflect.DeepEqual(rec.Spec, spec) && rec.GetAnnotations()[revocationPendingAnnotation] == stamp {
 		return rec, nil
 	}
 	rec = rec.DeepCopy()
 	rec.Spec = spec
-	if pending {
-		xpmeta.AddAnnotations(rec, map[string]string{revocationPendingAnnotation: annotationTrue})
-	} else {
-		xpmeta.RemoveAnnotations(rec, revocationPendingAnnotation)
+	xpmeta.RemoveAnnotations(rec, revocationPendingAnnotation)
+	if stamp != "" {
+		xpmeta.AddAnnotations(rec, map[string]string{revocationPendingAnnotation: stamp})
 	}
 	return rec, errors.Wrap(r.client.Update(ctx, rec), errWriteRecord)
 }

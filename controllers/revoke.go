@@ -6,6 +6,7 @@ package controllers
 
 import (
 	"context"
+	"maps"
 	"strings"
 
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -13,10 +14,18 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	xpmeta "github.com/crossplane/crossplane-runtime/v2/pkg/meta"
@@ -32,7 +41,40 @@ const revokePageSize = 500
 // managedKind is a served kind of an enforced provider's managed resources.
 type managedKind struct {
 	gvk      schema.GroupVersionKind
+	resource schema.GroupResource
 	provider credentials.Provider
+}
+
+// readable keeps the kinds the manager may get, list and watch; the others
+// are logged, once each: admission still refuses their new resources with
+// revoked credentials, but the bridge cannot pause those that exist. A
+// platform grants the manager list, watch and patch on its own kinds as
+// config/rbac/backends.yaml does for the shipped ones.
+func (r *nsCredentials) readable(ctx context.Context, kinds []managedKind) ([]managedKind, error) {
+	if r.access == nil {
+		return kinds, nil
+	}
+	out := kinds[:0:0]
+	for i := range kinds {
+		k := &kinds[i]
+		missing, err := r.access.missing(ctx, k.resource)
+		if err != nil {
+			return nil, err
+		}
+		if len(missing) == 0 {
+			out = append(out, *k)
+			continue
+		}
+		r.mu.Lock()
+		logged := r.unreadable[k.gvk]
+		r.unreadable[k.gvk] = true
+		r.mu.Unlock()
+		if !logged {
+			ctrl.LoggerFrom(ctx).Info("Cannot pause managed resources of this kind whose credentials are revoked: grant the manager list, watch and patch on it",
+				"kind", k.gvk.String(), "missing", missing)
+		}
+	}
+	return out, nil
 }
 
 // managedKinds returns the namespaced managed resource kinds of the
@@ -60,10 +102,10 @@ func (r *nsCredentials) managedKinds(ctx context.Context) ([]managedKind, error)
 			if err != nil || m.Scope.Name() != meta.RESTScopeNameNamespace || isCredentialsKind(gvk.Kind) {
 				continue
 			}
-			out = append(out, managedKind{gvk: gvk, provider: p})
+			out = append(out, managedKind{gvk: gvk, resource: schema.GroupResource{Group: group, Resource: plural}, provider: p})
 		}
 	}
-	return out, nil
+	return r.readable(ctx, out)
 }
 
 func isCredentialsKind(kind string) bool {
@@ -79,23 +121,26 @@ func isCredentialsKind(kind string) bool {
 // spec does not list, and resumes those it paused whose config spec lists
 // again. It reads each kind uncached, page by page: the bridge does not
 // cache managed resources, and a revocation is rare. A kind the bridge may
-// not list is logged and skipped (admission still refuses its new
-// resources); every other error is returned once all kinds were tried.
+// not list is skipped (readable); every error is returned once all kinds
+// were tried.
 func (r *nsCredentials) revoke(ctx context.Context, ns string, spec *infrav1.NamespaceCredentialsSpec) error {
 	kinds, err := r.managedKinds(ctx)
 	if err != nil {
 		return err
 	}
-	log := ctrl.LoggerFrom(ctx)
+	if err := r.watchMarked(kinds); err != nil {
+		return err
+	}
 	var errs []error
-	for _, k := range kinds {
+	for i := range kinds {
+		k := &kinds[i]
 		l := &unstructured.UnstructuredList{}
 		l.SetGroupVersionKind(k.gvk.GroupVersion().WithKind(k.gvk.Kind + "List"))
 		for cont := ""; ; {
 			l.Items = nil
 			err := r.live.List(ctx, l, client.InNamespace(ns), client.Limit(revokePageSize), client.Continue(cont))
-			if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-				log.Error(err, "Cannot list managed resources to pause those whose credentials were revoked: grant the manager list and patch on them", "kind", k.gvk.String())
+			if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+				// The kind went since it was read.
 				break
 			}
 			if err != nil {
@@ -122,13 +167,30 @@ func (r *nsCredentials) revokeOne(ctx context.Context, mr *unstructured.Unstruct
 	kind, _, _ := unstructured.NestedString(mr.Object, "spec", "providerConfigRef", "kind")
 	name, _, _ := unstructured.NestedString(mr.Object, "spec", "providerConfigRef", "name")
 	admitted := credentials.Admits(spec, p.ConfigGroup, kind, name)
-	set, remove := credentials.Revocation(mr.GetAnnotations(), admitted)
+	meta := map[string]string{}
+	maps.Copy(meta, mr.GetAnnotations())
+	if v, ok := mr.GetLabels()[infrav1.CredentialsRevokedLabel]; ok {
+		meta[infrav1.CredentialsRevokedLabel] = v
+	}
+	set, remove := credentials.Revocation(meta, admitted)
 	if set == nil && remove == nil {
 		return nil
 	}
 	orig := mr.DeepCopy()
-	xpmeta.AddAnnotations(mr, set)
-	xpmeta.RemoveAnnotations(mr, remove...)
+	for k, v := range set {
+		if k == infrav1.CredentialsRevokedLabel {
+			xpmeta.AddLabels(mr, map[string]string{k: v})
+			continue
+		}
+		xpmeta.AddAnnotations(mr, map[string]string{k: v})
+	}
+	for _, k := range remove {
+		if k == infrav1.CredentialsRevokedLabel {
+			xpmeta.RemoveLabels(mr, k)
+			continue
+		}
+		xpmeta.RemoveAnnotations(mr, k)
+	}
 	err := r.client.Patch(ctx, mr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(fieldManager))
 	if err = client.IgnoreNotFound(err); err != nil {
 		return errors.Wrapf(err, "cannot pause or resume %s %s", mr.GetKind(), mr.GetName())
@@ -138,4 +200,72 @@ func (r *nsCredentials) revokeOne(ctx context.Context, mr *unstructured.Unstruct
 			"providerConfig", kind+"/"+name)
 	}
 	return nil
+}
+
+// watchMarked watches, metadata only, the managed resources of each kind
+// that carry the bridge's revocation mark (a label selector: nothing else
+// is cached). A marked resource whose spec changes (its reference now
+// names another config) has its namespace scanned again: resumed when its
+// namespace may use what it names now. The first list after a start scans
+// every namespace that has one, so what an earlier manager marked is
+// decided again.
+func (r *nsCredentials) watchMarked(kinds []managedKind) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.marked == nil || r.ctrl == nil {
+		return nil
+	}
+	for i := range kinds {
+		k := &kinds[i]
+		if r.watchedMarked[k.gvk] {
+			continue
+		}
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(k.gvk)
+		src := source.Kind(r.marked, client.Object(obj), handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			r.rescanLater(o.GetNamespace())
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}}
+		}), predicate.GenerationChangedPredicate{})
+		if err := r.ctrl.Watch(src); err != nil {
+			return errors.Wrapf(err, "cannot watch marked %s", k.gvk.Kind)
+		}
+		r.watchedMarked[k.gvk] = true
+	}
+	return nil
+}
+
+// rescanLater has the namespace's next reconcile scan its managed
+// resources, whatever its record says.
+func (r *nsCredentials) rescanLater(ns string) {
+	r.rescanMu.Lock()
+	defer r.rescanMu.Unlock()
+	r.rescan[ns] = true
+}
+
+// takeRescan reports whether the namespace is to be scanned, and forgets
+// it.
+func (r *nsCredentials) takeRescan(ns string) bool {
+	r.rescanMu.Lock()
+	defer r.rescanMu.Unlock()
+	ok := r.rescan[ns]
+	delete(r.rescan, ns)
+	return ok
+}
+
+// markedCache is a cache of managed resources' metadata selected by the
+// bridge's revocation mark.
+func markedCache(mgr ctrl.Manager) (cache.Cache, error) {
+	req, err := labels.NewRequirement(infrav1.CredentialsRevokedLabel, selection.Exists, nil)
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot select marked managed resources")
+	}
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultLabelSelector: labels.NewSelector().Add(*req),
+		DefaultTransform:     stripManagedFields,
+	})
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot build the cache of marked managed resources")
+	}
+	return c, errors.Wrap(mgr.Add(c), "cannot run the cache of marked managed resources")
 }

@@ -17,6 +17,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -190,26 +191,41 @@ func ClientOptions() client.Options {
 	}}
 }
 
-// Resolver is the credentials resolver the controllers (and the admission
-// webhook) use.
-func Resolver(mgr ctrl.Manager, o Options) *credentials.APIResolver {
-	return resolver(mgr, o, newReadAccess(mgr.GetClient()))
+// Reads of credentials Secrets have a rate limit of their own: a namespace
+// with many XRs naming missing Secrets (each read again every
+// credentials.RecheckSecretAfter) waits on this budget, not on the one
+// every other tenant's holds and revocations use.
+const (
+	secretReadQPS   = 10
+	secretReadBurst = 20
+)
+
+// secretReader reads Secrets uncached, on a rate limit of its own.
+func secretReader(mgr ctrl.Manager) (client.Reader, error) {
+	cfg := rest.CopyConfig(mgr.GetConfig())
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(secretReadQPS, secretReadBurst)
+	c, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	return c, errors.Wrap(err, "cannot build the client that reads credentials Secrets")
 }
 
 // resolver reads credentials kinds only once access says the bridge may.
-func resolver(mgr ctrl.Manager, o Options, access *readAccess) *credentials.APIResolver {
+func resolver(mgr ctrl.Manager, o Options, access *readAccess, secrets client.Reader) *credentials.APIResolver {
 	opts := []credentials.APIResolverOption{credentials.WithReadCheck(access.missing)}
 	if o.SharedCredentialsForAllNamespaces {
 		opts = append(opts, credentials.WithSharedCredentialsForAllNamespaces())
 	}
-	return credentials.NewAPIResolver(mgr.GetClient(), mgr.GetAPIReader(), opts...)
+	return credentials.NewAPIResolver(mgr.GetClient(), secrets, opts...)
 }
 
 // Setup adds the bridge's controllers to a manager.
 func Setup(mgr ctrl.Manager, o Options) error {
 	co := controllerOptions(max(o.Concurrency, 1))
 	access := newReadAccess(mgr.GetClient())
-	creds := resolver(mgr, o, access)
+	secrets, err := secretReader(mgr)
+	if err != nil {
+		return err
+	}
+	creds := resolver(mgr, o, access, secrets)
 	kinds := newKindControllers(mgr, co, o.WatchFilter, creds, access)
 	if err := mgr.Add(kinds); err != nil {
 		return errors.Wrap(err, "cannot add the kind controllers")
@@ -221,7 +237,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if providers == nil {
 		providers = credentials.DefaultProviders
 	}
-	records := &nsCredentials{client: mgr.GetClient(), live: mgr.GetAPIReader(), providers: providers, all: o.SharedCredentialsForAllNamespaces}
+	records := &nsCredentials{client: mgr.GetClient(), live: mgr.GetAPIReader(), secrets: secrets, access: access, providers: providers, all: o.SharedCredentialsForAllNamespaces}
 	if err := records.SetupWithManager(mgr, controllerOptions(max(o.Concurrency, 1))); err != nil {
 		return err
 	}

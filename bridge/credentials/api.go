@@ -47,9 +47,10 @@ type APIResolver struct {
 	mayNotRead func(ctx context.Context, gr schema.GroupResource) ([]string, error)
 
 	mu sync.Mutex
-	// found is when each Secret was last found to exist.
-	found map[types.NamespacedName]time.Time
-	now   func() time.Time
+	// found is when each Secret was last found to exist; missing when
+	// each was last found not to.
+	found, missing map[types.NamespacedName]time.Time
+	now            func() time.Time
 }
 
 // An APIResolverOption configures an APIResolver.
@@ -71,7 +72,7 @@ func WithReadCheck(check func(ctx context.Context, gr schema.GroupResource) ([]s
 // only the metadata of Secrets with secrets (uncached: Secrets are not
 // cached).
 func NewAPIResolver(c client.Client, secrets client.Reader, opts ...APIResolverOption) *APIResolver {
-	r := &APIResolver{client: c, secrets: secrets, found: map[types.NamespacedName]time.Time{}, now: time.Now}
+	r := &APIResolver{client: c, secrets: secrets, found: map[types.NamespacedName]time.Time{}, missing: map[types.NamespacedName]time.Time{}, now: time.Now}
 	for _, o := range opts {
 		o(r)
 	}
@@ -244,8 +245,13 @@ func (r *APIResolver) secret(ctx context.Context, c config, block string) (verdi
 		ns = c.namespace
 	}
 	key := types.NamespacedName{Namespace: ns, Name: name}
-	if r.recentlyFound(key) {
+	notFound := verdict.Verdict{Reason: infrav1.CredentialsSecretNotFoundReason,
+		Message: fmt.Sprintf("Secret %s/%s named by %s %s %s.secretRef does not exist", ns, name, ref.Kind, ref.Name, block)}
+	switch r.recently(key) {
+	case seenFound:
 		return verdict.Verdict{}, true, nil
+	case seenMissing:
+		return notFound, false, nil
 	}
 	s := &metav1.PartialObjectMetadata{}
 	s.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
@@ -257,18 +263,45 @@ func (r *APIResolver) secret(ctx context.Context, c config, block string) (verdi
 		r.mu.Unlock()
 		return verdict.Verdict{}, true, nil
 	case apierrors.IsNotFound(err):
-		return verdict.Verdict{Reason: infrav1.CredentialsSecretNotFoundReason,
-			Message: fmt.Sprintf("Secret %s/%s named by %s %s %s.secretRef does not exist", ns, name, ref.Kind, ref.Name, block)}, false, nil
+		r.mu.Lock()
+		r.missing[key] = r.now()
+		r.mu.Unlock()
+		return notFound, false, nil
 	default:
 		return verdict.Verdict{}, false, errors.Wrapf(err, "cannot get Secret %s/%s", ns, name)
 	}
 }
 
-// recentlyFound reports whether the Secret was found to exist less than
-// RecheckSecretAfter ago.
-func (r *APIResolver) recentlyFound(key types.NamespacedName) bool {
+// What the resolver last saw of a Secret, recently enough to trust.
+const (
+	seenNothing = iota
+	seenFound
+	seenMissing
+)
+
+// RecheckMissingSecretAfter is how long a Secret found missing is taken to
+// be missing without reading it again: many XRs naming one missing Secret
+// cost one read, not one each.
+const RecheckMissingSecretAfter = 5 * time.Second
+
+// recently says whether the Secret was found less than RecheckSecretAfter
+// ago, or found missing less than RecheckMissingSecretAfter ago.
+func (r *APIResolver) recently(key types.NamespacedName) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	at, ok := r.found[key]
-	return ok && r.now().Sub(at) < RecheckSecretAfter
+	now := r.now()
+	if at, ok := r.found[key]; ok && now.Sub(at) < RecheckSecretAfter {
+		return seenFound
+	}
+	if at, ok := r.missing[key]; ok && now.Sub(at) < RecheckMissingSecretAfter {
+		return seenMissing
+	}
+	for k, at := range r.missing {
+		// Forget what is old, so the map stays as small as what is
+		// missing now.
+		if now.Sub(at) >= RecheckMissingSecretAfter {
+			delete(r.missing, k)
+		}
+	}
+	return seenNothing
 }

@@ -22,8 +22,9 @@ import (
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 )
 
-// A Secret found to exist is trusted for RecheckSecretAfter: an XR that uses
-// it is reconciled many times, and each would read it again.
+// A Secret found to exist is trusted for RecheckSecretAfter, one found
+// missing for RecheckMissingSecretAfter: an XR that uses it is reconciled
+// many times, and many XRs may name it; each would read it again.
 func TestSecretIsReadAgainOnlyAfterTheRecheckInterval(t *testing.T) {
 	cfg := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"credentials": map[string]any{
 		"source": "Secret", "secretRef": map[string]any{"name": "creds", "key": "credentials"},
@@ -36,9 +37,10 @@ func TestSecretIsReadAgainOnlyAfterTheRecheckInterval(t *testing.T) {
 		wantReads int
 		wantOK    bool
 	}{
-		"FoundThenWithinTheInterval": {exists: true, after: RecheckSecretAfter - time.Second, wantReads: 1, wantOK: true},
-		"FoundThenAfterTheInterval":  {exists: true, after: RecheckSecretAfter, wantReads: 2, wantOK: true},
-		"MissingIsAlwaysReadAgain":   {exists: false, after: time.Second, wantReads: 2, wantOK: false},
+		"FoundThenWithinTheInterval":   {exists: true, after: RecheckSecretAfter - time.Second, wantReads: 1, wantOK: true},
+		"FoundThenAfterTheInterval":    {exists: true, after: RecheckSecretAfter, wantReads: 2, wantOK: true},
+		"MissingThenWithinItsInterval": {exists: false, after: RecheckMissingSecretAfter - time.Second, wantReads: 1, wantOK: false},
+		"MissingThenAfterItsInterval":  {exists: false, after: RecheckMissingSecretAfter, wantReads: 2, wantOK: false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

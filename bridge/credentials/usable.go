@@ -290,31 +290,32 @@ func truncate(s string, n int) string {
 	return s[:n-3] + "..."
 }
 
-// Revocation returns how a managed resource's annotations change so that it
-// runs only while the config it names may be used (admitted): the
-// annotations to set and the keys to remove. A resource naming a config its
+// Revocation returns how a managed resource's metadata changes so that it
+// runs only while the config it names may be used (admitted): the keys to
+// set and to remove, of its annotations and its CredentialsRevokedLabel
+// (meta holds both; their keys differ). A resource naming a config its
 // namespace may no longer use is paused and marked (crossplane.io/paused
 // stops its provider, deletion included: nothing may use revoked
 // credentials, not even to delete); one marked whose config may be used
 // again is unmarked, and resumed if the bridge paused it and holds it for
 // nothing else (an XR's hold for credentials keeps its own pause).
-func Revocation(annotations map[string]string, admitted bool) (map[string]string, []string) {
-	mark := annotations[infrav1.CredentialsRevokedAnnotation]
-	paused := annotations[infrav1.CrossplanePausedAnnotation] == "true"
-	held := annotations[infrav1.CredentialsHoldAnnotation] != ""
+func Revocation(meta map[string]string, admitted bool) (map[string]string, []string) {
+	mark := meta[infrav1.CredentialsRevokedLabel]
+	paused := meta[infrav1.CrossplanePausedAnnotation] == "true"
+	held := meta[infrav1.CredentialsHoldAnnotation] != ""
 	switch {
 	case !admitted && mark == "" && paused && !held:
-		return map[string]string{infrav1.CredentialsRevokedAnnotation: infrav1.CredentialsRevokedKept}, nil
+		return map[string]string{infrav1.CredentialsRevokedLabel: infrav1.CredentialsRevokedKept}, nil
 	case !admitted && mark == "" && paused:
 		// Its XR's hold paused it: the bridge's pause either way.
-		return map[string]string{infrav1.CredentialsRevokedAnnotation: infrav1.CredentialsRevokedPaused}, nil
+		return map[string]string{infrav1.CredentialsRevokedLabel: infrav1.CredentialsRevokedPaused}, nil
 	case !admitted && (mark == "" || !paused):
 		// Running, or marked yet resumed by someone: pause it.
-		return map[string]string{infrav1.CrossplanePausedAnnotation: "true", infrav1.CredentialsRevokedAnnotation: infrav1.CredentialsRevokedPaused}, nil
+		return map[string]string{infrav1.CrossplanePausedAnnotation: "true", infrav1.CredentialsRevokedLabel: infrav1.CredentialsRevokedPaused}, nil
 	case admitted && mark == infrav1.CredentialsRevokedPaused && !held:
-		return nil, []string{infrav1.CredentialsRevokedAnnotation, infrav1.CrossplanePausedAnnotation}
+		return nil, []string{infrav1.CredentialsRevokedLabel, infrav1.CrossplanePausedAnnotation}
 	case admitted && mark != "":
-		return nil, []string{infrav1.CredentialsRevokedAnnotation}
+		return nil, []string{infrav1.CredentialsRevokedLabel}
 	}
 	return nil, nil
 }

@@ -316,7 +316,7 @@ func TestAdmits(t *testing.T) {
 func TestRevocation(t *testing.T) {
 	const (
 		paused  = infrav1.CrossplanePausedAnnotation
-		revoked = infrav1.CredentialsRevokedAnnotation
+		revoked = infrav1.CredentialsRevokedLabel
 		hold    = infrav1.CredentialsHoldAnnotation
 	)
 	cases := map[string]struct {

@@ -373,3 +373,32 @@ Cluster team-a/demo       False    NotAvailable
 		})
 	}
 }
+
+func TestPrintEscapesWhatATerminalWouldAct(t *testing.T) {
+	cases := map[string]struct {
+		node *Node
+		want string
+	}{
+		"an escape sequence in a message": {
+			node: &Node{Kind: "Cluster", Namespace: ns, Name: "demo", Status: metav1.ConditionFalse, Reason: "Held", Message: "\x1b[2J\x1b[31mowned"},
+			want: "NAME                 STATUS  REASON  SINCE  MESSAGE\n" +
+				`Cluster team-a/demo  False   Held           \u001b[2J\u001b[31mowned` + "\n",
+		},
+		"a carriage return and a tab in a reason and an external name": {
+			node: &Node{Kind: "Cluster", Namespace: ns, Name: "demo", Reason: "A\rB", ExternalName: "x\ty"},
+			want: "NAME                 STATUS  REASON    SINCE  MESSAGE\n" +
+				`Cluster team-a/demo          A\u000dB         external name x\u0009y` + "\n",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			if err := Print(&out, tc.node, PrintOptions{Now: now}); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, out.String()); diff != "" {
+				t.Errorf("Print(...): -want, +got:\n%s", diff)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -67,13 +68,13 @@ type printer struct {
 // the branch drawn before n's name, indent the one drawn before its
 // children's.
 func (p printer) row(n *Node, prefix, indent string, root bool) {
-	fmt.Fprintf(p.w, "%s%s\t%s\t%s\t%s\t%s\n", prefix, p.label(n, root), p.status(n.Status), n.Reason, p.since(n.Since), p.message(n))
+	fmt.Fprintf(p.w, "%s%s\t%s\t%s\t%s\t%s\n", prefix, printable(p.label(n, root)), p.status(n.Status), printable(n.Reason), p.since(n.Since), printable(p.message(n)))
 	for i, c := range n.Conditions {
 		branch := "├─"
 		if i == len(n.Conditions)-1 && len(n.Children) == 0 {
 			branch = "└─"
 		}
-		fmt.Fprintf(p.w, "%s%s· %s\t%s\t%s\t%s\t%s\n", indent, branch, c.Type, p.status(c.Status), c.Reason, p.since(&c.LastTransitionTime), oneLine(c.Message))
+		fmt.Fprintf(p.w, "%s%s· %s\t%s\t%s\t%s\t%s\n", indent, branch, printable(c.Type), p.status(c.Status), printable(c.Reason), p.since(&c.LastTransitionTime), printable(oneLine(c.Message)))
 	}
 	for i, c := range n.Children {
 		branch, next := "├─", "│ "
@@ -117,7 +118,7 @@ func (p printer) status(s metav1.ConditionStatus) string {
 	case metav1.ConditionUnknown:
 		c = yellow
 	}
-	return p.colored(c, string(s))
+	return p.colored(c, printable(string(s)))
 }
 
 func (p printer) since(t *metav1.Time) string {
@@ -136,4 +137,22 @@ func (p printer) message(n *Node) string {
 
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// printable escapes what a terminal would act on rather than show (escape
+// sequences, carriage returns, tabs that would shift the table): names,
+// messages and annotations printed here are written by tenants.
+func printable(s string) string {
+	if strings.IndexFunc(s, unicode.IsControl) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			fmt.Fprintf(&b, "\\u%04x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

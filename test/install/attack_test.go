@@ -245,7 +245,7 @@ func attackAsTenant(ctx context.Context, t *testing.T, p *plane.Plane) {
 	createAs(ctx, t, tc, providerConfig(k8sGroup, "ProviderConfig", ns, "default", map[string]any{"source": "InjectedIdentity"}))
 	createAs(ctx, t, tc, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "exec-kubeconfig"}, Data: map[string][]byte{"kubeconfig": []byte(envtest.ExecPluginKubeconfig)}})
 	createAs(ctx, t, tc, providerConfig(k8sGroup, "ProviderConfig", ns, execConfig,
-		map[string]any{"source": "Secret", "secretRef": map[string]any{"name": "exec-kubeconfig", "key": "kubeconfig"}}))
+		map[string]any{"source": "Secret", "secretRef": map[string]any{"namespace": ns, "name": "exec-kubeconfig", "key": "kubeconfig"}}))
 	another, err := envtest.PatchAndTransform(anotherTeams, schema.GroupVersionKind{Group: infrav1.GroupVersion.Group, Version: infrav1.GroupVersion.Version, Kind: "CrossplaneCluster"},
 		map[string]any{"name": "hard-coded", "base": map[string]any{
 			"apiVersion": k8sGroup + "/" + k8sVersion, "kind": "Object",
@@ -404,7 +404,7 @@ func attackAsTenant(ctx context.Context, t *testing.T, p *plane.Plane) {
 	})
 	pausedAfter := time.Since(revokedAt)
 	for _, o := range objectsOf(ctx, t, admin) {
-		if o.GetAnnotations()[infrav1.CredentialsRevokedAnnotation] == "" {
+		if o.GetLabels()[infrav1.CredentialsRevokedLabel] == "" {
 			t.Errorf("%s %s was not found by the credentials it names", o.GetKind(), o.GetName())
 		}
 	}

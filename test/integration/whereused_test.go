@@ -155,6 +155,7 @@ func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
 	allowed := []*unstructured.Unstructured{
 		newXR("mine", withRef(map[string]any{}, "ProviderConfig", "mine")),
 		newXR("platform", composition("granted-platform"+suffix)),
+		newXR("flip", withRef(map[string]any{}, "ClusterProviderConfig", granted)),
 	}
 
 	for xr, why := range refused {
@@ -182,7 +183,7 @@ func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
 		ref, _, _ := unstructured.NestedStringMap(stubs.Items[i].Object, "spec", "providerConfigRef")
 		names = append(names, ref["kind"]+"/"+ref["name"])
 	}
-	g.Expect(names).To(ConsistOf("ProviderConfig/mine", "ClusterProviderConfig/"+granted))
+	g.Expect(names).To(ConsistOf("ProviderConfig/mine", "ClusterProviderConfig/"+granted, "ClusterProviderConfig/"+granted))
 
 	// What the bridge judged cannot change under it: the Secret it read
 	// (a kubeconfig decides whose identity the provider takes), the
@@ -225,18 +226,14 @@ func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
 	// Revocation reaches what runs on the revoked grant whatever its XR's
 	// state: the platform XR paused and deleting, its Stub kept by a
 	// finalizer, is paused within 5 s of the grant's deletion.
-	platformStub := func(g Gomega) *unstructured.Unstructured {
+	stubOf := func(g Gomega, xr string) *unstructured.Unstructured {
 		l := &unstructured.UnstructuredList{}
 		l.SetGroupVersionKind(stubs.GroupVersionKind())
-		g.Expect(env.Client.List(ctx, l, client.InNamespace(ns))).To(Succeed())
-		for i := range l.Items {
-			if n, _, _ := unstructured.NestedString(l.Items[i].Object, "spec", "providerConfigRef", "name"); n == granted {
-				return &l.Items[i]
-			}
-		}
-		g.Expect("a Stub on " + granted).To(BeEmpty())
-		return nil
+		g.Expect(env.Client.List(ctx, l, client.InNamespace(ns), client.MatchingLabels{"crossplane.io/composite": xr})).To(Succeed())
+		g.Expect(l.Items).To(HaveLen(1), "the Stub of XR %s", xr)
+		return &l.Items[0]
 	}
+	platformStub := func(g Gomega) *unstructured.Unstructured { return stubOf(g, "platform") }
 	g.Expect(env.Client.Patch(ctx, platform, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"crossplane.io/paused":"true"}}}`)))).To(Succeed())
 	g.Expect(env.Client.Patch(ctx, platformStub(g), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":["test.capxp.dev/keep"]}}`)))).To(Succeed())
 	t.Cleanup(func() {
@@ -251,10 +248,34 @@ func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
 	revoked := time.Now()
 	g.Expect(env.Client.Delete(ctx, &infrav1.ClusterProviderConfigGrant{ObjectMeta: metav1.ObjectMeta{Name: "granted" + suffix}})).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(platformStub(g).GetAnnotations()).To(And(HaveKeyWithValue("crossplane.io/paused", "true"),
-			HaveKeyWithValue(infrav1.CredentialsRevokedAnnotation, infrav1.CredentialsRevokedPaused)))
+		stub := platformStub(g)
+		g.Expect(stub.GetAnnotations()).To(HaveKeyWithValue("crossplane.io/paused", "true"))
+		g.Expect(stub.GetLabels()).To(HaveKeyWithValue(infrav1.CredentialsRevokedLabel, infrav1.CredentialsRevokedPaused))
 	}, 5*time.Second, 50*time.Millisecond).Should(Succeed(), "the Stub on the revoked grant is paused within 5 s")
 	t.Logf("revocation paused the managed resource %v after the grant's deletion", time.Since(revoked).Round(time.Millisecond))
+
+	// A resource paused for revoked credentials runs again once what it
+	// names is usable: the tenant points its XR at its own config.
+	g.Eventually(func(g Gomega) {
+		g.Expect(stubOf(g, "flip").GetLabels()).To(HaveKeyWithValue(infrav1.CredentialsRevokedLabel, infrav1.CredentialsRevokedPaused))
+	}, 5*time.Second, 50*time.Millisecond).Should(Succeed())
+	// After the revocation has settled (the record no longer pending), so
+	// that only the change of the resource itself can resume it.
+	g.Eventually(func(g Gomega) {
+		rec := &infrav1.NamespaceCredentials{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: infrav1.NamespaceCredentialsName}, rec)).To(Succeed())
+		g.Expect(rec.GetAnnotations()).NotTo(HaveKey("capxp.dev/revocation-pending"))
+	}, timeout, interval).Should(Succeed())
+	g.Eventually(func() error {
+		return tc.Patch(ctx, allowed[2], client.RawPatch(types.MergePatchType, []byte(`{"spec":{"providerConfigRef":{"kind":"ProviderConfig","name":"mine"}}}`)))
+	}, timeout, interval).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		flip := stubOf(g, "flip")
+		name, _, _ := unstructured.NestedString(flip.Object, "spec", "providerConfigRef", "name")
+		g.Expect(name).To(Equal("mine"))
+		g.Expect(flip.GetAnnotations()).NotTo(HaveKey("crossplane.io/paused"))
+		g.Expect(flip.GetLabels()).NotTo(HaveKey(infrav1.CredentialsRevokedLabel))
+	}, timeout, interval).Should(Succeed(), "the Stub now on the namespace's own config is resumed")
 
 	// Once the grant goes, a new managed resource on it is refused too.
 	g.Eventually(func(g Gomega) {
@@ -268,7 +289,9 @@ func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
 	// Granted again, what the bridge paused resumes.
 	grantTo(t, "granted-again"+suffix, granted, infrav1.AllowedNamespaces{Names: []string{ns}})
 	g.Eventually(func(g Gomega) {
-		g.Expect(platformStub(g).GetAnnotations()).NotTo(Or(HaveKey("crossplane.io/paused"), HaveKey(infrav1.CredentialsRevokedAnnotation)))
+		stub := platformStub(g)
+		g.Expect(stub.GetAnnotations()).NotTo(HaveKey("crossplane.io/paused"))
+		g.Expect(stub.GetLabels()).NotTo(HaveKey(infrav1.CredentialsRevokedLabel))
 	}, timeout, interval).Should(Succeed())
 }
 

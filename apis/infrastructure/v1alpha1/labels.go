@@ -79,16 +79,19 @@ const (
 	// longer be used; the bridge resumes exactly those once they may.
 	CredentialsHoldAnnotation = "capxp.dev/held-for-credentials"
 
-	// CredentialsRevokedAnnotation marks a managed resource the bridge
-	// paused because the config its spec.providerConfigRef names is no
-	// longer one its namespace may use (a grant revoked, a config gone or
-	// turned shared). Its value is CredentialsRevokedPaused when the bridge
-	// set the pause, CredentialsRevokedKept when someone else had; once the
-	// config may be used again the bridge removes the mark, and the pause
-	// only if it set it and no hold of its own remains.
-	CredentialsRevokedAnnotation = "capxp.dev/credentials-revoked"
-	CredentialsRevokedPaused     = "paused"
-	CredentialsRevokedKept       = "kept"
+	// CredentialsRevokedLabel marks a managed resource the bridge paused
+	// because the config its spec.providerConfigRef names is no longer one
+	// its namespace may use (a grant revoked, a config gone or turned
+	// shared). Its value is CredentialsRevokedPaused when the bridge set the
+	// pause, CredentialsRevokedKept when someone else had; once the config
+	// may be used again (granted again, or the resource's reference changed
+	// to one its namespace may use) the bridge removes the mark, and the
+	// pause only if it set it and no hold of its own remains. A label, so
+	// that the bridge can watch the few resources it marked, and nothing
+	// else.
+	CredentialsRevokedLabel  = "capxp.dev/credentials-revoked"
+	CredentialsRevokedPaused = "paused"
+	CredentialsRevokedKept   = "kept"
 
 	// ProviderIDAnnotation, on a Composition of an InfraMachine kind,
 	// declares the provider ID the Composition will report before it
