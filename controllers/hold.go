@@ -54,12 +54,8 @@ func (r *xrReconciler) holdComposed(ctx context.Context, s *scope, on bool) erro
 		switch {
 		case on && !held && !meta.IsPaused(obj):
 			meta.AddAnnotations(obj, map[string]string{infrav1.CrossplanePausedAnnotation: annotationTrue, infrav1.CredentialsHoldAnnotation: annotationTrue})
-		case !on && held && obj.GetLabels()[infrav1.CredentialsRevokedLabel] != "":
-			// Paused for the credentials it names itself, which were
-			// revoked: that pause is the namespace record's to lift.
-			meta.RemoveAnnotations(obj, infrav1.CredentialsHoldAnnotation)
 		case !on && held:
-			meta.RemoveAnnotations(obj, infrav1.CrossplanePausedAnnotation, infrav1.CredentialsHoldAnnotation)
+			liftPause(obj, infrav1.CredentialsHoldAnnotation)
 		default:
 			continue
 		}
@@ -78,6 +74,19 @@ func (r *xrReconciler) holdComposed(ctx context.Context, s *scope, on bool) erro
 		}
 	}
 	return nil
+}
+
+// liftPause removes a pause the bridge set on a composed resource for one
+// reason (marker): the pause goes with it, unless the resource is also
+// paused because the credentials it names were revoked; that pause then
+// stays, the revocation's to lift.
+func liftPause(obj metav1.Object, marker string) {
+	meta.RemoveAnnotations(obj, marker)
+	if obj.GetLabels()[infrav1.CredentialsRevokedLabel] != "" {
+		meta.AddLabels(obj, map[string]string{infrav1.CredentialsRevokedLabel: infrav1.CredentialsRevokedPaused})
+		return
+	}
+	meta.RemoveAnnotations(obj, infrav1.CrossplanePausedAnnotation)
 }
 
 // composedTree returns every resource the XR controls through its

@@ -113,7 +113,7 @@ func (r *xrReconciler) setGuard(ctx context.Context, obj *metav1.PartialObjectMe
 	} else {
 		controllerutil.RemoveFinalizer(obj, infrav1.MoveGuardFinalizer)
 		if marked {
-			meta.RemoveAnnotations(obj, meta.AnnotationKeyReconciliationPaused, infrav1.PausedForMoveAnnotation)
+			liftPause(obj, infrav1.PausedForMoveAnnotation)
 		}
 	}
 	err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(fieldManager))

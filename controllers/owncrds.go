@@ -3,8 +3,10 @@ package controllers
 import (
 	"context"
 	"maps"
+	"slices"
 
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -32,9 +34,20 @@ func OwnCRDLabels() map[string]map[string]string {
 		"crossplanemachinepooltemplates." + g:  infrav1.ContractLabels(),
 		"crossplanecontrolplanetemplates." + g: infrav1.ContractLabels(),
 		"clusterproviderconfiggrants." + g:     grant,
-		"namespacecredentials." + g:            grant,
+		// The bridge's own records, one in every namespace: not clusterctl's
+		// to move, nor objects a user must delete before `clusterctl delete
+		// --include-crd` (notClusterctl).
+		"namespacecredentials." + g: {infrav1.ProviderLabel: infrav1.ProviderName},
 	}
 }
+
+// notClusterctl are CAPXP's CRDs whose objects the bridge keeps itself:
+// clusterctl labels everything it installs, and would refuse to delete the
+// provider while they exist, and move them. The bridge removes clusterctl's
+// label from these, and has the manager's namespace own them, so
+// `clusterctl delete --include-namespace` removes them and their objects
+// as it removes the admission objects.
+var notClusterctl = map[string]bool{"namespacecredentials." + infrav1.GroupVersion.Group: true}
 
 // ownCRDs labels CAPXP's own CRDs when whoever installed them did not.
 // clusterctl installs them as shipped, labels included; Crossplane's package
@@ -46,6 +59,9 @@ func OwnCRDLabels() map[string]map[string]string {
 type ownCRDs struct {
 	client client.Client
 	want   map[string]map[string]string
+	// webhook names the manager's namespace, which owns the CRDs the
+	// bridge releases from clusterctl.
+	webhook *WebhookClientConfig
 }
 
 // ownCRDsFieldOwner is the field manager of the labels ownCRDs applies.
@@ -70,12 +86,42 @@ func (r *ownCRDs) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if !ok {
 		return reconcile.Result{}, nil
 	}
+	if notClusterctl[req.Name] {
+		if err := r.releaseFromClusterctl(ctx, req.Name); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+	}
 	labelled, err := labelCRD(ctx, r.client, nil, req.Name, want, ownCRDsFieldOwner)
 	if err != nil || !labelled {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Labelled CAPXP's CRD for CAPI and clusterctl", "CustomResourceDefinition", req.Name)
 	return reconcile.Result{}, nil
+}
+
+// releaseFromClusterctl removes clusterctl's label from a CRD and has the
+// manager's namespace own it (when the manager knows it).
+func (r *ownCRDs) releaseFromClusterctl(ctx context.Context, name string) error {
+	crd := &metav1.PartialObjectMetadata{}
+	crd.SetGroupVersionKind(extv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	if err := r.client.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+		return errors.Wrap(err, errGetCRD)
+	}
+	owners, err := managerOwners(ctx, r.client, r.webhook)
+	if err != nil {
+		return err
+	}
+	orig := crd.DeepCopy()
+	delete(crd.Labels, infrav1.ClusterctlLabel)
+	for _, o := range owners {
+		if !slices.ContainsFunc(crd.GetOwnerReferences(), func(x metav1.OwnerReference) bool { return x.UID == o.UID }) {
+			crd.SetOwnerReferences(append(crd.GetOwnerReferences(), o))
+		}
+	}
+	if equality.Semantic.DeepEqual(orig.ObjectMeta, crd.ObjectMeta) {
+		return nil
+	}
+	return errors.Wrapf(r.client.Patch(ctx, crd, client.MergeFrom(orig), client.FieldOwner(ownCRDsFieldOwner)), "cannot release CustomResourceDefinition %s from clusterctl", name)
 }
 
 // labelCRD applies the labels a CRD lacks, server-side under owner's

@@ -245,7 +245,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := policy.SetupWithManager(mgr, controllerOptions(1)); err != nil {
 		return err
 	}
-	own := &ownCRDs{client: mgr.GetClient(), want: OwnCRDLabels()}
+	own := &ownCRDs{client: mgr.GetClient(), want: OwnCRDLabels(), webhook: o.Webhook}
 	if err := own.SetupWithManager(mgr, controllerOptions(1)); err != nil {
 		return errors.Wrap(err, "cannot set up the own CRDs controller")
 	}
