@@ -123,6 +123,21 @@ func (c controlPlane) publish(ctx context.Context, s *scope) (*verdict.Verdict, 
 	want := kubeconfig.GenerateSecretWithOwner(client.ObjectKeyFromObject(s.cluster), raw, owner)
 	have := &corev1.Secret{}
 	err = c.client.Get(ctx, client.ObjectKeyFromObject(want), have)
+	unchanged := err == nil && bytes.Equal(have.Data[secret.KubeconfigDataName], raw)
+	if err == nil || apierrors.IsNotFound(err) {
+		// The bridge may write what the lock refuses a tenant: it must not
+		// carry a tenant's edit of the source into a Secret judged as a
+		// ProviderConfig's credentials.
+		locked, lerr := lockedSecret(ctx, c.client, ns, want.Name)
+		if lerr != nil {
+			return nil, reconcile.Result{}, lerr
+		}
+		if locked && !unchanged {
+			return &verdict.Verdict{Reason: infrav1.KubeconfigLockedReason,
+				Message: fmt.Sprintf("Secret %s is locked: a ProviderConfig of namespace %s uses it as its credentials (kubectl get namespacecredentials %s -n %s -o yaml); the bridge does not rewrite it from Secret %s: point that ProviderConfig at a copy",
+					want.Name, ns, infrav1.NamespaceCredentialsName, ns, out.Kubeconfig.Name)}, again, nil
+		}
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		if err := c.client.Create(ctx, want, client.FieldOwner(fieldManager)); err != nil {
@@ -180,4 +195,23 @@ func (controlPlane) watches(k *kindControllers, gvk schema.GroupVersionKind, _ *
 
 func controlPlaneRef(c *clusterv1.Cluster) clusterv1.ContractVersionedObjectReference {
 	return c.Spec.ControlPlaneRef
+}
+
+// lockedSecret reports whether the namespace's record locks the Secret
+// name: a usable ProviderConfig relies on what it holds.
+func lockedSecret(ctx context.Context, c client.Reader, ns, name string) (bool, error) {
+	rec := &infrav1.NamespaceCredentials{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: infrav1.NamespaceCredentialsName}, rec)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, errors.Wrapf(err, "cannot get the NamespaceCredentials of namespace %s", ns)
+	}
+	for _, l := range rec.Spec.Locked {
+		if l.APIGroup == "" && l.Kind == "Secret" && l.Name == name {
+			return true, nil
+		}
+	}
+	return false, nil
 }

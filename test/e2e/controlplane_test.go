@@ -185,6 +185,52 @@ func TestManagedControlPlane(t *testing.T) {
 	published("the rotated kubeconfig is published", rotated)
 	waitForExampleAvailable(t, e, e.Machines, time.Minute)
 
+	// A ProviderConfig that uses the published Secret as its credentials
+	// locks it: the bridge does not carry a change of the source into what
+	// was judged as credentials, and says so on the Cluster; once nothing
+	// relies on it, it publishes again.
+	usesCopy := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "ProviderConfig",
+		"metadata": map[string]any{"namespace": ns, "name": "uses-the-published-kubeconfig"},
+		"spec": map[string]any{"credentials": map[string]any{"source": "Secret",
+			"secretRef": map[string]any{"namespace": ns, "name": e.Cluster + "-kubeconfig", "key": "value"}}},
+	}}
+	if err := mgmt().Create(ctx, usesCopy); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the record locks the published Secret", time.Minute, func() error {
+		rec := &infrav1.NamespaceCredentials{}
+		if err := mgmt().Get(ctx, client.ObjectKey{Namespace: ns, Name: infrav1.NamespaceCredentialsName}, rec); err != nil {
+			return err
+		}
+		for _, l := range rec.Spec.Locked {
+			if l.Kind == "Secret" && l.Name == e.Cluster+"-kubeconfig" {
+				return nil
+			}
+		}
+		return fmt.Errorf("locked: %v", rec.Spec.Locked)
+	})
+	held := renamed("held")
+	setSource(held)
+	eventually(t, "the Cluster says the published kubeconfig is locked", 2*time.Minute, func() error {
+		c := &clusterv1.Cluster{}
+		if err := mgmt().Get(ctx, client.ObjectKeyFromObject(cluster), c); err != nil {
+			return err
+		}
+		if v := conditions.Get(c, infrav1.CrossplaneControlPlaneReadyCondition); v == nil || v.Reason != infrav1.KubeconfigLockedReason {
+			return fmt.Errorf("%s: %+v", infrav1.CrossplaneControlPlaneReadyCondition, v)
+		}
+		return nil
+	})
+	if s, err := kubeconfig(); err != nil || !bytes.Equal(s.Data["value"], rotated) {
+		t.Errorf("the locked Secret %s-kubeconfig was rewritten (%v)", e.Cluster, err)
+	}
+	if err := mgmt().Delete(ctx, usesCopy); err != nil {
+		t.Fatal(err)
+	}
+	published("once no ProviderConfig relies on it, the kubeconfig is published again", held)
+	waitForExampleAvailable(t, e, e.Machines, time.Minute)
+
 	// Another Composition of the service, swapped in on the XR alone: its
 	// kubeconfig Secret is published at once, and no CAPI object changes.
 	alt, err := compositions.Read("local/controlplane.yaml")

@@ -106,6 +106,11 @@ const (
 	// KubeconfigNotControlledReason: the cluster's kubeconfig Secret exists
 	// and is not the control plane XR's to write.
 	KubeconfigNotControlledReason = "KubeconfigNotControlled"
+	// KubeconfigLockedReason: the cluster's kubeconfig Secret is one a
+	// usable ProviderConfig of the namespace relies on
+	// (NamespaceCredentials spec.locked); the bridge does not rewrite what
+	// was judged as credentials.
+	KubeconfigLockedReason = "KubeconfigLocked"
 )
 
 // ContractAdaptedCondition is the condition the bridge writes on an XRD that
