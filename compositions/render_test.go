@@ -3,6 +3,7 @@ package compositions_test
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -118,8 +119,15 @@ func composedKinds() (map[string]metav1.TypeMeta, error) {
 	return out, nil
 }
 
-// plural is how upjet and provider-kubernetes name their resources.
-func plural(kind string) string { return strings.ToLower(kind) + "s" }
+// plural is how upjet and provider-kubernetes name their resources:
+// SecretPolicy's are secretpolicies, Instance's instances.
+func plural(kind string) string {
+	k := strings.ToLower(kind)
+	if stem, ok := strings.CutSuffix(k, "y"); ok && !strings.HasSuffix(stem, "a") && !strings.HasSuffix(stem, "e") && !strings.HasSuffix(stem, "o") {
+		return stem + "ies"
+	}
+	return k + "s"
+}
 
 // providerCRDs finds the CRD file of every composed kind in its provider's
 // module, at the version the package pins.
@@ -268,14 +276,14 @@ func contractCases() map[string]contractCase {
 			reason:      "an AWS worker is an instance in its subnet fed by a Secrets Manager secret, reporting providerID, addresses and failure domain",
 			composition: "aws/machine.yaml",
 			xr:          "aws-machine-worker.yaml",
-			resources:   3,
+			resources:   4,
 			check:       checkAWSMachine,
 		},
 		"AWSControlPlaneMachine": {
 			reason:      "an AWS control-plane machine also registers its instance in the cluster's API target group",
 			composition: "aws/machine-control-plane.yaml",
 			xr:          "aws-machine-control-plane.yaml",
-			resources:   4,
+			resources:   5,
 			check: func(t *testing.T, xr *unstructured.Unstructured, o map[string]*unstructured.Unstructured) {
 				t.Helper()
 				checkAWSMachine(t, xr, o)
@@ -443,7 +451,7 @@ func contractCases() map[string]contractCase {
 			reason:      "an AWS machine pool is an auto scaling group launched from a launch template in the pool's subnets, its instances listed by function-asg-instances with the pool's credentials",
 			composition: "aws/machinepool.yaml",
 			xr:          "aws-machinepool.yaml",
-			resources:   4,
+			resources:   5,
 			check: func(t *testing.T, xr *unstructured.Unstructured, o map[string]*unstructured.Unstructured) {
 				t.Helper()
 				assertFields(t, o["launch-template"], map[string]any{
@@ -454,6 +462,8 @@ func contractCases() map[string]contractCase {
 					"spec.forProvider.region":                  "eu-west-1",
 					"spec.providerConfigRef.name":              "team-a-aws",
 				})
+				// Only instances in the cluster's network may read the pool's data.
+				checkBootstrapPolicy(t, o, "aws:Ec2InstanceSourceVpc", str(t, xr, "spec.network.networkID"))
 				ud, err := base64.StdEncoding.DecodeString(str(t, o["launch-template"], "spec.forProvider.userData"))
 				if err != nil || !strings.Contains(string(ud), "--secret-id capxp/team-a/alpha-pool-0 ") {
 					t.Errorf("launch template user data: want a script fetching capxp/team-a/alpha-pool-0, got %q (%v)", ud, err)
@@ -599,6 +609,36 @@ func checkAWSMachine(t *testing.T, xr *unstructured.Unstructured, o map[string]*
 		"spec.forProvider.secretStringSecretRef.name": xr.GetName() + "-bootstrap",
 		"spec.forProvider.secretStringSecretRef.key":  "value",
 	})
+	// Only the machine's own instance may read its bootstrap data.
+	checkBootstrapPolicy(t, o, "ec2:SourceInstanceARN", str(t, inst, "status.atProvider.arn"))
+}
+
+// checkBootstrapPolicy asserts that the bootstrap secret's resource policy
+// denies every request made with an instance's credentials whose key is not
+// want, and that the data was stored only once the policy was in place.
+func checkBootstrapPolicy(t *testing.T, o map[string]*unstructured.Unstructured, key, want string) {
+	t.Helper()
+	var doc struct {
+		Statement []struct {
+			Effect, Action, Resource string
+			Principal                any
+			Condition                map[string]map[string]string
+		}
+	}
+	if err := json.Unmarshal([]byte(str(t, o["bootstrap-secret-policy"], "spec.forProvider.policy")), &doc); err != nil {
+		t.Fatalf("bootstrap secret policy: %v", err)
+	}
+	if len(doc.Statement) != 1 {
+		t.Fatalf("bootstrap secret policy: want one statement, got %+v", doc.Statement)
+	}
+	st := doc.Statement[0]
+	if st.Effect != "Deny" || st.Action != "secretsmanager:*" || st.Principal != "*" ||
+		st.Condition["Null"]["ec2:SourceInstanceARN"] != "false" || st.Condition["StringNotEquals"][key] != want || want == "" {
+		t.Errorf("bootstrap secret policy: want a Deny of secretsmanager:* to every instance whose %s is not %q, got %+v", key, want, st)
+	}
+	if got := o["bootstrap-secret-version"].GetAnnotations()["capxp.dev/bootstrap-secret-policy"]; got != str(t, o["bootstrap-secret-policy"], "status.atProvider.id") {
+		t.Errorf("bootstrap secret version: stored before its policy (annotation %q)", got)
+	}
 }
 
 // TestCompositions renders every Composition with Crossplane's engine and
