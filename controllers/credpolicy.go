@@ -14,6 +14,7 @@ import (
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	xpmeta "github.com/crossplane/crossplane-runtime/v2/pkg/meta"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
@@ -115,6 +117,77 @@ func credentialsPolicy(providers []credentials.Provider, groups []string) (*admi
 	})
 }
 
+// NetworkPolicyName names the ValidatingAdmissionPolicy (and its binding)
+// that admits a managed resource putting machines into networks only with
+// network IDs its namespace owns.
+const NetworkPolicyName = "capxp-network-where-used"
+
+// networkPolicy returns the policy and binding that refuse a create, or an
+// update adding an ID, of a managed resource of uses whose network fields
+// (an instance's subnet and security groups, an auto scaling group's
+// subnets) name an ID the NamespaceCredentials of its namespace does not
+// list in spec.networks: a tenant's XR setting spec.network cannot put its
+// machines into another tenant's network, whichever Composition composed
+// them. IDs the object already held pass (a provider's writes, a pause), as
+// does a create with an external name (a resource that exists, moved by
+// clusterctl or imported); a namespace without a record admits none.
+func networkPolicy(uses []credentials.NetworkUse) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
+	var rules []admissionv1.NamedRuleWithOperations
+	// ids lists [field, id] of every network ID the kind's fields hold in
+	// spec.forProvider f: a string or a list of strings.
+	ids := func(f string) string {
+		expr := "[]"
+		for i := len(uses) - 1; i >= 0; i-- {
+			u := uses[i]
+			var parts []string
+			for _, field := range u.Fields {
+				path, guard := f, []string{}
+				for _, seg := range strings.Split(field, ".") {
+					path += "." + seg
+					guard = append(guard, "has("+path+")")
+				}
+				parts = append(parts, fmt.Sprintf("(%s ? (type(%s) == string ? [[%q, string(%s)]] : %s.map(x, [%q, string(x)])) : [])",
+					strings.Join(guard, " && "), path, field, path, path, field))
+			}
+			expr = fmt.Sprintf("(request.kind.group == %q && request.kind.kind == %q) ? (%s) : %s", u.Group, u.Kind, strings.Join(parts, " + "), expr)
+		}
+		return expr
+	}
+	for _, u := range uses {
+		rules = append(rules, admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{
+			Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update},
+			Rule:       admissionv1.Rule{APIGroups: []string{u.Group}, APIVersions: []string{"*"}, Resources: []string{u.Resource}, Scope: ptr.To(admissionv1.NamespacedScope)},
+		}})
+	}
+	return validatingPolicy(NetworkPolicyName, admissionv1.ValidatingAdmissionPolicySpec{
+		ParamKind:        &admissionv1.ParamKind{APIVersion: infrav1.GroupVersion.String(), Kind: "NamespaceCredentials"},
+		MatchConstraints: &admissionv1.MatchResources{ResourceRules: rules},
+		FailurePolicy:    ptr.To(admissionv1.Fail),
+		Variables: []admissionv1.Variable{
+			{Name: "f", Expression: `has(object.spec) && has(object.spec.forProvider) ? dyn(object.spec.forProvider) : dyn({})`},
+			{Name: "o", Expression: `request.operation == 'UPDATE' && has(oldObject.spec) && has(oldObject.spec.forProvider) ? dyn(oldObject.spec.forProvider) : dyn({})`},
+			{Name: "ids", Expression: ids("variables.f")},
+			{Name: "held", Expression: "(" + ids("variables.o") + ").map(p, p[1])"},
+			{Name: "owned", Expression: `has(params.spec) && has(params.spec.networks) ? dyn(params.spec.networks) : dyn({})`},
+			// A resource created with its external name exists already:
+			// moved by clusterctl (status is not moved, so the target's
+			// record may not list its network yet) or imported.
+			{Name: "exists", Expression: `request.operation == 'CREATE' && has(object.metadata.annotations) && object.metadata.annotations[?'` + xpmeta.AnnotationKeyExternalName + `'].orValue('') != ''`},
+			{Name: "foreign", Expression: `variables.exists ? [] : variables.ids.filter(p, !(p[1] in variables.owned) && !(p[1] in variables.held))`},
+		},
+		Validations: []admissionv1.Validation{{
+			Expression: `size(variables.foreign) == 0`,
+			MessageExpression: `'spec.forProvider.' + string(variables.foreign[0][0]) + ': ' + string(variables.foreign[0][1]) + ' is not a network of namespace ' + request.namespace + ': a ' + request.kind.kind + ` +
+				`' may name only the VPCs, subnets and security groups that managed resources in its namespace report (kubectl get namespacecredentials ` + infrav1.NamespaceCredentialsName + ` -n ' + request.namespace + ' -o yaml lists them in spec.networks); ` +
+				`set spec.network on the XR to its own cluster\'s network, or have the platform import the network into the namespace as Observe-only managed resources'`,
+			Reason: ptr.To(metav1.StatusReasonForbidden),
+		}},
+	}, &admissionv1.ParamRef{
+		Name:                    infrav1.NamespaceCredentialsName,
+		ParameterNotFoundAction: ptr.To(admissionv1.DenyAction),
+	})
+}
+
 // LockPolicyName names the ValidatingAdmissionPolicy (and its binding) that
 // keeps what the bridge judged from changing while its namespace's record
 // lists it as usable.
@@ -176,7 +249,9 @@ type credentialsPolicyController struct {
 	client    client.Client
 	live      client.Reader
 	providers []credentials.Provider
-	webhook   *WebhookClientConfig
+	// uses are the kinds whose network IDs are checked.
+	uses    []credentials.NetworkUse
+	webhook *WebhookClientConfig
 }
 
 // SetupWithManager watches the CRDs' metadata (a CRD's name is
@@ -225,12 +300,15 @@ func (r *credentialsPolicyController) Reconcile(ctx context.Context, _ reconcile
 		return reconcile.Result{}, err
 	}
 	lp, lb := lockPolicy(r.providers)
+	np, nb := networkPolicy(r.uses)
 	p, b := credentialsPolicy(r.providers, groups)
-	for _, o := range []client.Object{lp, lb, p, b} {
+	for _, o := range []client.Object{lp, lb, np, nb, p, b} {
 		o.SetOwnerReferences(owners)
 	}
-	if err := ensurePolicy(ctx, r.client, r.live, []client.Object{lp, lb}, false); err != nil {
-		return reconcile.Result{}, err
-	}
-	return reconcile.Result{}, ensurePolicy(ctx, r.client, r.live, []client.Object{p, b}, len(groups) == 0)
+	// Each policy is applied whatever becomes of the others.
+	return reconcile.Result{}, kerrors.NewAggregate([]error{
+		ensurePolicy(ctx, r.client, r.live, []client.Object{p, b}, len(groups) == 0),
+		ensurePolicy(ctx, r.client, r.live, []client.Object{lp, lb}, false),
+		ensurePolicy(ctx, r.client, r.live, []client.Object{np, nb}, len(r.uses) == 0),
+	})
 }

@@ -6,7 +6,10 @@ package controllers
 
 import (
 	"context"
+	"maps"
 	"reflect"
+	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -22,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -42,7 +46,6 @@ const (
 	errGetSecret      = "cannot get a credentials Secret"
 	errComputeRecord  = "cannot compute the credentials the namespace may use"
 	errWriteRecord    = "cannot write NamespaceCredentials"
-	errWatchConfigs   = "cannot watch ProviderConfigs"
 	nsCredsController = "namespacecredentials"
 )
 
@@ -57,14 +60,21 @@ type nsCredentials struct {
 	live client.Reader
 	// secrets reads Secrets uncached (the bridge never caches them), on
 	// their own rate limit.
-	secrets   client.Reader
+	secrets client.Reader
+	// relock reads Secrets uncached on the manager-wide budget alone: the
+	// second reading of what a reconcile read once and locked.
+	relock    client.Reader
 	providers []credentials.Provider
-	all       bool
+	// networks are the kinds whose managed resources report the networks
+	// a namespace owns.
+	networks []credentials.NetworkKind
+	all      bool
 
 	ctrl    controller.Controller
 	mu      sync.Mutex
 	watched map[schema.GroupVersionKind]bool
-	kindSrc func(obj client.Object) source.Source
+	// kindSrc watches a kind's objects for the namespaces they are in.
+	kindSrc func(obj client.Object, p predicate.Predicate) source.Source
 	// marked caches the managed resources the bridge marked revoked;
 	// watchedMarked are the kinds watched there.
 	marked        cache.Cache
@@ -73,6 +83,10 @@ type nsCredentials struct {
 	// are those it was logged it may not.
 	access     *readAccess
 	unreadable map[schema.GroupVersionKind]bool
+	// lastRead is when the bridge first saw each namespace's configs, and
+	// last read their Secrets.
+	readMu   sync.Mutex
+	lastRead map[string]map[string]readTimes
 	// rescan are the namespaces whose marked managed resources changed.
 	rescanMu sync.Mutex
 	rescan   map[string]bool
@@ -85,6 +99,7 @@ func (r *nsCredentials) SetupWithManager(mgr ctrl.Manager, o controller.Options)
 	r.watchedMarked = map[schema.GroupVersionKind]bool{}
 	r.unreadable = map[schema.GroupVersionKind]bool{}
 	r.rescan = map[string]bool{}
+	r.lastRead = map[string]map[string]readTimes{}
 	marked, err := markedCache(mgr)
 	if err != nil {
 		return err
@@ -106,10 +121,10 @@ func (r *nsCredentials) SetupWithManager(mgr ctrl.Manager, o controller.Options)
 		return errors.Wrap(err, "cannot build the NamespaceCredentials controller")
 	}
 	r.ctrl = c
-	r.kindSrc = func(obj client.Object) source.Source {
+	r.kindSrc = func(obj client.Object, p predicate.Predicate) source.Source {
 		return source.Kind(mgr.GetCache(), obj, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}}
-		}), predicate.GenerationChangedPredicate{})
+		}), p)
 	}
 	return nil
 }
@@ -160,7 +175,11 @@ func (r *nsCredentials) Reconcile(ctx context.Context, req reconcile.Request) (r
 		}
 		rec = nil
 	}
-	spec, missing, err := r.judge(ctx, ns, grants.Items, r.client)
+	var prev *infrav1.NamespaceCredentialsSpec
+	if rec != nil {
+		prev = &rec.Spec
+	}
+	spec, j, err := r.judge(ctx, ns, grants.Items, r.client, prev, nil)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -179,14 +198,25 @@ func (r *nsCredentials) Reconcile(ctx context.Context, req reconcile.Request) (r
 		if rec, err = r.write(ctx, ns.Name, rec, interim, revocationPending(rec)); err != nil {
 			return writeResult(err)
 		}
-		if spec, missing, err = r.judge(ctx, ns, grants.Items, r.live); err != nil {
+		// Only what was read is read again; the rest keeps the verdict
+		// just given.
+		first, firstJ := spec, j
+		if spec, j, err = r.judge(ctx, ns, grants.Items, r.live, &first, firstJ.read); err != nil {
 			return reconcile.Result{}, err
+		}
+		j.missing = j.missing || firstJ.missing
+		if j.unread == 0 {
+			j.unread = firstJ.unread
 		}
 	}
 	var res reconcile.Result
-	if missing {
+	if j.missing {
 		// The bridge does not watch Secrets: look for a missing one again.
 		res.RequeueAfter = credentials.RecheckSecretAfter
+	}
+	if j.unread > 0 {
+		// The namespace's Secret reads were spent: judge the rest in turn.
+		res = sooner(res, reconcile.Result{RequeueAfter: j.unread})
 	}
 	rescan := r.takeRescan(ns.Name)
 	changed := rec == nil || !credentials.SameUse(&rec.Spec, &spec)
@@ -276,67 +306,265 @@ func writeResult(err error) (reconcile.Result, error) {
 	return reconcile.Result{}, err
 }
 
+// judgement says what a judgement could not settle: a named Secret is
+// missing; the namespace's Secret reads were spent, more may be read after
+// unread. read are the configs whose Secrets were read.
+type judgement struct {
+	missing bool
+	unread  time.Duration
+	read    map[string]bool
+}
+
 // judge computes the record a namespace's configs, as read with configs,
-// earn it.
-func (r *nsCredentials) judge(ctx context.Context, ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, configs client.Reader) (infrav1.NamespaceCredentialsSpec, bool, error) {
-	own, missing, err := r.ownConfigs(ctx, ns.Name, configs)
+// earn it; prev is its record as read, whose verdicts stand for what is not
+// read again. With again, it reads again only the Secrets of those configs,
+// on the manager-wide budget alone (they were read on the namespace's once
+// in this reconcile, and locked since), and prev is the verdict just given.
+func (r *nsCredentials) judge(ctx context.Context, ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, configs client.Reader, prev *infrav1.NamespaceCredentialsSpec, again map[string]bool) (infrav1.NamespaceCredentialsSpec, judgement, error) {
+	own, j, err := r.ownConfigs(ctx, ns.Name, configs, prev, again)
 	if err != nil {
-		return infrav1.NamespaceCredentialsSpec{}, false, err
+		return infrav1.NamespaceCredentialsSpec{}, j, err
 	}
-	spec, err := credentials.Usable(ns, grants, r.providers, own, r.all)
-	return spec, missing, errors.Wrap(err, errComputeRecord)
+	spec, err := credentials.Usable(ns, grants, r.providers, own, r.all, prev)
+	if err != nil {
+		return spec, j, errors.Wrap(err, errComputeRecord)
+	}
+	spec.Networks, err = r.ownNetworks(ctx, ns.Name)
+	return spec, j, err
+}
+
+// ownNetworks reads the network IDs the namespace's own managed resources
+// report, from the cache (the kinds are watched for a change of what they
+// report); nil when there are none.
+func (r *nsCredentials) ownNetworks(ctx context.Context, ns string) (map[string]string, error) {
+	owned := map[string]string{}
+	for _, k := range r.networks {
+		m, err := r.client.RESTMapper().RESTMapping(k.GroupKind)
+		if meta.IsNoMatchError(err) {
+			continue
+		}
+		if err != nil {
+			return nil, errors.Wrapf(err, "cannot map %s", k.GroupKind)
+		}
+		if m.Scope.Name() != meta.RESTScopeNameNamespace {
+			continue
+		}
+		if ok, err := r.mayRead(ctx, m, "Cannot list the networks the namespace owns: grant the manager list and watch on this kind"); !ok || err != nil {
+			// Not readable: the namespace owns no network of the kind.
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := r.watchNetworks(m.GroupVersionKind, k); err != nil {
+			return nil, err
+		}
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(m.GroupVersionKind.GroupVersion().WithKind(m.GroupVersionKind.Kind + "List"))
+		if err := r.client.List(ctx, l, client.InNamespace(ns)); err != nil {
+			return nil, errors.Wrapf(err, "cannot list %s", k.GroupKind)
+		}
+		credentials.Networks(k, l.Items, owned)
+	}
+	if len(owned) > credentials.MaxNetworks {
+		// Bounded, whatever the namespace composes: the IDs past the limit
+		// are not its to name.
+		ids := slices.Sorted(maps.Keys(owned))
+		for _, id := range ids[credentials.MaxNetworks:] {
+			delete(owned, id)
+		}
+	}
+	if len(owned) == 0 {
+		return nil, nil
+	}
+	return owned, nil
+}
+
+// mayRead reports whether the manager may list and watch the kind; the
+// first time it may not, it logs why.
+func (r *nsCredentials) mayRead(ctx context.Context, m *meta.RESTMapping, why string) (bool, error) {
+	if r.access == nil {
+		return true, nil
+	}
+	missing, err := r.access.missing(ctx, m.Resource.GroupResource())
+	if err != nil || len(missing) == 0 {
+		return err == nil, err
+	}
+	r.mu.Lock()
+	logged := r.unreadable[m.GroupVersionKind]
+	r.unreadable[m.GroupVersionKind] = true
+	r.mu.Unlock()
+	if !logged {
+		ctrl.LoggerFrom(ctx).Info(why, "kind", m.GroupVersionKind.String(), "missing", missing)
+	}
+	return false, nil
+}
+
+// watchNetworks starts watching a network kind once, for a change of the
+// IDs its managed resources report.
+func (r *nsCredentials) watchNetworks(gvk schema.GroupVersionKind, k credentials.NetworkKind) error {
+	reported := func(o client.Object) map[string]string {
+		ids := map[string]string{}
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			credentials.Networks(k, []unstructured.Unstructured{*u}, ids)
+		}
+		return ids
+	}
+	return r.watch(gvk, predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return !maps.Equal(reported(e.ObjectOld), reported(e.ObjectNew))
+	}})
 }
 
 // ownConfigs reads the namespace's ProviderConfigs of every enforced
-// provider the API serves, and the Secrets they name; missing is true when
-// a named Secret does not exist.
-func (r *nsCredentials) ownConfigs(ctx context.Context, ns string, configs client.Reader) ([]credentials.OwnConfig, bool, error) {
+// provider the API serves, and the Secrets they name: not those of a config
+// whose verdict in prev stands (credentials.Carried), and, once the
+// namespace's reads are spent, not those of the configs read least recently.
+func (r *nsCredentials) ownConfigs(ctx context.Context, ns string, configs client.Reader, prev *infrav1.NamespaceCredentialsSpec, again map[string]bool) ([]credentials.OwnConfig, judgement, error) {
 	var own []credentials.OwnConfig
-	missing := false
+	var created []time.Time
+	j := judgement{read: map[string]bool{}}
+	secrets := r.secrets
+	if again != nil {
+		secrets = r.relock
+	}
 	for _, p := range r.providers {
 		m, err := r.client.RESTMapper().RESTMapping(schema.GroupKind{Group: p.ConfigGroup, Kind: string(infrav1.ProviderConfigKindNamespaced)})
 		if meta.IsNoMatchError(err) {
 			continue
 		}
 		if err != nil {
-			return nil, false, errors.Wrapf(err, "cannot map %s ProviderConfig", p.ConfigGroup)
+			return nil, j, errors.Wrapf(err, "cannot map %s ProviderConfig", p.ConfigGroup)
 		}
 		if m.Scope.Name() != meta.RESTScopeNameNamespace {
 			// A legacy cluster-scoped ProviderConfig: namespaced managed
 			// resources cannot name it.
 			continue
 		}
-		if err := r.watch(m.GroupVersionKind); err != nil {
-			return nil, false, err
+		if ok, err := r.mayRead(ctx, m, "Cannot judge the namespace's own ProviderConfigs of this kind: grant the manager list and watch on it"); !ok || err != nil {
+			// Not readable: none of them is listed usable.
+			if err != nil {
+				return nil, j, err
+			}
+			continue
+		}
+		if err := r.watch(m.GroupVersionKind, predicate.GenerationChangedPredicate{}); err != nil {
+			return nil, j, err
 		}
 		l := &unstructured.UnstructuredList{}
 		l.SetGroupVersionKind(m.GroupVersionKind.GroupVersion().WithKind(m.GroupVersionKind.Kind + "List"))
 		if err := configs.List(ctx, l, client.InNamespace(ns)); err != nil {
-			return nil, false, errors.Wrapf(err, "%s %s", errListConfigs, p.ConfigGroup)
+			return nil, j, errors.Wrapf(err, "%s %s", errListConfigs, p.ConfigGroup)
 		}
 		for i := range l.Items {
 			spec, _ := l.Items[i].Object["spec"].(map[string]any)
 			c := credentials.OwnConfig{Provider: p, Name: l.Items[i].GetName(), Spec: fieldpath.Pave(map[string]any{"spec": spec}), Secrets: map[string]map[string][]byte{}}
-			for _, name := range credentials.SecretsNamed(c.Spec) {
-				s := &corev1.Secret{}
-				err := r.secrets.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)
-				switch {
-				case apierrors.IsNotFound(err):
-					missing = true
-				case err != nil:
-					return nil, false, errors.Wrap(err, errGetSecret)
-				default:
-					c.Secrets[name] = s.Data
-				}
+			if again != nil {
+				c.Unread = !again[p.ConfigGroup+"/"+c.Name]
+			} else {
+				c.Unread = credentials.Carried(prev, &c)
 			}
 			own = append(own, c)
+			created = append(created, l.Items[i].GetCreationTimestamp().Time)
 		}
 	}
-	return own, missing, nil
+	// The configs never read first, the newest first, then the least
+	// recently read: a namespace whose reads run out has a new config
+	// judged at once, and every other in turn.
+	order := r.readOrder(ns, own, created)
+	for _, i := range order {
+		c := &own[i]
+		if c.Unread {
+			continue
+		}
+		if j.unread > 0 {
+			c.Unread = true
+			continue
+		}
+		for _, name := range credentials.SecretsNamed(c.Spec) {
+			s := &corev1.Secret{}
+			err := secrets.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)
+			var spent *budgetExceeded
+			switch {
+			case errors.As(err, &spent):
+				j.unread = spent.RetryAfter
+				c.Unread = true
+			case apierrors.IsNotFound(err):
+				j.missing = true
+			case err != nil:
+				return nil, j, errors.Wrap(err, errGetSecret)
+			default:
+				c.Secrets[name] = s.Data
+			}
+			if c.Unread {
+				break
+			}
+		}
+		if !c.Unread {
+			r.read(ns, c)
+			j.read[c.Provider.ConfigGroup+"/"+c.Name] = true
+		}
+	}
+	return own, j, nil
 }
 
-// watch starts watching a ProviderConfig kind once.
-func (r *nsCredentials) watch(gvk schema.GroupVersionKind) error {
+// readOrder returns the indexes of own: the configs never read, those the
+// bridge saw last first, then the others, least recently read first; it
+// forgets configs that no longer exist.
+func (r *nsCredentials) readOrder(ns string, own []credentials.OwnConfig, created []time.Time) []int {
+	r.readMu.Lock()
+	defer r.readMu.Unlock()
+	now := time.Now()
+	last := r.lastRead[ns]
+	kept := make(map[string]readTimes, len(own))
+	order := make([]int, len(own))
+	keys := make([]string, len(own))
+	for i := range own {
+		order[i] = i
+		keys[i] = own[i].Provider.ConfigGroup + "/" + own[i].Name
+		t, ok := last[keys[i]]
+		if !ok {
+			t.seen = now
+		}
+		kept[keys[i]] = t
+	}
+	if len(kept) == 0 {
+		delete(r.lastRead, ns)
+	} else {
+		r.lastRead[ns] = kept
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		ta, tb := kept[keys[order[a]]], kept[keys[order[b]]]
+		switch {
+		case ta.read.IsZero() && tb.read.IsZero() && !ta.seen.Equal(tb.seen):
+			return ta.seen.After(tb.seen)
+		case ta.read.IsZero() && tb.read.IsZero():
+			return created[order[a]].After(created[order[b]])
+		}
+		return ta.read.Before(tb.read)
+	})
+	return order
+}
+
+// readTimes are when the bridge first saw a config, and last read its
+// Secrets.
+type readTimes struct{ seen, read time.Time }
+
+// read notes that the namespace's config was read.
+func (r *nsCredentials) read(ns string, c *credentials.OwnConfig) {
+	r.readMu.Lock()
+	defer r.readMu.Unlock()
+	k := c.Provider.ConfigGroup + "/" + c.Name
+	t := r.lastRead[ns][k]
+	t.read = time.Now()
+	if r.lastRead[ns] == nil {
+		r.lastRead[ns] = map[string]readTimes{}
+	}
+	r.lastRead[ns][k] = t
+}
+
+// watch starts watching a kind once (a ProviderConfig kind for a change of
+// its spec, a network kind for a change of what it reports).
+func (r *nsCredentials) watch(gvk schema.GroupVersionKind, p predicate.Predicate) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.watched[gvk] || r.ctrl == nil {
@@ -344,8 +572,8 @@ func (r *nsCredentials) watch(gvk schema.GroupVersionKind) error {
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
-	if err := r.ctrl.Watch(r.kindSrc(u)); err != nil {
-		return errors.Wrap(err, errWatchConfigs)
+	if err := r.ctrl.Watch(r.kindSrc(u, p)); err != nil {
+		return errors.Wrapf(err, "cannot watch %s", gvk.GroupKind())
 	}
 	r.watched[gvk] = true
 	return nil

@@ -34,9 +34,9 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 )
 
-// revokePageSize is how many managed resources of one kind a revocation
-// reads at a time.
-const revokePageSize = 500
+// listPageSize is how many objects an uncached list reads at a time: the
+// managed resources of one kind a revocation pauses, a namespace's Secrets.
+const listPageSize = 500
 
 // managedKind is a served kind of an enforced provider's managed resources.
 type managedKind struct {
@@ -138,7 +138,7 @@ func (r *nsCredentials) revoke(ctx context.Context, ns string, spec *infrav1.Nam
 		l.SetGroupVersionKind(k.gvk.GroupVersion().WithKind(k.gvk.Kind + "List"))
 		for cont := ""; ; {
 			l.Items = nil
-			err := r.live.List(ctx, l, client.InNamespace(ns), client.Limit(revokePageSize), client.Continue(cont))
+			err := r.live.List(ctx, l, client.InNamespace(ns), client.Limit(listPageSize), client.Continue(cont))
 			if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 				// The kind went since it was read.
 				break

@@ -194,7 +194,8 @@ func ClientOptions() client.Options {
 // Reads of credentials Secrets have a rate limit of their own: a namespace
 // with many XRs naming missing Secrets (each read again every
 // credentials.RecheckSecretAfter) waits on this budget, not on the one
-// every other tenant's holds and revocations use.
+// every other tenant's holds and revocations use; within it, each
+// namespace has its own (secretBudgets).
 const (
 	secretReadQPS   = 10
 	secretReadBurst = 20
@@ -225,7 +226,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return err
 	}
-	creds := resolver(mgr, o, access, secrets)
+	budgets := newSecretBudgets()
+	creds := resolver(mgr, o, access, failFast{Reader: secrets, budgets: budgets})
 	kinds := newKindControllers(mgr, co, o.WatchFilter, creds, access)
 	if err := mgr.Add(kinds); err != nil {
 		return errors.Wrap(err, "cannot add the kind controllers")
@@ -237,11 +239,11 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if providers == nil {
 		providers = credentials.DefaultProviders
 	}
-	records := &nsCredentials{client: mgr.GetClient(), live: mgr.GetAPIReader(), secrets: secrets, access: access, providers: providers, all: o.SharedCredentialsForAllNamespaces}
+	records := &nsCredentials{client: mgr.GetClient(), live: mgr.GetAPIReader(), secrets: failFast{Reader: secrets, budgets: budgets}, relock: secrets, access: access, providers: providers, networks: networkKinds(providers), all: o.SharedCredentialsForAllNamespaces}
 	if err := records.SetupWithManager(mgr, controllerOptions(max(o.Concurrency, 1))); err != nil {
 		return err
 	}
-	policy := &credentialsPolicyController{client: mgr.GetClient(), live: mgr.GetAPIReader(), providers: providers, webhook: o.Webhook}
+	policy := &credentialsPolicyController{client: mgr.GetClient(), live: mgr.GetAPIReader(), providers: providers, uses: networkUses(providers), webhook: o.Webhook}
 	if err := policy.SetupWithManager(mgr, controllerOptions(1)); err != nil {
 		return err
 	}
@@ -266,4 +268,32 @@ func Setup(mgr ctrl.Manager, o Options) error {
 // a manager outliving its graceful shutdown.
 func controllerOptions(n int) controller.Options {
 	return controller.Options{MaxConcurrentReconciles: n, UsePriorityQueue: ptr.To(false)}
+}
+
+// networkKinds are the kinds whose managed resources report the networks a
+// namespace owns: provider-upjet-aws's, when its managed resources are
+// enforced.
+func networkKinds(providers []credentials.Provider) []credentials.NetworkKind {
+	if !enforcesAWS(providers) {
+		return nil
+	}
+	return credentials.AWSNetworkKinds
+}
+
+// networkUses are the kinds whose network IDs are admitted only when their
+// namespace owns them.
+func networkUses(providers []credentials.Provider) []credentials.NetworkUse {
+	if !enforcesAWS(providers) {
+		return nil
+	}
+	return credentials.AWSNetworkUses
+}
+
+func enforcesAWS(providers []credentials.Provider) bool {
+	for _, p := range providers {
+		if p.Manages(credentials.AWSNetworkKinds[0].Group) {
+			return true
+		}
+	}
+	return false
 }

@@ -204,6 +204,12 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 			log.V(4).Info("Conflict; requeueing", "error", reterr.Error())
 			result, reterr = ctrl.Result{RequeueAfter: conflictRequeue}, nil
 		}
+		// The namespace spent its budget of Secret reads: nothing was
+		// decided on credentials; try again once it has one, quietly.
+		if after, ok := spent(reterr); ok {
+			log.V(4).Info("Credentials Secret read budget spent; requeueing", "after", after)
+			result, reterr = ctrl.Result{RequeueAfter: after}, nil
+		}
 		r.countWaiting(s)
 	}()
 
@@ -280,6 +286,28 @@ func sooner(a, b ctrl.Result) ctrl.Result {
 
 // conflicted reports whether err is a conflict, or aggregates (as the
 // deferred write's error does) only conflicts.
+// spent reports whether err is only that the namespace spent its budget of
+// Secret reads, and when to try again.
+func spent(err error) (time.Duration, bool) {
+	var agg kerrors.Aggregate
+	if errors.As(err, &agg) {
+		var after time.Duration
+		for _, e := range agg.Errors() {
+			d, ok := spent(e)
+			if !ok {
+				return 0, false
+			}
+			after = max(after, d)
+		}
+		return after, len(agg.Errors()) > 0
+	}
+	var be *budgetExceeded
+	if errors.As(err, &be) {
+		return be.RetryAfter, true
+	}
+	return 0, false
+}
+
 func conflicted(err error) bool {
 	var agg kerrors.Aggregate
 	if errors.As(err, &agg) {

@@ -34,7 +34,7 @@ func (r *xrReconciler) checkCredentials(ctx context.Context, xr *composite.Unstr
 			return nil, ctrl.Result{}, err
 		}
 	}
-	res, err := r.credentials.Resolve(ctx, xr.GetNamespace(), ref)
+	res, err := r.credentials.Resolve(withReadFor(ctx, xr.GetNamespace()), xr.GetNamespace(), ref)
 	if err != nil {
 		return nil, ctrl.Result{}, errors.Wrap(err, errResolveCreds)
 	}

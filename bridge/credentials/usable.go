@@ -5,6 +5,7 @@ package credentials
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -77,6 +78,54 @@ type OwnConfig struct {
 	// Secrets are the namespace's Secrets the config names, by name; a
 	// missing one is absent.
 	Secrets map[string]map[string][]byte
+	// Unread is true when the Secrets were not read: the previous record's
+	// verdict stands (Carried), or the namespace's reads were spent.
+	Unread bool
+}
+
+// A record's size is bounded, whatever a tenant creates: the API server
+// refuses an object over its limit, and a record that cannot be written
+// cannot stop admitting what a revoked grant allowed.
+const (
+	// MaxOwnConfigs is how many of a namespace's own ProviderConfigs its
+	// record lists at most (by name); the rest are refused.
+	MaxOwnConfigs = 512
+	// MaxRefused is how many refused configs the record says why of (by
+	// name); the admission of the others says less.
+	MaxRefused = 128
+	// MaxNetworks is how many network IDs the record lists at most.
+	MaxNetworks = 4096
+)
+
+// Carried reports whether the namespace's own config c keeps the verdict of
+// the previous record without its Secrets being read: listed and locked
+// there (the config, and each Secret whose contents decide), so nothing it
+// was judged on can have changed.
+func Carried(prev *infrav1.NamespaceCredentialsSpec, c *OwnConfig) bool {
+	if prev == nil {
+		return false
+	}
+	u := infrav1.UsableConfig{APIGroup: c.Provider.ConfigGroup, Kind: infrav1.ProviderConfigKindNamespaced, Name: c.Name}
+	listed := false
+	for _, l := range prev.Configs {
+		if l == u {
+			listed = true
+			break
+		}
+	}
+	if !listed {
+		return false
+	}
+	held := map[infrav1.LockedObject]bool{}
+	for _, l := range prev.Locked {
+		held[l] = true
+	}
+	for _, l := range Locks(c) {
+		if !held[l] {
+			return false
+		}
+	}
+	return true
 }
 
 // SecretsNamed returns the names of the Secrets of the namespace a config
@@ -99,7 +148,7 @@ func SecretsNamed(spec *fieldpath.Paved) []string {
 // ProviderConfigs whose credentials are its own (a Secret of the namespace
 // whose contents reach nothing else) or an ambient source granted to it.
 // all grants every ClusterProviderConfig. The result is sorted.
-func Usable(ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, providers []Provider, own []OwnConfig, all bool) (infrav1.NamespaceCredentialsSpec, error) {
+func Usable(ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, providers []Provider, own []OwnConfig, all bool, prev *infrav1.NamespaceCredentialsSpec) (infrav1.NamespaceCredentialsSpec, error) {
 	out := infrav1.NamespaceCredentialsSpec{AllClusterConfigs: all}
 	for _, p := range providers {
 		for i := range grants {
@@ -117,14 +166,28 @@ func Usable(ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, p
 			}
 		}
 	}
+	own = slices.Clone(own)
+	sort.SliceStable(own, func(i, j int) bool {
+		return own[i].Provider.ConfigGroup+"/"+own[i].Name < own[j].Provider.ConfigGroup+"/"+own[j].Name
+	})
+	listed := 0
 	for i := range own {
 		c := &own[i]
 		u := infrav1.UsableConfig{APIGroup: c.Provider.ConfigGroup, Kind: infrav1.ProviderConfigKindNamespaced, Name: c.Name}
-		reason, msg, err := ownRefusal(ns, grants, c)
-		if err != nil {
-			return out, err
+		var reason, msg string
+		if c.Unread {
+			reason, msg = unread(prev, c, u)
+		} else {
+			var err error
+			if reason, msg, err = ownRefusal(ns, grants, c); err != nil {
+				return out, err
+			}
+		}
+		if reason == "" && listed == MaxOwnConfigs {
+			reason, msg = infrav1.TooManyProviderConfigsReason, fmt.Sprintf("namespace %s has more than %d ProviderConfigs its managed resources may use; its record lists the first %d by name", ns.Name, MaxOwnConfigs, MaxOwnConfigs)
 		}
 		if reason == "" {
+			listed++
 			out.Configs = append(out.Configs, u)
 			out.Locked = append(out.Locked, Locks(c)...)
 			continue
@@ -134,7 +197,26 @@ func Usable(ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, p
 	out.Configs = dedupe(out.Configs)
 	out.Locked = MergeLocks(out.Locked)
 	sort.Slice(out.Refused, func(i, j int) bool { return key(out.Refused[i].UsableConfig) < key(out.Refused[j].UsableConfig) })
+	if len(out.Refused) > MaxRefused {
+		out.Refused = out.Refused[:MaxRefused]
+	}
 	return out, nil
+}
+
+// unread is the verdict on a config whose Secrets were not read: the
+// previous record's, or not judged yet.
+func unread(prev *infrav1.NamespaceCredentialsSpec, c *OwnConfig, u infrav1.UsableConfig) (reason, msg string) {
+	if Carried(prev, c) {
+		return "", ""
+	}
+	if prev != nil {
+		for _, r := range prev.Refused {
+			if r.UsableConfig == u {
+				return r.Reason, r.Message
+			}
+		}
+	}
+	return infrav1.NotJudgedYetReason, fmt.Sprintf("ProviderConfig %s/%s has not been judged yet: the namespace's reads of credentials Secrets are rationed, and it is judged in turn", c.Provider.ConfigGroup, c.Name)
 }
 
 // Locks returns what must not change while the namespace's own config c is

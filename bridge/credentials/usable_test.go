@@ -1,6 +1,7 @@
 package credentials
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -62,6 +63,7 @@ func TestUsable(t *testing.T) {
 		reason string
 		grants []infrav1.ClusterProviderConfigGrant
 		own    []OwnConfig
+		prev   *infrav1.NamespaceCredentialsSpec
 		want   want
 	}{
 		"Nothing": {
@@ -147,6 +149,32 @@ func TestUsable(t *testing.T) {
 			}, map[string]map[string][]byte{"s": {"k": []byte(staticKubeconfig)}})},
 			want: want{refused: map[string]string{"eks": infrav1.ProviderConfigNotGrantedReason}},
 		},
+		"CarriedWhileLocked": {
+			reason: "a config listed and locked in the previous record keeps its verdict unread: nothing it was judged on can have changed",
+			own:    []OwnConfig{unreadMine()},
+			prev: &infrav1.NamespaceCredentialsSpec{Configs: []infrav1.UsableConfig{{APIGroup: "kubernetes.m.crossplane.io", Kind: infrav1.ProviderConfigKindNamespaced, Name: "mine"}},
+				Locked: []infrav1.LockedObject{{APIGroup: "kubernetes.m.crossplane.io", Kind: "ProviderConfig", Name: "mine"}, {Kind: "Secret", Name: "s"}}},
+			want: want{configs: []string{"kubernetes.m.crossplane.io/ProviderConfig/mine"}},
+		},
+		"ListedButUnlockedIsNotCarried": {
+			reason: "a config listed without its Secret locked could have changed: unread, it is not judged yet",
+			own:    []OwnConfig{unreadMine()},
+			prev: &infrav1.NamespaceCredentialsSpec{Configs: []infrav1.UsableConfig{{APIGroup: "kubernetes.m.crossplane.io", Kind: infrav1.ProviderConfigKindNamespaced, Name: "mine"}},
+				Locked: []infrav1.LockedObject{{APIGroup: "kubernetes.m.crossplane.io", Kind: "ProviderConfig", Name: "mine"}}},
+			want: want{refused: map[string]string{"mine": infrav1.NotJudgedYetReason}},
+		},
+		"UnreadKeepsItsRefusal": {
+			reason: "a refused config not read again stays refused, for the same reason",
+			own:    []OwnConfig{unreadMine()},
+			prev: &infrav1.NamespaceCredentialsSpec{Refused: []infrav1.RefusedConfig{{UsableConfig: infrav1.UsableConfig{APIGroup: "kubernetes.m.crossplane.io", Kind: infrav1.ProviderConfigKindNamespaced, Name: "mine"},
+				Reason: infrav1.CredentialsSecretNotFoundReason, Message: "Secret s does not exist"}}},
+			want: want{refused: map[string]string{"mine": infrav1.CredentialsSecretNotFoundReason}, msg: map[string]string{"mine": "Secret s does not exist"}},
+		},
+		"UnreadNewIsNotJudgedYet": {
+			reason: "a new config whose Secret was not read is not usable yet",
+			own:    []OwnConfig{unreadMine()},
+			want:   want{refused: map[string]string{"mine": infrav1.NotJudgedYetReason}, msg: map[string]string{"mine": "rationed"}},
+		},
 		"AWSProfileIsStatic": {
 			reason: "provider-upjet-aws reads only static keys of its Secret: a credential_process in it is ignored, so the Secret is the namespace's own",
 			own: []OwnConfig{ownConfig(awsProvider, "keys", secretSpec("s", "creds"), map[string]map[string][]byte{"s": {"creds": []byte(
@@ -156,7 +184,7 @@ func TestUsable(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := Usable(teamA(nil), tc.grants, []Provider{awsProvider, kubeProvider}, tc.own, false)
+			got, err := Usable(teamA(nil), tc.grants, []Provider{awsProvider, kubeProvider}, tc.own, false, tc.prev)
 			if err != nil {
 				t.Fatalf("%s: Usable(...): %v", tc.reason, err)
 			}
@@ -352,5 +380,38 @@ func TestRevocation(t *testing.T) {
 				t.Errorf("remove (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// unreadMine is the namespace's config "mine" on Secret s, not read.
+func unreadMine() OwnConfig {
+	c := ownConfig(kubeProvider, "mine", secretSpec("s", "kubeconfig"), nil)
+	c.Unread = true
+	return c
+}
+
+// A tenant cannot grow its record past what the API server stores: the
+// configs it lists and the refusals it explains are bounded.
+func TestUsableIsBounded(t *testing.T) {
+	var own []OwnConfig
+	for i := range MaxOwnConfigs + 300 {
+		name := fmt.Sprintf("c%04d", i)
+		own = append(own, ownConfig(kubeProvider, name, secretSpec(name, "k"), map[string]map[string][]byte{name: {"k": []byte(staticKubeconfig)}}))
+	}
+	for i := range 2 * MaxRefused {
+		own = append(own, ownConfig(kubeProvider, fmt.Sprintf("x%04d", i), map[string]any{}, nil))
+	}
+	got, err := Usable(teamA(nil), nil, []Provider{kubeProvider}, own, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Configs) != MaxOwnConfigs || got.Configs[MaxOwnConfigs-1].Name != fmt.Sprintf("c%04d", MaxOwnConfigs-1) {
+		t.Errorf("listed %d configs, want the first %d by name", len(got.Configs), MaxOwnConfigs)
+	}
+	if len(got.Refused) != MaxRefused || got.Refused[0].Reason != infrav1.TooManyProviderConfigsReason {
+		t.Errorf("refused %d (first %+v), want %d, the configs past the limit first", len(got.Refused), got.Refused[0], MaxRefused)
+	}
+	if len(got.Locked) != 2*MaxOwnConfigs {
+		t.Errorf("locked %d, want each listed config and its Secret", len(got.Locked))
 	}
 }

@@ -70,7 +70,7 @@ spec:
 		"Holds": {
 			reason: "a shipped Composition holds on every field",
 			args:   []string{"check", in("compositions/aws/machine.yaml"), "--xr", in("compositions/examples/aws-machine-worker.yaml"), withTools},
-			says:   "✓ valid for the providers' CRDs: 3 composed resource(s)",
+			says:   "✓ valid for the providers' CRDs: 4 composed resource(s)",
 		},
 		"AWSPool": {
 			reason: "the aws pool holds: CAPXP's own function, served by the command, lists the instances of the check's stand-in for Auto Scaling",

@@ -7,6 +7,7 @@ package aws
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -162,6 +163,7 @@ func TestAWSCluster(t *testing.T) {
 			t.Errorf("the emulator holds %d more %s, want %d", got, kind, want)
 		}
 	}
+	ownBootstrapData(ctx, t, c, api)
 
 	// Paused, a scaled MachineDeployment launches nothing; resumed, it does.
 	setPaused(ctx, t, c, true)
@@ -192,6 +194,42 @@ func TestAWSCluster(t *testing.T) {
 
 	// Deleted: nothing is left.
 	deleteCluster(ctx, t, c, api, before)
+}
+
+// ownBootstrapData checks, in the emulator, that each machine's bootstrap
+// secret carries the resource policy that denies every instance but the
+// machine's own (the emulator stores policies; it does not evaluate them).
+func ownBootstrapData(ctx context.Context, t *testing.T, c client.Client, api awsAPI) {
+	t.Helper()
+	ms := &clusterv1.MachineList{}
+	if err := c.List(ctx, ms, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range ms.Items {
+		m := &ms.Items[i]
+		_, instance, _ := strings.Cut(strings.TrimPrefix(m.Spec.ProviderID, "aws:///"), "/")
+		secret := "capxp/" + ns + "/" + m.Spec.InfrastructureRef.Name
+		eventually(t, "the bootstrap secret of "+m.Name+" is readable only by its instance", time.Minute, func() error {
+			p, err := api.secretPolicy(ctx, secret)
+			if err != nil {
+				return err
+			}
+			var doc struct {
+				Statement []struct {
+					Effect    string
+					Condition map[string]map[string]string
+				}
+			}
+			if err := json.Unmarshal([]byte(p), &doc); err != nil {
+				return fmt.Errorf("secret %s's policy %q: %w", secret, p, err)
+			}
+			if instance == "" || len(doc.Statement) != 1 || doc.Statement[0].Effect != "Deny" ||
+				!strings.HasSuffix(doc.Statement[0].Condition["StringNotEquals"]["ec2:SourceInstanceARN"], ":instance/"+instance) {
+				return fmt.Errorf("secret %s's policy does not deny every instance but %s: %s", secret, instance, p)
+			}
+			return nil
+		})
+	}
 }
 
 // prepareAccount makes what a platform team prepares in its account before
@@ -250,7 +288,7 @@ var composedKinds = map[string][]string{
 		"RouteTableAssociation", "SecurityGroup", "SecurityGroupRule", "Instance", "LaunchTemplate"},
 	"autoscaling.aws.m.upbound.io":    {"AutoscalingGroup"},
 	"elbv2.aws.m.upbound.io":          {"LB", "LBTargetGroup", "LBListener", "LBTargetGroupAttachment"},
-	"secretsmanager.aws.m.upbound.io": {"Secret", "SecretVersion"},
+	"secretsmanager.aws.m.upbound.io": {"Secret", "SecretPolicy", "SecretVersion"},
 }
 
 // noneLeft says which managed resources the aws Compositions compose

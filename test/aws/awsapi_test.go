@@ -117,6 +117,19 @@ func (a awsAPI) instances(ctx context.Context, states ...string) ([]instance, er
 	return all, nil
 }
 
+// secretPolicy is the resource policy of a Secrets Manager secret, by name.
+func (a awsAPI) secretPolicy(ctx context.Context, name string) (string, error) {
+	b, err := a.jsonCall(ctx, "secretsmanager", "secretsmanager.GetResourcePolicy", map[string]any{"SecretId": name})
+	if err != nil {
+		return "", err
+	}
+	var out struct{ ResourcePolicy string }
+	if err := json.Unmarshal(b, &out); err != nil {
+		return "", err
+	}
+	return out.ResourcePolicy, nil
+}
+
 // image is an AMI of the emulator's catalog (moto's copy of AWS's public
 // Amazon Linux images): the instance resource looks its AMI up.
 func (a awsAPI) image(ctx context.Context) (string, error) {

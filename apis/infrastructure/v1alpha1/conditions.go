@@ -51,6 +51,13 @@ const (
 	// identity): the config is shared, and needs a grant like an ambient
 	// source.
 	SharedIdentityInSecretReason = "SharedIdentityInSecret"
+	// NotJudgedYetReason: the namespace's ProviderConfig has not been
+	// judged yet: the namespace's reads of credentials Secrets are rationed
+	// and others came first.
+	NotJudgedYetReason = "NotJudgedYet"
+	// TooManyProviderConfigsReason: the namespace has more ProviderConfigs
+	// than its record lists; the rest are not usable.
+	TooManyProviderConfigsReason = "TooManyProviderConfigs"
 )
 
 // Reasons of the bridge's verdicts. They are stable: messages carry the

@@ -103,6 +103,19 @@ type NamespaceCredentialsSpec struct {
 	// +kubebuilder:validation:MaxItems=8192
 	Locked []LockedObject `json:"locked,omitempty"`
 
+	// networks are the cloud network IDs the namespace's own managed
+	// resources report (for AWS: its VPCs', their default security
+	// groups', its subnets' and its security groups'), each with the kind
+	// and name of the managed resource reporting it. A managed resource
+	// that puts a machine into a network (an instance's subnet or security
+	// groups, a launch template's, an auto scaling group's subnets) is
+	// admitted only with IDs listed here (ValidatingAdmissionPolicy
+	// capxp-network-where-used). A platform grants an existing network by
+	// creating Observe-only managed resources for it in the namespace.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16384
+	Networks map[string]string `json:"networks,omitempty"`
+
 	// allClusterConfigs is true when the manager runs with
 	// --shared-credentials-for-all-namespaces: every ClusterProviderConfig
 	// may be named without a grant.
