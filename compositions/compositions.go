@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"path"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -168,4 +169,14 @@ func ComposedKinds(backend string) ([]schema.GroupVersionKind, error) {
 		return out[i].Kind < out[j].Kind
 	})
 	return out, nil
+}
+
+// Plural is the resource name upjet and provider-kubernetes give a kind:
+// SecretPolicy's is secretpolicies, Instance's instances.
+func Plural(kind string) string {
+	k := strings.ToLower(kind)
+	if stem, ok := strings.CutSuffix(k, "y"); ok && !strings.HasSuffix(stem, "a") && !strings.HasSuffix(stem, "e") && !strings.HasSuffix(stem, "o") {
+		return stem + "ies"
+	}
+	return k + "s"
 }

@@ -119,15 +119,7 @@ func composedKinds() (map[string]metav1.TypeMeta, error) {
 	return out, nil
 }
 
-// plural is how upjet and provider-kubernetes name their resources:
-// SecretPolicy's are secretpolicies, Instance's instances.
-func plural(kind string) string {
-	k := strings.ToLower(kind)
-	if stem, ok := strings.CutSuffix(k, "y"); ok && !strings.HasSuffix(stem, "a") && !strings.HasSuffix(stem, "e") && !strings.HasSuffix(stem, "o") {
-		return stem + "ies"
-	}
-	return k + "s"
-}
+func plural(kind string) string { return compositions.Plural(kind) }
 
 // providerCRDs finds the CRD file of every composed kind in its provider's
 // module, at the version the package pins.

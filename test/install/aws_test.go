@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,7 +93,7 @@ func (a *awsCloud) run(ctx context.Context, t *testing.T, p *plane.Plane, ns str
 		}
 	}
 	for _, k := range a.kinds {
-		gvr := k.GroupVersion().WithResource(strings.ToLower(k.Kind) + "s")
+		gvr := k.GroupVersion().WithResource(compositions.Plural(k.Kind))
 		if _, err := f.ForResource(gvr).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    handle,
 			UpdateFunc: func(_, obj any) { handle(obj) },

@@ -6,7 +6,6 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
-	"strings"
 
 	"github.com/crossplane/function-sdk-go/logging"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
@@ -248,7 +247,7 @@ func awsCRDs(d tools.Dir) ([]string, error) {
 	}
 	names := []string{"aws.m.upbound.io_providerconfigs", "aws.m.upbound.io_clusterproviderconfigs", "aws.m.upbound.io_providerconfigusages"}
 	for _, k := range kinds {
-		names = append(names, k.Group+"_"+strings.ToLower(k.Kind)+"s")
+		names = append(names, k.Group+"_"+compositions.Plural(k.Kind))
 	}
 	files := make([]string, 0, len(names))
 	for _, n := range names {
