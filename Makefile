@@ -31,7 +31,7 @@ PKGS ?= $(shell go list ./... | grep -v -e /test/e2e -e /test/install -e /test/d
 
 .PHONY: help
 help: ## Show the targets.
-	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-18s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} /^[a-zA-Z0-9_-]+:.*?##/ { printf "  %-18s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
 ##@ Development
 
@@ -183,9 +183,9 @@ ARCH ?= $(shell go env GOARCH)
 CROSSPLANE_CLI = $(shell $(ENSURE_TOOLS) crossplane-cli | cut -d= -f2)
 
 .PHONY: release
-release: ## Build a release into RELEASE_DIR (out/): clusterctl provider files, the manager image (OCI layout and tarball), crossplane-setup.yaml and both Crossplane packages (.xpkg).
+release: ## Build a release into RELEASE_DIR (out/): clusterctl provider files, the manager image (OCI layout and tarball), crossplane-setup.yaml and the Crossplane packages (.xpkg).
 	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) go build -trimpath -ldflags "-s -w" -o $(RELEASE_DIR)/bin/capxp ./cmd/capxp
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) go build -trimpath -buildvcs=auto -ldflags "-s -w" -o $(RELEASE_DIR)/bin/capxp ./cmd/capxp
 	go run ./hack/release -out $(RELEASE_DIR) -version $(VERSION) -arch $(ARCH) -manager-binary $(RELEASE_DIR)/bin/capxp -crossplane-cli $(CROSSPLANE_CLI) \
 		$(if $(IMAGE_REPOSITORY),-image-repository $(IMAGE_REPOSITORY)) $(if $(PACKAGE_REGISTRY),-package-registry $(PACKAGE_REGISTRY))
 	@echo "release $(VERSION) in $(RELEASE_DIR)/"
@@ -193,4 +193,4 @@ release: ## Build a release into RELEASE_DIR (out/): clusterctl provider files, 
 .PHONY: build
 build: ## Build bin/capxp and bin/capxp-dev (and compile every package).
 	go build ./...
-	go build -o bin/ ./cmd/capxp ./cmd/capxp-dev
+	go build -buildvcs=auto -o bin/ ./cmd/capxp ./cmd/capxp-dev

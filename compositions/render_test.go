@@ -427,7 +427,7 @@ func contractCases() map[string]contractCase {
 				t.Helper()
 				assertFields(t, o["node"], map[string]any{
 					"spec.forProvider.manifest.kind":                                         "Node",
-					"spec.forProvider.manifest.metadata.name":                                "delta-md-0-p8d7w",
+					"spec.forProvider.manifest.metadata.name":                                "delta-md-0-p8d7w.dev",
 					"spec.forProvider.manifest.spec.providerID":                              "capxp-local:///dev/delta-md-0-p8d7w",
 					"spec.forProvider.manifest.metadata.labels[topology.kubernetes.io/zone]": "zone-b",
 				})
@@ -435,7 +435,7 @@ func contractCases() map[string]contractCase {
 					"status.outputs.providerID":   "capxp-local:///dev/delta-md-0-p8d7w",
 					"status.failureDomain":        "zone-b",
 					"status.addresses[0].type":    "Hostname",
-					"status.addresses[0].address": "delta-md-0-p8d7w",
+					"status.addresses[0].address": "delta-md-0-p8d7w.dev",
 				})
 			},
 		},

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"sort"
+	"strconv"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,8 +27,14 @@ const HoldPolicyName = "capxp-hold-composites"
 const legacyHoldPolicyName = "capxp-pause-new-machines"
 
 // ReleasePolicyName names the ValidatingAdmissionPolicy (and its binding)
-// that lets only the bridge (whoever RBAC lets release holds) lift a hold.
+// that lets only the bridge (whoever RBAC lets release holds) lift a hold,
+// and bounds what anyone else writes into an XR's resourceRefs.
 const ReleasePolicyName = "capxp-only-the-bridge-releases"
+
+// MaxResourceRefs is how many composed resources an XR of an adapted kind
+// may list in spec.crossplane.resourceRefs (the largest shipped Composition
+// composes 32).
+const MaxResourceRefs = 256
 
 // pauseExpression is the hold's mutation: add crossplane.io/paused.
 var pauseExpression = `Object{metadata: Object.metadata{annotations: {"` + infrav1.CrossplanePausedAnnotation + `": "true"}}}`
@@ -119,6 +126,16 @@ func releasePolicy(resources []schema.GroupResource) (*admissionv1.ValidatingAdm
 			Expression:        `request.operation == 'CREATE' ? !` + hasMarker("object") + ` : ` + marker("object") + ` == ` + marker("oldObject"),
 			MessageExpression: `'metadata.annotations[` + infrav1.CredentialsHoldAnnotation + `]: only CAPXP marks the holds it lifts; leave the annotation as it is'`,
 			Reason:            ptr.To(metav1.StatusReasonForbidden),
+		}, {
+			// Crossplane writes what an XR composed; anyone may write it
+			// (clusterctl move does). Bounded, so that an XR cannot make
+			// the bridge hold and walk a list as long as the object may
+			// be: thousands of references cost it about 15 times their
+			// size in memory.
+			Expression: `!has(object.spec.crossplane) || !has(object.spec.crossplane.resourceRefs) || size(object.spec.crossplane.resourceRefs) <= ` + strconv.Itoa(MaxResourceRefs),
+			MessageExpression: `'spec.crossplane.resourceRefs: at most ` + strconv.Itoa(MaxResourceRefs) +
+				` composed resources per composite resource, ' + string(size(object.spec.crossplane.resourceRefs)) + ' given; compose the rest through nested composite resources'`,
+			Reason: ptr.To(metav1.StatusReasonInvalid),
 		}, {
 			Expression: isPaused("object") + ` || (request.operation == 'UPDATE' && !` + isPaused("oldObject") + `)`,
 			MessageExpression: `'metadata.annotations[` + infrav1.CrossplanePausedAnnotation + `]: ' + (request.operation == 'CREATE' ? 'a new ' + object.kind + ' is held paused until CAPXP has checked its credentials; this API server cannot add the hold itself, so create it with ` +

@@ -91,6 +91,15 @@ func Decide(in Inputs) Decision {
 		}
 		injected = true
 	}
+	// spec.providerID is the bridge's to write too: from the Composition's
+	// declaration when the gate opens, or from what the Composition
+	// reports. One preset before then could name another namespace's
+	// machine, and a Composition that registers it (a Node of a shared
+	// workload cluster) would take that machine over.
+	if id, _ := xr.GetString("spec.providerID"); id != "" && !injected {
+		return Decision{Verdict: verdict.Verdict{Reason: infrav1.InvalidProviderIDReason,
+			Message: fmt.Sprintf("spec.providerID %q is set by the bridge, not preset: a machine's provider ID is the one its Composition declares or reports; recreate the machine without it", id)}}
+	}
 	if !injected && !ptr.Deref(in.Cluster.Status.Initialization.InfrastructureProvisioned, false) {
 		return Decision{Verdict: verdict.Verdict{Reason: infrav1.WaitingForClusterInfrastructureReason,
 			Message: fmt.Sprintf("Waiting for the infrastructure of Cluster %s to be provisioned", in.Cluster.Name)}}
@@ -143,7 +152,7 @@ func Decide(in Inputs) Decision {
 	// A provider ID known before composing goes in with the rest, so that
 	// the XR gets no new generation once it is Ready. Only on the first
 	// opening: a machine composed before has its Composition's report.
-	if in.ProviderID != "" && !injected && !has(xr, "spec.providerID") {
+	if in.ProviderID != "" && !injected {
 		id, err := ProviderID(in.ProviderID, in.XR)
 		if err != nil {
 			return Decision{Verdict: verdict.Verdict{Reason: infrav1.InvalidOutputsReason,

@@ -247,14 +247,28 @@ func TestDecide(t *testing.T) {
 			want: Decision{Verdict: verdict.Verdict{Reason: infrav1.InvalidOutputsReason,
 				Message: `Composition crossplanemachine-byo's capxp.dev/provider-id annotation: "{spec.parameters.host.providerID}" names spec.parameters.host.providerID, which the XR does not set to a string`}},
 		},
-		"ProviderIDPresetIsKept": {
-			reason: "a provider ID the XR already has is neither replaced nor checked against the template",
+		"ProviderIDPresetIsRefused": {
+			reason: "a provider ID preset before the gate opens could name another namespace's machine: the gate stays closed, whatever the Composition declares",
 			in: Inputs{Machine: machine("boot", "", false), Cluster: cluster(true), ClusterXR: u(map[string]any{}),
-				XR:         u(map[string]any{"spec": map[string]any{"providerID": "byo://own"}}),
-				ProviderID: "{metadata.name}", ProviderIDFrom: "Composition c"},
-			want: Decision{Verdict: verdict.Verdict{Ready: true}, Spec: map[string]any{
-				"bootstrap": map[string]any{"dataSecretRef": map[string]any{"name": "boot", "key": "value"}},
-			}},
+				XR:         u(map[string]any{"spec": map[string]any{"providerID": "capxp-local:///team-b/their-machine"}}),
+				ProviderID: "capxp-local:///{metadata.namespace}/{metadata.name}", ProviderIDFrom: "Composition c"},
+			want: Decision{Verdict: verdict.Verdict{Reason: infrav1.InvalidProviderIDReason,
+				Message: `spec.providerID "capxp-local:///team-b/their-machine" is set by the bridge, not preset: a machine's provider ID is the one its Composition declares or reports; recreate the machine without it`}},
+		},
+		"ProviderIDPresetRefusedWithoutDeclaration": {
+			reason: "a Composition that reports its provider ID does not make a preset one the machine's",
+			in: Inputs{Machine: machine("boot", "", false), Cluster: cluster(false), ClusterXR: u(map[string]any{}),
+				XR: u(map[string]any{"spec": map[string]any{"providerID": "aws:///eu-west-1a/i-0123"}})},
+			want: Decision{Verdict: verdict.Verdict{Reason: infrav1.InvalidProviderIDReason,
+				Message: `spec.providerID "aws:///eu-west-1a/i-0123" is set by the bridge, not preset: a machine's provider ID is the one its Composition declares or reports; recreate the machine without it`}},
+		},
+		"ProviderIDKeptOnceInjected": {
+			reason: "the provider ID the gate injected with the bootstrap reference stays, and keeps the gate open",
+			in: Inputs{Machine: machine("boot", "", false), Cluster: cluster(true), ClusterXR: u(map[string]any{}),
+				XR: u(map[string]any{"metadata": map[string]any{"name": "m"}, "spec": map[string]any{"providerID": "x:///m",
+					"bootstrap": map[string]any{"dataSecretRef": map[string]any{"name": "boot", "key": "value"}}}}),
+				ProviderID: "x:///{metadata.name}", ProviderIDFrom: "Composition c"},
+			want: Decision{Verdict: verdict.Verdict{Ready: true}},
 		},
 		"ProviderIDNotAfterComposing": {
 			reason: "a machine composed before its Composition declared a provider ID has that Composition's report, not the template's",

@@ -24,7 +24,7 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 )
 
-const compositionUsage = `Usage: capxp composition check COMPOSITION [--xr EXAMPLE_XR] [--xrd XRD] [--crds DIR,...] [--observed DIR] [--functions FUNCTIONS.yaml] [--tools-dir DIR] [-o text|json]
+const compositionUsage = `Usage: capxp composition check COMPOSITION [--xr EXAMPLE_XR] [--xrd XRD] [--crds DIR,...] [--observed DIR] [--functions FUNCTIONS.yaml] [--tools-dir DIR] [--timeout D] [-o text|json]
 
 Checks a Composition against the CAPI contract of its XR's kind
 (InfraCluster, InfraMachine, InfraMachinePool or ControlPlane), offline:
@@ -71,7 +71,7 @@ func runComposition(args []string, stdout, stderr io.Writer) int {
 	// The Composition may come before the flags, as in the usage line.
 	positional, err := parseInterspersed(fs, args[1:])
 	if err != nil {
-		return 2
+		return parseStatus(err)
 	}
 	if len(positional) != 1 || (*output != "text" && *output != outputJSON) {
 		fmt.Fprint(stderr, compositionUsage)

@@ -68,7 +68,7 @@ func runDescribe(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&color, "color", "auto", "")
 	positional, err := parseInterspersed(fs, args[1:])
 	if err != nil {
-		return 2
+		return parseStatus(err)
 	}
 	if len(positional) != 1 || (output != "tree" && output != outputJSON && output != outputYAML) ||
 		(color != "auto" && color != "always" && color != "never") {

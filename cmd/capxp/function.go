@@ -17,8 +17,6 @@ instances of the AWS auto scaling groups a Composition composes and writes
 their provider IDs to status.outputs.providerIDList. The Function package's
 image runs it with no arguments; Crossplane's function runtime gives it its
 serving certificate in TLS_SERVER_CERTS_DIR.
-
-Flags:
 `
 
 // runFunctionCommand serves a composition function until it fails.
@@ -30,11 +28,11 @@ func runFunctionCommand(args []string, stderr io.Writer) int {
 	address := fs.String("address", ":9443", "Address to serve gRPC on.")
 	network := fs.String("network", "tcp", "Network to serve on (tcp or unix).")
 	certs := fs.String("tls-certs-dir", os.Getenv("TLS_SERVER_CERTS_DIR"), "Folder of the serving certificate (tls.crt, tls.key) and of the CA of Crossplane's client certificate (ca.crt); $TLS_SERVER_CERTS_DIR by default.")
-	insecure := fs.Bool("insecure", false, "Serve without mutual TLS (for `crossplane render` and development only).")
+	insecure := fs.Bool("insecure", false, "Serve without mutual TLS (for crossplane render and development only).")
 	metrics := fs.String("metrics-address", ":8080", "Address to serve Prometheus metrics on; none when empty.")
 	debug := fs.Bool("debug", false, "Log every call.")
 	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+		return parseStatus(err)
 	}
 	log, err := sdk.NewLogger(*debug)
 	if err != nil {

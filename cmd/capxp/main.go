@@ -14,14 +14,45 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	capxp "github.com/capxp/cluster-api-provider-crossplane"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// versionString is the release this binary was built from (the VERSION
+// file), and the commit and whether the tree had changes, as far as the
+// build recorded them (a build from a git checkout does).
+func versionString() string {
+	rev, dirty := "", false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+	}
+	if rev == "" {
+		return capxp.Version()
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += ", with uncommitted changes"
+	}
+	return capxp.Version() + " (commit " + rev + ")"
+}
 
 func main() {
 	if len(os.Args) < 2 {
@@ -30,7 +61,9 @@ func main() {
 	}
 	switch os.Args[1] {
 	case "manager":
-		if err := runManager(os.Args[2:]); err != nil {
+		switch err := runManager(os.Args[2:], os.Stderr); {
+		case errors.Is(err, pflag.ErrHelp):
+		case err != nil:
 			fmt.Fprintln(os.Stderr, "capxp manager:", err)
 			os.Exit(1)
 		}
@@ -43,7 +76,7 @@ func main() {
 	case "function":
 		os.Exit(runFunctionCommand(os.Args[2:], os.Stderr))
 	case "version":
-		fmt.Println(version)
+		fmt.Println(versionString())
 	case "-h", "--help", "help":
 		usage()
 	default:
@@ -82,8 +115,24 @@ func subcommand(args []string, sub, name, usage string, stderr io.Writer) (*flag
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		if !strings.Contains(usage, "\nFlags:\n") {
+			// A usage that does not describe its flags itself.
+			fmt.Fprintln(stderr, "\nFlags:")
+			fs.PrintDefaults()
+		}
+	}
 	return fs, true
+}
+
+// parseStatus is a command's exit status after its flags failed to parse: 0
+// for -h and --help (the usage is printed), 2 otherwise.
+func parseStatus(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
 }
 
 // parseInterspersed parses flags that may come before, between or after the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -77,9 +78,10 @@ func (f *managerFlags) add(fs *pflag.FlagSet) {
 	fs.IntVar(&f.burst, "kube-api-burst", 30, "Burst of queries to the API server.")
 }
 
-func runManager(args []string) error {
+func runManager(args []string, stderr io.Writer) error {
 	f := &managerFlags{}
 	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
 	f.add(fs)
 	gfs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(gfs)

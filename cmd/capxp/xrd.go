@@ -38,7 +38,8 @@ its kind as they use CAPXP's own:
     aggregate-to-manager): full access to the XRs and the templates, as
     CAPI's contract asks of kinds outside infrastructure.cluster.x-k8s.io.
 
-  capxp xrd adopt platform/vm-xrd.yaml | kubectl apply -f -
+  capxp xrd adopt compositions/xrds/crossplanemachines.yaml  # CAPXP's own, as an example
+  capxp xrd adopt platform/vm-xrd.yaml | kubectl apply -f -  # a platform team's
 
 The kinds your Compositions compose and your providers' ProviderConfig kinds
 are granted separately (docs/tenancy.md). A warning on stderr says what the
@@ -59,7 +60,7 @@ func runXRD(args []string, stdout, stderr io.Writer) int {
 	output := fs.String("o", outputYAML, "output format: yaml or json (a List)")
 	positional, err := parseInterspersed(fs, args[1:])
 	if err != nil {
-		return 2
+		return parseStatus(err)
 	}
 	var xrds []*xpextv2.CompositeResourceDefinition
 	if len(positional) != 1 || (*output != outputYAML && *output != outputJSON) {

@@ -26,8 +26,14 @@ import (
 const (
 	// ProviderPackageName is the bridge's Provider package.
 	ProviderPackageName = "provider-capxp"
-	// ConfigurationPackageName is the Configuration package.
+	// ConfigurationPackageName is the Configuration package a platform
+	// installs to run CAPXP with Crossplane's package manager: it brings
+	// the CompositionsPackageName Configuration and the bridge.
 	ConfigurationPackageName = "configuration-capxp"
+	// CompositionsPackageName is the Configuration package of the XRDs and
+	// Compositions with the providers and functions they compose with, and
+	// no bridge: what a platform installs beside clusterctl's bridge.
+	CompositionsPackageName = "configuration-capxp-compositions"
 	// FunctionPackageName is function-asg-instances' Function package.
 	FunctionPackageName = "function-asg-instances"
 	// DefaultPackageRegistry is where releases publish the packages.
@@ -51,6 +57,10 @@ func (o Options) ProviderPackage() string { return o.registry() + "/" + Provider
 // tag.
 func (o Options) ConfigurationPackage() string { return o.registry() + "/" + ConfigurationPackageName }
 
+// CompositionsPackage is the Compositions' Configuration package
+// repository, without a tag.
+func (o Options) CompositionsPackage() string { return o.registry() + "/" + CompositionsPackageName }
+
 // FunctionPackage is function-asg-instances' package repository, without a
 // tag.
 func (o Options) FunctionPackage() string { return o.registry() + "/" + FunctionPackageName }
@@ -66,29 +76,63 @@ func (o Options) FunctionName() string {
 // for another registry renames the calls.
 var DefaultFunctionName = Options{}.FunctionName()
 
-// WriteConfigurationRoot writes the Configuration package's root: its
-// crossplane.yaml (with the bridge's Provider package added to the pinned
-// dependencies, at the release's version), the activation policy, the XRDs
-// and every backend's Compositions.
-func WriteConfigurationRoot(dir string, o Options) error {
+// configurationMeta is the shipped Configuration's metadata, and the
+// options with their defaults.
+func configurationMeta(o Options) (Options, *pkgmetav1.Configuration, error) {
 	o, err := o.withDefaults()
 	if err != nil {
-		return err
+		return o, nil, err
 	}
 	c, err := packages.Configuration()
+	return o, c, err
+}
+
+// WriteConfigurationRoot writes the root of the Configuration a platform
+// installs to run CAPXP with Crossplane's package manager: its
+// crossplane.yaml alone, depending on the release's Compositions
+// Configuration and the bridge's Provider package. Installed beside
+// clusterctl's bridge it would run a second one; that path installs the
+// Compositions Configuration instead.
+func WriteConfigurationRoot(dir string, o Options) error {
+	o, c, err := configurationMeta(o)
 	if err != nil {
 		return err
 	}
-	c.Spec.DependsOn = append(c.Spec.DependsOn, pkgmetav1.Dependency{
+	c.Annotations = ownAnnotations(c, "CAPXP: Cluster API infrastructure backed by Crossplane, with its bridge. "+
+		"Brings "+CompositionsPackageName+" (the XRDs and Compositions, and the providers and functions they compose with) "+
+		"and the bridge ("+ProviderPackageName+", which needs the RBAC and runtime configuration of "+CrossplaneSetupFile+"). "+
+		"With clusterctl's bridge (clusterctl init --infrastructure crossplane), install "+CompositionsPackageName+" instead.")
+	c.Spec.DependsOn = []pkgmetav1.Dependency{{
+		APIVersion: ptr.To("pkg.crossplane.io/v1"), Kind: ptr.To("Configuration"),
+		Package: ptr.To(o.CompositionsPackage()), Version: o.Version,
+	}, {
 		APIVersion: ptr.To("pkg.crossplane.io/v1"), Kind: ptr.To("Provider"),
 		Package: ptr.To(o.ProviderPackage()), Version: o.Version,
-	}, pkgmetav1.Dependency{
+	}}
+	meta, err := yaml.Marshal(c)
+	if err != nil {
+		return errors.Wrap(err, "cannot encode the Configuration's metadata")
+	}
+	return writeRoot(dir, map[string][]byte{"crossplane.yaml": meta})
+}
+
+// WriteCompositionsRoot writes the Compositions Configuration's root: its
+// crossplane.yaml (with function-asg-instances added to the pinned
+// dependencies, at the release's version), the activation policy, the XRDs
+// and every backend's Compositions. It runs no bridge.
+func WriteCompositionsRoot(dir string, o Options) error {
+	o, c, err := configurationMeta(o)
+	if err != nil {
+		return err
+	}
+	c.Name = "capxp-compositions"
+	c.Spec.DependsOn = append(c.Spec.DependsOn, pkgmetav1.Dependency{
 		APIVersion: ptr.To("pkg.crossplane.io/v1"), Kind: ptr.To("Function"),
 		Package: ptr.To(o.FunctionPackage()), Version: o.Version,
 	})
 	meta, err := yaml.Marshal(c)
 	if err != nil {
-		return errors.Wrap(err, "cannot encode the Configuration's metadata")
+		return errors.Wrap(err, "cannot encode the Compositions Configuration's metadata")
 	}
 	files := map[string][]byte{"crossplane.yaml": meta, "activation-policy.yaml": packages.ActivationPolicy}
 	if err := fs.WalkDir(compositions.FS, ".", func(p string, d fs.DirEntry, err error) error {
@@ -178,7 +222,7 @@ func WriteProviderRoot(dir string, o Options) error {
 		TypeMeta: metav1.TypeMeta{APIVersion: pkgmetav1.SchemeGroupVersion.String(), Kind: pkgmetav1.ProviderKind},
 		ObjectMeta: metav1.ObjectMeta{Name: ProviderPackageName, Annotations: ownAnnotations(c,
 			"The CAPXP bridge: maps Crossplane composite resources onto Cluster API's "+
-				"InfraCluster and InfraMachine contracts. Needs the RBAC and runtime configuration of "+CrossplaneSetupFile+".")},
+				"InfraCluster, InfraMachine, InfraMachinePool and ControlPlane contracts. Needs the RBAC and runtime configuration of "+CrossplaneSetupFile+".")},
 		Spec: pkgmetav1.ProviderSpec{MetaSpec: pkgmetav1.MetaSpec{Crossplane: c.Spec.Crossplane}},
 	}
 	meta, err := yaml.Marshal(p)
@@ -267,16 +311,24 @@ func (o Options) FunctionPackageFile() string {
 	return FunctionPackageName + "-" + o.Version + ".xpkg"
 }
 
+// CompositionsPackageFile is the Compositions Configuration's .xpkg file in
+// a release.
+func (o Options) CompositionsPackageFile() string {
+	o, _ = o.withDefaults()
+	return CompositionsPackageName + "-" + o.Version + ".xpkg"
+}
+
 // ConfigurationPackageFile is the Configuration's .xpkg file in a release.
 func (o Options) ConfigurationPackageFile() string {
 	o, _ = o.withDefaults()
 	return ConfigurationPackageName + "-" + o.Version + ".xpkg"
 }
 
-// WritePackages writes the three package roots into dir
-// (package-configuration, package-provider, package-function) and builds
-// them with the crossplane CLI into ConfigurationPackageFile,
-// ProviderPackageFile and FunctionPackageFile, the Provider's and the
+// WritePackages writes the four package roots into dir
+// (package-configuration, package-compositions, package-provider,
+// package-function) and builds them with the crossplane CLI into
+// ConfigurationPackageFile, CompositionsPackageFile, ProviderPackageFile and
+// FunctionPackageFile, the Provider's and the
 // Function's with their images (WriteImage's tarballs in dir) embedded.
 func WritePackages(ctx context.Context, dir string, o Options, cli string) error {
 	o, err := o.withDefaults()
@@ -288,6 +340,7 @@ func WritePackages(ctx context.Context, dir string, o Options, cli string) error
 		write             func(string, Options) error
 	}{
 		{"configuration", o.ConfigurationPackageFile(), "", WriteConfigurationRoot},
+		{"compositions", o.CompositionsPackageFile(), "", WriteCompositionsRoot},
 		{"provider", o.ProviderPackageFile(), filepath.Join(dir, ImageTarball), WriteProviderRoot},
 		{"function", o.FunctionPackageFile(), filepath.Join(dir, FunctionImageTarball), WriteFunctionRoot},
 	} {

@@ -282,7 +282,7 @@ func Write(ctx context.Context, out string, o Options, binary, arch, cli string)
 		for _, p := range []struct {
 			name  string
 			write func(string, Options) error
-		}{{"configuration", WriteConfigurationRoot}, {"provider", WriteProviderRoot}, {"function", WriteFunctionRoot}} {
+		}{{"configuration", WriteConfigurationRoot}, {"compositions", WriteCompositionsRoot}, {"provider", WriteProviderRoot}, {"function", WriteFunctionRoot}} {
 			dir := filepath.Join(out, "package-"+p.name)
 			if err := p.write(dir, o); err != nil {
 				return nil, err
@@ -298,7 +298,8 @@ func Write(ctx context.Context, out string, o Options, binary, arch, cli string)
 		return nil, err
 	}
 	return append(lines,
-		"Configuration package: "+filepath.Join(out, o.ConfigurationPackageFile()),
+		"Configuration package (Crossplane's package manager: the Compositions and the bridge): "+filepath.Join(out, o.ConfigurationPackageFile()),
+		"Compositions package (beside clusterctl's bridge): "+filepath.Join(out, o.CompositionsPackageFile()),
 		"Provider package: "+filepath.Join(out, o.ProviderPackageFile()),
 		"Function package: "+filepath.Join(out, o.FunctionPackageFile())), nil
 }

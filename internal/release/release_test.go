@@ -3,6 +3,7 @@ package release
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -215,10 +216,10 @@ func TestImage(t *testing.T) {
 	}
 }
 
-// TestConfigurationCallsTheReleasesFunction: the Configuration depends on
-// the release's Function package, and its Compositions call the Function by
+// TestCompositionsCallTheReleasesFunction: the Compositions Configuration
+// depends on the release's Function package, and its Compositions call the Function by
 // the name Crossplane gives it when installed from the release's registry.
-func TestConfigurationCallsTheReleasesFunction(t *testing.T) {
+func TestCompositionsCallTheReleasesFunction(t *testing.T) {
 	cases := map[string]struct {
 		registry string
 		wantPkg  string
@@ -234,7 +235,7 @@ func TestConfigurationCallsTheReleasesFunction(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			if err := WriteConfigurationRoot(dir, Options{Version: "v1.2.3", PackageRegistry: tc.registry}); err != nil {
+			if err := WriteCompositionsRoot(dir, Options{Version: "v1.2.3", PackageRegistry: tc.registry}); err != nil {
 				t.Fatal(err)
 			}
 			meta := decode(t, must(os.ReadFile(filepath.Join(dir, "crossplane.yaml"))))[0]
@@ -268,12 +269,13 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// TestConfigurationRoot: the Configuration's package root holds its
-// metadata, the activation policy, and every XRD and Composition, each a
-// package object; nothing else (the example XRs are not package objects).
-func TestConfigurationRoot(t *testing.T) {
+// TestCompositionsRoot: the Compositions Configuration's package root holds
+// its metadata, the activation policy, and every XRD and Composition, each
+// a package object; nothing else (the example XRs are not package objects),
+// and it does not depend on the bridge.
+func TestCompositionsRoot(t *testing.T) {
 	dir := t.TempDir()
-	if err := WriteConfigurationRoot(dir, Options{}); err != nil {
+	if err := WriteCompositionsRoot(dir, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	kinds := map[string]int{}
@@ -303,6 +305,47 @@ func TestConfigurationRoot(t *testing.T) {
 	if kinds["Configuration"] != 1 || kinds["CompositeResourceDefinition"] == 0 || kinds["Composition"] == 0 {
 		t.Errorf("package objects by kind: %v", kinds)
 	}
+	for _, d := range dependencies(t, dir) {
+		if strings.HasSuffix(d, "/"+ProviderPackageName) {
+			t.Errorf("the Compositions Configuration depends on the bridge (%s): beside clusterctl's, two would run", d)
+		}
+	}
+}
+
+// TestConfigurationRoot: the Configuration a platform installs with
+// Crossplane's package manager is the Compositions Configuration and the
+// bridge, at the release's version, and nothing else: a bridge and the
+// Compositions each come from one package.
+func TestConfigurationRoot(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteConfigurationRoot(dir, Options{Version: "v1.2.3"}); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != "crossplane.yaml" {
+		t.Errorf("the Configuration's root holds %v, want crossplane.yaml alone", entries)
+	}
+	got := dependencies(t, dir)
+	want := []string{"Configuration ghcr.io/capxp/" + CompositionsPackageName + " v1.2.3", "Provider ghcr.io/capxp/" + ProviderPackageName + " v1.2.3"}
+	if !slices.Equal(got, want) {
+		t.Errorf("the Configuration depends on %v, want %v", got, want)
+	}
+}
+
+// dependencies lists a package root's dependencies as "kind package version".
+func dependencies(t *testing.T, root string) []string {
+	t.Helper()
+	meta := decode(t, must(os.ReadFile(filepath.Join(root, "crossplane.yaml"))))[0]
+	deps, _, _ := unstructured.NestedSlice(meta.Object, "spec", "dependsOn")
+	var out []string
+	for _, d := range deps {
+		d := d.(map[string]any)
+		out = append(out, fmt.Sprintf("%v %v %v", d["kind"], d["package"], d["version"]))
+	}
+	return out
 }
 
 func TestMonitoring(t *testing.T) {

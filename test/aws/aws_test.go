@@ -11,9 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -35,8 +33,8 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/compositions"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/lifeline"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
+	ctlsetup "github.com/capxp/cluster-api-provider-crossplane/test/clusterctl"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 	"github.com/capxp/cluster-api-provider-crossplane/test/wait"
 )
@@ -522,24 +520,7 @@ func cluster(ami string, kubeconfig []byte) []client.Object {
 func startPlane(ctx context.Context, t *testing.T) *plane.Plane {
 	t.Helper()
 	dir := t.TempDir()
-	cli, err := tools.Dir(envtest.ToolsDir()).Binary("crossplane-cli", plane.CrossplaneCLIVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "bin", "capxp")
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/capxp")
-	build.Dir = envtest.RepoRoot()
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("cannot build capxp: %v\n%s", err, out)
-	}
-	rel := filepath.Join(dir, "release")
-	if err := os.MkdirAll(rel, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := release.Write(ctx, rel, release.Options{}, bin, runtime.GOARCH, cli); err != nil {
-		t.Fatal(err)
-	}
+	bin, rel, _ := ctlsetup.PackagedRelease(ctx, t, dir)
 	p, err := plane.Start(ctx, plane.Options{
 		Dir: filepath.Join(dir, "plane"), Tools: tools.Dir(envtest.ToolsDir()),
 		Release: rel, ManagerBinary: bin, AWS: true,

@@ -1,6 +1,8 @@
 // Package clusterctl installs CAPXP on the local plane as platform teams do
 // with clusterctl: from the release's provider files, the manager run as the
-// installed Deployment (its ServiceAccount, flags and environment).
+// installed Deployment (its ServiceAccount, flags and environment); and
+// builds a release with its Crossplane packages for the paths that install
+// them.
 package clusterctl
 
 import (
@@ -10,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -98,5 +101,42 @@ func Init(ctx context.Context, t testing.TB, p *plane.Plane, clusterctl Runner, 
 	clusterctl(p, "init", "--infrastructure", "crossplane")
 	if err := p.RunDeployment(ctx, "capxp-system", "capxp-controller-manager", bin); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// PackagedRelease builds capxp as the packages' images run it (static,
+// Linux) and `make release`'s output with its Crossplane packages into dir,
+// and returns the binary, the release and a runner of the crossplane CLI
+// (against a kubeconfig, dir its home) that logs what it printed.
+func PackagedRelease(ctx context.Context, t testing.TB, dir string) (string, string, func(kubeconfig string, args ...string) (string, error)) {
+	t.Helper()
+	cli, err := tools.Dir(envtest.ToolsDir()).Binary("crossplane-cli", plane.CrossplaneCLIVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "bin", "capxp")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/capxp")
+	build.Dir = envtest.RepoRoot()
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("cannot build capxp: %v\n%s", err, out)
+	}
+	rel := filepath.Join(dir, "release")
+	if err := os.MkdirAll(rel, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	lines, err := release.Write(ctx, rel, release.Options{}, bin, runtime.GOARCH, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("release:\n%s", strings.Join(lines, "\n"))
+	return bin, rel, func(kubeconfig string, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, cli, args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "HOME="+dir, "XDG_CONFIG_HOME="+dir)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		t.Logf("crossplane %s:\n%s", strings.Join(args, " "), out.String())
+		return out.String(), err
 	}
 }

@@ -50,7 +50,7 @@ func TestPlatformKind(t *testing.T) {
 			t.Errorf("VirtualMachine %s: labels %v, annotations %v, flavor %q, composition %q: not the template's clone", vm.GetName(), vm.GetLabels(), vm.GetAnnotations(), flavor, comp)
 		}
 		node := &corev1.Node{}
-		if err := p.Workload.Client.Get(ctx, client.ObjectKey{Name: vm.GetName()}, node); err != nil {
+		if err := p.Workload.Client.Get(ctx, client.ObjectKey{Name: vm.GetName() + "." + vm.GetNamespace()}, node); err != nil {
 			t.Errorf("VirtualMachine %s has no Node: %v", vm.GetName(), err)
 			continue
 		}

@@ -488,6 +488,8 @@ func attackAsTenant(ctx context.Context, t *testing.T, p *plane.Plane) {
 		t.Fatal(err)
 	}
 
+	squatAnotherNamespacesMachine(ctx, t, p, tc, record)
+
 	// Let anything that would compose have a chance to, then count.
 	time.Sleep(2 * time.Second)
 	// A reconcile Crossplane began before the hold may apply the composed

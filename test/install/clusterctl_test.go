@@ -44,11 +44,22 @@ func TestMain(m *testing.M) {
 func TestClusterctl(t *testing.T) {
 	ctx, dir := begin(t, "install", 15*time.Minute)
 	clusterctl, bin := ctlsetup.Install(ctx, t, dir)
-	p := startPlane(ctx, t, dir, plane.Options{Clusterctl: true, AuditManagement: true})
+	// docs/install.md's clusterctl path, as written: the Compositions
+	// Configuration from the release's packages (with the providers and
+	// functions it depends on), then clusterctl init.
+	pkgBin, rel, crossplane := ctlsetup.PackagedRelease(ctx, t, dir)
+	p := startPlane(ctx, t, dir, plane.Options{
+		Clusterctl: true, Release: rel, ManagerBinary: pkgBin, AuditManagement: true,
+		InstallConfiguration: func(_ context.Context, kubeconfig, ref string) error {
+			_, err := crossplane(kubeconfig, "xpkg", "install", "configuration", ref, "capxp-compositions")
+			return err
+		},
+	})
 	c := p.Management().Client
 
 	run := func(args ...string) string { t.Helper(); return clusterctl(p, args...) }
 	ctlsetup.Init(ctx, t, p, clusterctl, bin)
+	oneBridge(t, p)
 
 	const ns, name = "team-a", "alpha"
 	provisionLocal(ctx, t, p, clusterctl, ns, name)

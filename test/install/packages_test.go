@@ -1,12 +1,7 @@
 package install
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -16,9 +11,8 @@ import (
 
 	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 	"github.com/capxp/cluster-api-provider-crossplane/packages"
-	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
+	ctlsetup "github.com/capxp/cluster-api-provider-crossplane/test/clusterctl"
 )
 
 // TestCrossplanePackages installs CAPXP as a platform does with Crossplane's
@@ -29,42 +23,13 @@ import (
 // functions, providers and the bridge, which then provisions a cluster.
 func TestCrossplanePackages(t *testing.T) {
 	ctx, dir := begin(t, "packages", 15*time.Minute)
-	cli, err := tools.Dir(envtest.ToolsDir()).Binary("crossplane-cli", plane.CrossplaneCLIVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The release, as `make release` writes it: the Provider package embeds
-	// an image of this static binary, which the bridge then runs as.
-	bin := filepath.Join(dir, "bin", "capxp")
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/capxp")
-	build.Dir = envtest.RepoRoot()
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("cannot build capxp: %v\n%s", err, out)
-	}
-	rel := filepath.Join(dir, "release")
-	if err := os.MkdirAll(rel, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	lines, err := release.Write(ctx, rel, release.Options{}, bin, runtime.GOARCH, cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("release:\n%s", strings.Join(lines, "\n"))
-
-	crossplane := func(kubeconfig string, args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, cli, args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "HOME="+dir, "XDG_CONFIG_HOME="+dir)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		t.Logf("crossplane %s:\n%s", strings.Join(args, " "), out.String())
-		return out.String(), err
-	}
+	bin, rel, crossplane := ctlsetup.PackagedRelease(ctx, t, dir)
 	p := startPlane(ctx, t, dir, plane.Options{
 		Release:         rel,
 		ManagerBinary:   bin,
 		AuditManagement: true,
+		// docs/install.md: crossplane xpkg install configuration
+		// ghcr.io/capxp/configuration-capxp:<version> capxp
 		InstallConfiguration: func(_ context.Context, kubeconfig, ref string) error {
 			_, err := crossplane(kubeconfig, "xpkg", "install", "configuration", ref, "capxp")
 			return err
@@ -126,8 +91,18 @@ func TestCrossplanePackages(t *testing.T) {
 			t.Errorf("crossplane resource trace shows no %q", want)
 		}
 	}
+	oneBridge(t, p)
 	attackAsTenant(ctx, t, p)
 	scrapeMetrics(ctx, t, p)
+}
+
+// oneBridge fails the test unless exactly one CAPXP bridge runs: two
+// would each hold, release and write what the other does.
+func oneBridge(t *testing.T, p *plane.Plane) {
+	t.Helper()
+	if b := p.Bridges(); len(b) != 1 {
+		t.Errorf("%d bridges run, want exactly one: %v", len(b), b)
+	}
 }
 
 func containsPrefix(lines []string, prefix string) bool {

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -12,10 +13,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers"
 )
 
 // One XR against everyone: a tenant's XR whose resource references name
-// itself thousands of times, and whose controller owner is itself, is held
+// itself hundreds of times (thousands are refused at admission), and whose
+// controller owner is itself, is held
 // for its ungranted credentials like any other, the bridge's heap grows by
 // at most a little, and another tenant's XR is still released in seconds.
 func TestASelfReferencingXRIsBounded(t *testing.T) {
@@ -61,17 +64,25 @@ func TestASelfReferencingXRIsBounded(t *testing.T) {
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 
-	// Itself, 5000 times, as its composed resources and its controller.
-	refs := make([]any, 5000)
-	for i := range refs {
-		refs[i] = map[string]any{"apiVersion": clusterGVK.GroupVersion().String(), "kind": clusterGVK.Kind, "name": "loop"}
+	// Itself, as many times as the resource references may hold, as its
+	// composed resources and its controller. More are refused at
+	// admission, naming the bound.
+	self := func(n int) []any {
+		refs := make([]any, n)
+		for i := range refs {
+			refs[i] = map[string]any{"apiVersion": clusterGVK.GroupVersion().String(), "kind": clusterGVK.Kind, "name": "loop"}
+		}
+		return refs
 	}
-	g.Eventually(func(g Gomega) {
+	update := func(refs []any) error {
 		got := getXR(g, loop)
 		g.Expect(unstructured.SetNestedSlice(got.Object, refs, "spec", "crossplane", "resourceRefs")).To(Succeed())
 		got.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: clusterGVK.GroupVersion().String(), Kind: clusterGVK.Kind, Name: "loop", UID: got.GetUID(), Controller: ptr.To(true)}})
-		g.Expect(tc.Update(ctx, got)).To(Succeed())
-	}, timeout, interval).Should(Succeed())
+		return tc.Update(ctx, got)
+	}
+	g.Eventually(func() error { return update(self(5000)) }, timeout, interval).Should(
+		MatchError(ContainSubstring(fmt.Sprintf("spec.crossplane.resourceRefs: at most %d composed resources per composite resource, 5000 given", controllers.MaxResourceRefs))))
+	g.Eventually(func() error { return update(self(controllers.MaxResourceRefs)) }, timeout, interval).Should(Succeed())
 
 	// Another tenant's XR, created after, is checked and released in time.
 	start := time.Now()

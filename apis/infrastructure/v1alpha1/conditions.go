@@ -103,6 +103,11 @@ const (
 	// spec.bootstrap.dataSecretRef that does not name its Machine's
 	// bootstrap data; the bridge never composes it.
 	InvalidBootstrapDataRefReason = "InvalidBootstrapDataRef"
+	// InvalidProviderIDReason: the machine XR came with a spec.providerID
+	// the bridge did not write (a machine's provider ID is its
+	// Composition's to say, and could name another namespace's machine);
+	// the bridge never composes it.
+	InvalidProviderIDReason = "InvalidProviderID"
 
 	// WaitingForKubeconfigReason: the Secret the control plane XR's
 	// status.outputs.kubeconfig names, or its key, does not exist yet.

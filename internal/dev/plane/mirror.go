@@ -35,7 +35,7 @@ const (
 // mirrorPackages builds the package of every dependency of the
 // Configuration (and the AWS family package they depend on) from what
 // hack/ensure-tools.sh staged, with the crossplane CLI, caching each .xpkg
-// in the tools directory, and lists them with the release's two packages.
+// in the tools directory, and lists them with the release's four packages.
 func (p *Plane) mirrorPackages(ctx context.Context) ([]mirrored, error) {
 	deps, err := packages.Dependencies("")
 	if err != nil {
@@ -95,6 +95,7 @@ func (p *Plane) mirrorPackages(ctx context.Context) ([]mirrored, error) {
 	rel := p.opts.Release
 	out = append(out,
 		mirrored{ref: o.ConfigurationPackage(), tag: capxpVersion(), xpkg: filepath.Join(rel, o.ConfigurationPackageFile())},
+		mirrored{ref: o.CompositionsPackage(), tag: capxpVersion(), xpkg: filepath.Join(rel, o.CompositionsPackageFile())},
 		mirrored{ref: o.ProviderPackage(), tag: capxpVersion(), xpkg: filepath.Join(rel, o.ProviderPackageFile())},
 		mirrored{ref: o.FunctionPackage(), tag: capxpVersion(), xpkg: filepath.Join(rel, o.FunctionPackageFile())})
 	for _, m := range out {

@@ -40,6 +40,22 @@ func ConfigurationRef() string {
 	return release.Options{}.ConfigurationPackage() + ":" + capxpVersion()
 }
 
+// CompositionsRef is the reference of the release's Compositions
+// Configuration package: what a platform installs beside clusterctl's
+// bridge.
+func CompositionsRef() string {
+	return release.Options{}.CompositionsPackage() + ":" + capxpVersion()
+}
+
+// configurationRef is the Configuration the plane installs: the
+// Compositions alone when clusterctl runs the bridge.
+func (p *Plane) configurationRef() string {
+	if p.opts.Clusterctl {
+		return CompositionsRef()
+	}
+	return ConfigurationRef()
+}
+
 // registryCA is the CA bundle of a registry, empty without one.
 func registryCA(r *Registry) string {
 	if r == nil {
@@ -52,7 +68,7 @@ func registryCA(r *Registry) string {
 func (p *Plane) Registry() *Registry { return p.registry }
 
 // startRegistry serves every package CAPXP's Configuration needs from an OCI
-// registry on loopback: the release's two packages and the packages of the
+// registry on loopback: the release's four packages and the packages of the
 // Configuration's dependencies, each pushed under its own repository path.
 func (p *Plane) startRegistry(ctx context.Context) error {
 	ms, err := p.mirrorPackages(ctx)
@@ -73,17 +89,21 @@ func (p *Plane) startRegistry(ctx context.Context) error {
 
 // installPackages installs CAPXP's Configuration as a platform does on a
 // cluster whose packages come from an internal mirror: it applies the
-// release's crossplane-setup.yaml, points each registry the packages name at
-// the plane's registry with an ImageConfig, installs the Configuration, and
-// waits until Crossplane has installed it and every dependency, the
-// packages that run here run, and CAPXP's XRDs are established.
+// release's crossplane-setup.yaml (not with Clusterctl: the bridge is
+// clusterctl's), points each registry the packages name at the plane's
+// registry with an ImageConfig, installs the Configuration (the
+// Compositions' with Clusterctl), and waits until Crossplane has installed
+// it and every dependency, the packages that run here run, and CAPXP's XRDs
+// are established.
 func (p *Plane) installPackages(ctx context.Context) error {
-	setup, err := os.ReadFile(filepath.Join(p.opts.Release, release.CrossplaneSetupFile))
-	if err != nil {
-		return errors.Wrap(err, "cannot read the release's Crossplane setup")
-	}
-	if err := p.applyManifests(ctx, setup); err != nil {
-		return errors.Wrapf(err, "cannot apply %s", release.CrossplaneSetupFile)
+	if !p.opts.Clusterctl {
+		setup, err := os.ReadFile(filepath.Join(p.opts.Release, release.CrossplaneSetupFile))
+		if err != nil {
+			return errors.Wrap(err, "cannot read the release's Crossplane setup")
+		}
+		if err := p.applyManifests(ctx, setup); err != nil {
+			return errors.Wrapf(err, "cannot apply %s", release.CrossplaneSetupFile)
+		}
 	}
 	hosts, err := mirrorRewrites(p.mirrored)
 	if err != nil {
@@ -103,7 +123,7 @@ func (p *Plane) installPackages(ctx context.Context) error {
 	}
 	p.startPackageRuntime()
 
-	ref := ConfigurationRef()
+	ref := p.configurationRef()
 	install := p.opts.InstallConfiguration
 	if install == nil {
 		install = func(ctx context.Context, _, ref string) error {

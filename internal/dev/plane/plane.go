@@ -52,7 +52,10 @@ type Options struct {
 	// Clusterctl leaves CAPXP's provider to clusterctl: the plane installs
 	// neither CAPXP's CRDs nor its manager, and a test installs them with
 	// `clusterctl init` and runs the manager with RunDeployment. CAPXP's
-	// XRDs and Compositions are installed either way.
+	// XRDs and Compositions are installed either way: applied by the plane,
+	// or, with Release, from the release's Compositions Configuration
+	// package (and its dependencies), as docs/install.md's clusterctl path
+	// does.
 	Clusterctl bool
 	// Release is the folder of a `make release` whose Crossplane packages
 	// the plane installs CAPXP from, as a platform would with Crossplane's
@@ -217,7 +220,7 @@ func resolve(o Options) (inputs, error) {
 	}
 	if o.ManagerBinary != "" {
 		if _, serr := os.Stat(o.ManagerBinary); serr != nil {
-			err = tools.Missing(err, errors.Errorf("the capxp binary %s, run as the CAPXP manager, is missing: build it with `go build -o %s ./cmd/capxp` in a CAPXP checkout (`make dev` builds bin/capxp beside bin/capxp-dev), or name another with --manager-binary",
+			err = tools.Missing(err, errors.Errorf("the capxp binary %s, run as the CAPXP manager, is missing: build it with `go build -o %s ./cmd/capxp` in a CAPXP checkout (`make dev` runs out/bin/capxp, which `make release` builds), or name another with --manager-binary",
 				o.ManagerBinary, o.ManagerBinary))
 		}
 	}

@@ -392,3 +392,29 @@ func (p *Plane) runProviderPackage(ctx context.Context, rev *pkgv1.ProviderRevis
 	}
 	return proc, fmt.Sprintf("https://%s/metrics", hostPort(diag)), nil
 }
+
+// Bridges names every CAPXP bridge the plane is running: its own manager or
+// the Deployment's replica, the replicas StartManager added, and the
+// bridge's Provider package when Crossplane installed it. An install path
+// that runs two bridges shows both.
+func (p *Plane) Bridges() []string {
+	var out []string
+	for _, m := range append([]*process{p.manager}, p.extraManagers...) {
+		if m == nil {
+			continue
+		}
+		if done, _ := m.exited(); !done {
+			out = append(out, m.name)
+		}
+	}
+	if r := p.runtime; r != nil {
+		r.mu.Lock()
+		if proc, ok := r.running[release.ProviderPackageName]; ok {
+			if done, _ := proc.exited(); !done {
+				out = append(out, "Provider package "+release.ProviderPackageName)
+			}
+		}
+		r.mu.Unlock()
+	}
+	return out
+}

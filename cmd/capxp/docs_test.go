@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The repository root, from this package's folder.
+const repoRoot = "../.."
+
+// TestDocsNameWhatExists reads the code of the README and every page of
+// docs/ (fenced blocks and inline code) and fails for each make target,
+// capxp command or flag, make dev EXAMPLE and clusterctl flavor they name
+// that does not exist.
+func TestDocsNameWhatExists(t *testing.T) {
+	targets := makeTargets(t)
+	helps := commandHelps(t)
+	pages, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages = append(pages, filepath.Join(repoRoot, "README.md"), filepath.Join(repoRoot, "compositions", "README.md"))
+	for _, page := range pages {
+		raw, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, _ := filepath.Rel(repoRoot, page)
+		for _, line := range codeLines(string(raw)) {
+			for _, problem := range checkLine(line, targets, helps) {
+				t.Errorf("%s: %q: %s", name, strings.TrimSpace(line), problem)
+			}
+		}
+	}
+}
+
+// TestCheckLine: the docs check finds what does not exist, and only that.
+func TestCheckLine(t *testing.T) {
+	targets := map[string]bool{"dev": true, "test": true, "test-e2e": true}
+	helps := map[string]string{"describe cluster": "-n, --namespace NS --show-conditions -o"}
+	cases := map[string]struct {
+		line string
+		want int
+	}{
+		"KnownTarget":          {line: "make test-e2e", want: 0},
+		"KnownTargetAndVar":    {line: "make dev EXAMPLE=local", want: 0},
+		"UnknownTarget":        {line: "make test-everything", want: 1},
+		"UnknownExample":       {line: "make dev EXAMPLE=nowhere", want: 1},
+		"KnownFlag":            {line: "capxp describe cluster demo -n ns --show-conditions all", want: 0},
+		"UnknownFlag":          {line: "bin/capxp describe cluster demo --colour never", want: 1},
+		"UnknownCommand":       {line: "capxp inspect cluster demo", want: 1},
+		"KnownFlavor":          {line: "clusterctl generate cluster a --flavor local", want: 0},
+		"UnknownFlavor":        {line: "clusterctl generate cluster a --flavor metal", want: 1},
+		"Prose":                {line: "make sure it runs", want: 0},
+		"TwoTargetsOneUnknown": {line: "make test && make nothing-here", want: 1},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := checkLine(tc.line, targets, helps); len(got) != tc.want {
+				t.Errorf("checkLine(%q) = %v, want %d problems", tc.line, got, tc.want)
+			}
+		})
+	}
+}
+
+var (
+	fence      = regexp.MustCompile("(?s)```[a-z]*\n(.*?)```")
+	inlineCode = regexp.MustCompile("`([^`\n]+)`")
+	// makeCall is a make command: its targets and variables up to the end
+	// of the command.
+	makeCall    = regexp.MustCompile(`(?:^|[\s(;&|])make((?:\s+[A-Za-z0-9_.=/,|-]+)+)`)
+	capxpCall   = regexp.MustCompile(`(?:^|[\s/(])capxp\s+([a-z-]+)(?:\s+([a-z-]+))?((?:\s+\S+)*)`)
+	flavorFlag  = regexp.MustCompile(`--flavor[ =]([A-Za-z0-9-]+)`)
+	exampleVar  = regexp.MustCompile(`EXAMPLE=([A-Za-z0-9-]+)`)
+	longFlag    = regexp.MustCompile(`(?:^|\s)(--?[a-z][a-z0-9-]*)`)
+	commandHead = map[string]bool{"manager": true, "composition": true, "xrd": true, "describe": true, "function": true, "version": true}
+)
+
+// codeLines are the lines of a page's fenced code blocks and its inline
+// code spans.
+func codeLines(page string) []string {
+	var out []string
+	for _, m := range fence.FindAllStringSubmatch(page, -1) {
+		out = append(out, strings.Split(m[1], "\n")...)
+	}
+	rest := fence.ReplaceAllString(page, "")
+	for _, m := range inlineCode.FindAllStringSubmatch(rest, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// checkLine says what a line of code names that does not exist.
+func checkLine(line string, targets map[string]bool, helps map[string]string) []string {
+	var problems []string
+	if strings.HasPrefix(strings.TrimSpace(line), "#") {
+		return nil
+	}
+	for _, m := range makeCall.FindAllStringSubmatch(line, -1) {
+		words := strings.Fields(m[1])
+		if len(words) == 0 || strings.Contains(words[0], "=") && len(words) == 1 {
+			continue
+		}
+		named := false
+		for _, w := range words {
+			if strings.Contains(w, "=") || strings.HasPrefix(w, "-") {
+				continue
+			}
+			if strings.ContainsAny(w, "|&;") || !regexp.MustCompile(`^[a-z][a-z0-9-]*$`).MatchString(w) {
+				break
+			}
+			if !targets[w] {
+				// Prose ("make sure"): only the first word of a command
+				// in a code block names a target, and only a target-like
+				// one.
+				if named || !strings.Contains(line, "make "+w) || isProse(w) {
+					break
+				}
+				problems = append(problems, "make has no target "+w)
+			}
+			named = true
+		}
+	}
+	for _, m := range exampleVar.FindAllStringSubmatch(line, -1) {
+		if _, err := os.Stat(filepath.Join(repoRoot, "examples", m[1])); err != nil {
+			problems = append(problems, "no example "+m[1]+" (examples/)")
+		}
+	}
+	if strings.Contains(line, "clusterctl generate cluster") {
+		for _, m := range flavorFlag.FindAllStringSubmatch(line, -1) {
+			if _, err := os.Stat(filepath.Join(repoRoot, "packages", "clusterctl", "cluster-template-"+m[1]+".yaml")); err != nil {
+				problems = append(problems, "no clusterctl flavor "+m[1]+" (packages/clusterctl/)")
+			}
+		}
+	}
+	for _, m := range capxpCall.FindAllStringSubmatch(line, -1) {
+		cmd := m[1]
+		if !commandHead[cmd] {
+			if strings.HasPrefix(line, "capxp") || strings.Contains(line, "/capxp "+cmd) {
+				problems = append(problems, "capxp has no command "+cmd)
+			}
+			continue
+		}
+		help, ok := helps[cmd+" "+m[2]]
+		if !ok {
+			help, ok = helps[cmd]
+		}
+		if !ok {
+			continue
+		}
+		for _, f := range longFlag.FindAllStringSubmatch(m[3], -1) {
+			if f[1] == "-h" || f[1] == "--help" || strings.Contains(line, "| "+strings.TrimLeft(f[1], "-")) {
+				continue
+			}
+			if !flagListed(help, f[1]) {
+				problems = append(problems, "capxp "+strings.TrimSpace(cmd+" "+m[2])+" has no flag "+f[1])
+			}
+		}
+	}
+	return problems
+}
+
+// isProse is a word that follows "make" in English.
+func isProse(w string) bool {
+	switch w {
+	case "sure", "it", "the", "a", "them", "that", "this", "up", "one", "every", "each", "no", "its":
+		return true
+	}
+	return false
+}
+
+// flagListed: a help text lists a flag, as -name or --name.
+func flagListed(help, flag string) bool {
+	name := strings.TrimLeft(flag, "-")
+	return regexp.MustCompile(`(^|[\s,])--?` + regexp.QuoteMeta(name) + `([\s,=]|$)`).MatchString(help)
+}
+
+// makeTargets are the Makefile's targets.
+func makeTargets(t *testing.T) map[string]bool {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^([a-z][a-z0-9-]*):`).FindAllStringSubmatch(string(raw), -1) {
+		out[m[1]] = true
+	}
+	return out
+}
+
+// commandHelps are the help texts of capxp's commands, by "command sub".
+func commandHelps(t *testing.T) map[string]string {
+	t.Helper()
+	run := func(f func(args []string, stdout, stderr io.Writer) int, args ...string) string {
+		var out bytes.Buffer
+		f(args, &out, &out)
+		return out.String()
+	}
+	var manager bytes.Buffer
+	_ = runManager([]string{"--help"}, &manager)
+	return map[string]string{
+		"manager":                manager.String() + " --kubeconfig",
+		"composition check":      run(runComposition, "check", "--help"),
+		"xrd adopt":              run(runXRD, "adopt", "--help"),
+		"describe cluster":       run(runDescribe, "cluster", "--help"),
+		"function asg-instances": run(func(a []string, _, e io.Writer) int { return runFunctionCommand(a, e) }, "asg-instances", "--help"),
+		"version":                "",
+	}
+}
