@@ -593,6 +593,22 @@ func TestReconcile(t *testing.T) {
 			},
 			events: []string{"Warning NotGranted spec.providerConfigRef: a grant is missing"},
 		},
+		"ReleasedBeforeWhatItComposedWasSeenHeld": {
+			reason: "an XR released on a read of its composed resources older than their hold resumes them once the newer read arrives, though the XR is no longer paused",
+			creds:  granted,
+			xr:     testXR(finalizers(infrav1.Finalizer), provisioned, composing),
+			objs: []client.Object{testCluster(false), func() client.Object {
+				p := composedPart()
+				p.Annotations = map[string]string{infrav1.CredentialsHoldAnnotation: "true", paused: "true"}
+				return p
+			}()},
+			writes: []want{
+				{"patch", "ConfigMap", "demo-part", []string{`"annotations":null`}},
+				// A provisioned XR composing resources blocks a move until
+				// they are guarded (its first such reconcile).
+				{"patch", "CrossplaneCluster", "demo", []string{`"clusterctl.cluster.x-k8s.io/block-move":""`}},
+			},
+		},
 		"ExternallyManaged": {
 			reason: "an externally managed XR is granted: the hold it was admitted with is lifted, its finalizer dropped, its contract fields and Cluster left alone",
 			creds:  granted,

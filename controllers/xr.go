@@ -344,10 +344,12 @@ func (r *xrReconciler) holdUnlessGranted(ctx context.Context, s *scope, want *bo
 		s.event(eventType(v.Reason), v.Reason, v.Message)
 		return result, r.holdComposed(ctx, s, true)
 	}
-	if meta.IsPaused(s.before) {
-		if err := r.holdComposed(ctx, s, false); err != nil {
-			return ctrl.Result{}, err
-		}
+	// Whether or not the XR is still paused: a release decided on a read
+	// of its composed resources older than the hold lifts the XR's pause
+	// and leaves theirs, and their watch brings the XR back here when the
+	// newer read arrives.
+	if err := r.holdComposed(ctx, s, false); err != nil {
+		return ctrl.Result{}, err
 	}
 	if want == nil && s.heldForCredentials() {
 		// The hold was the bridge's: lift it.
@@ -392,10 +394,10 @@ func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 	if err := r.unguard(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-	if meta.IsPaused(s.before) {
-		if err := r.holdComposed(ctx, s, false); err != nil {
-			return ctrl.Result{}, err
-		}
+	// What it composed that the bridge held resumes, whether or not the
+	// XR is still paused (see holdUnlessGranted).
+	if err := r.holdComposed(ctx, s, false); err != nil {
+		return ctrl.Result{}, err
 	}
 	if err := r.reselect(ctx, s); err != nil {
 		return ctrl.Result{}, err
