@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // The repository root, from this package's folder.
@@ -215,5 +218,101 @@ func commandHelps(t *testing.T) map[string]string {
 		"describe cluster":       run(runDescribe, "cluster", "--help"),
 		"function asg-instances": run(func(a []string, _, e io.Writer) int { return runFunctionCommand(a, e) }, "asg-instances", "--help"),
 		"version":                "",
+	}
+}
+
+// TestDocsLinksResolve: every relative link of the README and docs/ names a
+// file of the repository, and every #anchor a heading of the page it names.
+func TestDocsLinksResolve(t *testing.T) {
+	pages, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages = append(pages, filepath.Join(repoRoot, "README.md"), filepath.Join(repoRoot, "compositions", "README.md"))
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	for _, page := range pages {
+		raw, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, _ := filepath.Rel(repoRoot, page)
+		text := fence.ReplaceAllString(string(raw), "")
+		for _, m := range link.FindAllStringSubmatch(text, -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(target, "#")
+			path := page
+			if file != "" {
+				path = filepath.Join(filepath.Dir(page), file)
+				rel, err := filepath.Rel(repoRoot, path)
+				if err != nil || strings.HasPrefix(rel, "..") {
+					t.Errorf("%s: link %s leaves the repository", name, target)
+					continue
+				}
+				if _, err := os.Stat(path); err != nil {
+					t.Errorf("%s: link %s names no file", name, target)
+					continue
+				}
+			}
+			if anchor == "" || !strings.HasSuffix(path, ".md") {
+				continue
+			}
+			if !slices.Contains(anchors(t, path), anchor) {
+				t.Errorf("%s: link %s names no heading of %s", name, target, filepath.Base(path))
+			}
+		}
+	}
+}
+
+// anchors are the anchors GitHub gives a page's headings.
+func anchors(t *testing.T, page string) []string {
+	t.Helper()
+	raw, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	seen := map[string]int{}
+	for _, m := range regexp.MustCompile(`(?m)^#{1,6}\s+(.+?)\s*$`).FindAllStringSubmatch(fence.ReplaceAllString(string(raw), ""), -1) {
+		a := strings.Map(func(r rune) rune {
+			switch {
+			case r == ' ' || r == '-':
+				return '-'
+			case r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				return unicode.ToLower(r)
+			}
+			return -1
+		}, m[1])
+		if n := seen[a]; n > 0 {
+			out = append(out, fmt.Sprintf("%s-%d", a, n))
+		} else {
+			out = append(out, a)
+		}
+		seen[a]++
+	}
+	return out
+}
+
+// TestTroubleshootingNamesEveryReason: each reason the bridge writes has a
+// row in docs/troubleshooting.md.
+func TestTroubleshootingNamesEveryReason(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(repoRoot, "apis", "infrastructure", "v1alpha1", "conditions.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(filepath.Join(repoRoot, "docs", "troubleshooting.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := regexp.MustCompile(`(?m)^\t\w+Reason\s*=\s*"(\w+)"`).FindAllStringSubmatch(string(src), -1)
+	if len(reasons) < 20 {
+		t.Fatalf("found %d reasons in conditions.go: the pattern is out of date", len(reasons))
+	}
+	for _, r := range reasons {
+		if !strings.Contains(string(page), "| `"+r[1]+"`") && !strings.Contains(string(page), "`"+r[1]+"` |") {
+			t.Errorf("docs/troubleshooting.md has no row for reason %s", r[1])
+		}
 	}
 }
