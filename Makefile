@@ -40,6 +40,8 @@ help: ## Show the targets.
 PLANE_TOOLS := etcd kube-apiserver kube-controller-manager crossplane crossplane-cli function-patch-and-transform function-auto-ready provider-kubernetes kwok provider-aws crds
 # What the install tests need beside the plane.
 INSTALL_TOOLS := clusterctl
+# What the alerts' rule tests run (Debian's Prometheus package).
+MONITORING_TOOLS := prometheus
 
 .PHONY: dev
 dev: release ## Run the local management plane with an example cluster (EXAMPLE=local, byo, platform, external, topology, managed or managed-topology; bin/capxp-dev), CAPXP installed from the release's Crossplane packages; Ctrl-C stops it.
@@ -99,7 +101,7 @@ lint: ## Run golangci-lint v2 (.golangci.yml: the linters, go vet among them, an
 
 .PHONY: test
 test: ## Run unit, integration, composition, end-to-end, install and capxp-dev tests on real components (builds them on first use), then fuzz each target for 30000 executions. CI runs this.
-	$(ENSURE_TOOLS) $(PLANE_TOOLS) $(INSTALL_TOOLS) >/dev/null
+	$(ENSURE_TOOLS) $(PLANE_TOOLS) $(INSTALL_TOOLS) $(MONITORING_TOOLS) >/dev/null
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) $(PKGS)
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 30m ./test/e2e/ ./test/install/ ./test/dev/
 	$(MAKE) --no-print-directory fuzz

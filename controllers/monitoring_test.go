@@ -3,7 +3,9 @@ package controllers
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	capxp "github.com/capxp/cluster-api-provider-crossplane"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 )
 
 // crossplaneSeries are the series of Crossplane core the alerts and the
@@ -188,3 +191,60 @@ func seriesFamily(name string) string {
 	}
 	return name
 }
+
+// TestAlertsFireOnTheirSeries runs promtool's rule unit tests
+// (config/monitoring/alerts_test.yaml) on the groups of the shipped
+// PrometheusRule: each alert fires on the series it is written for, with its
+// labels and annotations, and not on a healthy one. promtool is Debian's
+// Prometheus package's (hack/ensure-tools.sh prometheus).
+func TestAlertsFireOnTheirSeries(t *testing.T) {
+	dir := tools.Dir(filepath.Join("..", ".cache", "tools"))
+	if d := os.Getenv(tools.EnvDir); d != "" {
+		dir = tools.Dir(d)
+	}
+	promtool, err := filepath.Abs(filepath.Join(string(dir), "prometheus-"+prometheusVersion, "promtool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(promtool); err != nil {
+		t.Fatalf("promtool is missing (%v): run hack/ensure-tools.sh prometheus", err)
+	}
+	raw, err := capxp.Manifests.ReadFile(path.Join(capxp.MonitoringDir, "alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rule struct {
+		Spec struct {
+			Groups []any `json:"groups"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(raw, &rule); err != nil {
+		t.Fatal(err)
+	}
+	rules, err := yaml.Marshal(map[string]any{"groups": rule.Spec.Groups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := capxp.Manifests.ReadFile(path.Join(capxp.MonitoringDir, "alerts_test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	for name, b := range map[string][]byte{"rules.yaml": rules, "alerts_test.yaml": tests} {
+		if err := os.WriteFile(filepath.Join(work, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.CommandContext(t.Context(), promtool, "test", "rules", "alerts_test.yaml")
+	cmd.Dir = work
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "SUCCESS") {
+		t.Fatalf("promtool test rules did not say SUCCESS:\n%s", out)
+	}
+}
+
+// prometheusVersion is the Prometheus hack/ensure-tools.sh stages.
+const prometheusVersion = "v2.42.0"

@@ -47,6 +47,11 @@ crossplane_cli_version=v2.5.0
 cert_manager_version=v1.21.1
 # kwok runs the workload cluster's Nodes: heartbeats, Ready, pods.
 kwok_version=v0.8.0
+# Prometheus and promtool check the shipped alerts and scrape the bridge:
+# Debian's package, pinned (building Prometheus from its module would pull
+# in every service discovery's SDK).
+prometheus_deb_version=2.42.0+ds-5+b6
+prometheus_version=v2.42.0
 
 # build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS]
 build() {
@@ -61,6 +66,25 @@ build() {
     echo "built $name in $((SECONDS - start))s" >&2
   fi
   echo "$name=$out"
+}
+
+# deb NAME VERSION PACKAGE DEB_VERSION FILE...: the files (usr/bin/...) of a
+# Debian package, extracted without installing it into NAME-VERSION/.
+deb() {
+  local name=$1 version=$2 pkg=$3 debv=$4; shift 4
+  local out=$cache/$name-$version
+  if [[ ! -x $out/$(basename "$1") ]]; then
+    echo "fetching Debian's $pkg $debv" >&2
+    local tmp
+    tmp=$(mktemp -d)
+    (cd "$tmp" && { apt-get download -q "$pkg=$debv" 2>/dev/null || { apt-get update -qq && apt-get download -q "$pkg=$debv"; }; } >&2 &&
+      dpkg-deb -x ./*.deb root)
+    mkdir -p "$out.tmp"
+    for f in "$@"; do cp "$tmp/root/$f" "$out.tmp/"; done
+    rm -rf "$tmp" "$out"
+    mv "$out.tmp" "$out"
+  fi
+  for f in "$@"; do echo "$(basename "$f")=$out/$(basename "$f")"; done
 }
 
 # module_dir MODULE_DIR MODULE: the directory of a module (its replacement,
@@ -204,7 +228,7 @@ crossplane_cli_ldflags="-X github.com/crossplane/crossplane-runtime/v2/pkg/versi
 clusterctl_ldflags="-X sigs.k8s.io/cluster-api/version.gitVersion=$clusterctl_version -X sigs.k8s.io/cluster-api/version.gitMajor=1 -X sigs.k8s.io/cluster-api/version.gitMinor=14 -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
 
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager controller-gen golangci-lint crossplane crossplane-cli clusterctl function-patch-and-transform function-auto-ready provider-kubernetes provider-aws kwok crds)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager controller-gen golangci-lint crossplane crossplane-cli clusterctl function-patch-and-transform function-auto-ready provider-kubernetes provider-aws kwok prometheus crds)
 for t in "${tools[@]}"; do
   case $t in
     etcd) build etcd "$etcd_version" hack/tools/etcd . ;;
@@ -232,6 +256,7 @@ for t in "${tools[@]}"; do
       build provider-kubernetes "$provider_kubernetes_version" hack/tools/provider-kubernetes github.com/crossplane-contrib/provider-kubernetes/cmd/provider
       stage_package provider-kubernetes "$provider_kubernetes_version" hack/tools/provider-kubernetes github.com/crossplane-contrib/provider-kubernetes ;;
     provider-aws) stage_provider_aws ;;
+    prometheus) deb prometheus "$prometheus_version" prometheus "$prometheus_deb_version" usr/bin/promtool usr/bin/prometheus ;;
     # The family's service runtimes, for make test-aws: long to build, so no
     # other target builds them. Not the family's config provider
     # (ProviderConfig usage tracking): it links every service's API types,
