@@ -177,6 +177,17 @@ func scrapeMetrics(ctx context.Context, t *testing.T, p *plane.Plane) {
 		}
 		return nil
 	})
+	// A real Prometheus scrapes the same endpoint with the shipped alerts;
+	// a second held XR is a refusal it sees happen.
+	again := &unstructured.Unstructured{Object: map[string]any{"spec": held.Object["spec"]}}
+	again.SetGroupVersionKind(held.GroupVersionKind())
+	again.SetNamespace(ns)
+	again.SetName("held-again")
+	scrapeWithPrometheus(ctx, t, url, prometheus, func() { createAs(ctx, t, admin, again) })
+	if err := admin.Delete(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+
 	// The example is provisioned: none of its XRs waits. The held XR has
 	// waited since the test created it, no longer.
 	if v, ok := value(families["capxp_xrs_waiting"], map[string]string{"namespace": plane.ExampleNamespace}); ok {
