@@ -31,6 +31,11 @@ const legacyHoldPolicyName = "capxp-pause-new-machines"
 // and bounds what anyone else writes into an XR's resourceRefs.
 const ReleasePolicyName = "capxp-only-the-bridge-releases"
 
+// labelsBounded is true when the label map m is as a label selector may be.
+func labelsBounded(m string) string {
+	return `(size(` + m + `) <= 64 && ` + m + `.all(k, size(k) <= 317 && size(` + m + `[k]) <= 63))`
+}
+
 // MaxResourceRefs is how many composed resources an XR of an adapted kind
 // may list in spec.crossplane.resourceRefs (the largest shipped Composition
 // composes 32).
@@ -136,6 +141,18 @@ func releasePolicy(resources []schema.GroupResource) (*admissionv1.ValidatingAdm
 			MessageExpression: `'spec.crossplane.resourceRefs: at most ` + strconv.Itoa(MaxResourceRefs) +
 				` composed resources per composite resource, ' + string(size(object.spec.crossplane.resourceRefs)) + ' given; compose the rest through nested composite resources'`,
 			Reason: ptr.To(metav1.StatusReasonInvalid),
+		}, {
+			// Each reference names an object as Kubernetes names one.
+			Expression: `!has(object.spec.crossplane) || !has(object.spec.crossplane.resourceRefs) || size(object.spec.crossplane.resourceRefs) > ` + strconv.Itoa(MaxResourceRefs) +
+				` || object.spec.crossplane.resourceRefs.all(r, size(r.apiVersion) <= 317 && size(r.kind) <= 63 && (!has(r.name) || size(r.name) <= 253))`,
+			Message: "spec.crossplane.resourceRefs: each reference names an object: apiVersion at most 317 characters, kind 63, name 253",
+			Reason:  ptr.To(metav1.StatusReasonInvalid),
+		}, {
+			// Composition selectors select by labels, bounded as labels are.
+			Expression: `!has(object.spec.crossplane) || ((!has(object.spec.crossplane.compositionSelector) || ` + labelsBounded("object.spec.crossplane.compositionSelector.matchLabels") +
+				`) && (!has(object.spec.crossplane.compositionRevisionSelector) || ` + labelsBounded("object.spec.crossplane.compositionRevisionSelector.matchLabels") + `))`,
+			Message: "spec.crossplane: a composition (revision) selector's matchLabels holds at most 64 labels, keys of at most 317 characters and values of at most 63",
+			Reason:  ptr.To(metav1.StatusReasonInvalid),
 		}, {
 			Expression: isPaused("object") + ` || (request.operation == 'UPDATE' && !` + isPaused("oldObject") + `)`,
 			MessageExpression: `'metadata.annotations[` + infrav1.CrossplanePausedAnnotation + `]: ' + (request.operation == 'CREATE' ? 'a new ' + object.kind + ' is held paused until CAPXP has checked its credentials; this API server cannot add the hold itself, so create it with ` +

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/controllers/external"
 	"sigs.k8s.io/cluster-api/util/predicates"
@@ -56,9 +57,27 @@ type kind struct {
 
 // newKindControllers returns a kindControllers to add to the manager. watchFilter is CAPI's
 // --watch-filter label value; empty watches everything.
-func newKindControllers(mgr manager.Manager, o controller.Options, watchFilter string, creds credentials.Resolver, access *readAccess) *kindControllers {
-	return &kindControllers{mgr: mgr, options: o, filter: watchFilter, credentials: creds, access: access,
+func newKindControllers(mgr manager.Manager, o controller.Options, watchFilter string, creds credentials.Resolver, access *readAccess) (*kindControllers, error) {
+	disc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot create a discovery client")
+	}
+	k := &kindControllers{mgr: mgr, options: o, filter: watchFilter, credentials: creds, access: access,
 		running: map[string]*kind{}, started: make(chan struct{})}
+	k.crdLabels.categories = func(gv schema.GroupVersion) (map[string][]string, error) {
+		l, err := disc.ServerResourcesForGroupVersion(gv.String())
+		if err != nil {
+			return nil, errors.Wrapf(err, "cannot discover the kinds of %s", gv)
+		}
+		out := map[string][]string{}
+		for i := range l.APIResources {
+			if r := &l.APIResources[i]; !strings.Contains(r.Name, "/") {
+				out[r.Kind] = r.Categories
+			}
+		}
+		return out, nil
+	}
+	return k, nil
 }
 
 // Start implements manager.Runnable: controllers start once the manager has.

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"sync"
 
@@ -229,6 +230,16 @@ func (r *xrReconciler) labelComposedCRDs(ctx context.Context, s *scope) {
 			continue
 		}
 		seen[gvk] = true
+		movable, err := r.crdLabels.movable(gvk)
+		if err != nil {
+			s.event(corev1.EventTypeWarning, "MoveBlocked", err.Error())
+			meta.AddAnnotations(s.xr, map[string]string{infrav1.BlockMoveAnnotation: ""})
+			continue
+		}
+		if !movable {
+			ctrl.LoggerFrom(ctx).V(4).Info("Not labelling the CRD of a composed kind that is neither a managed nor a composite resource", "kind", gvk.String())
+			continue
+		}
 		if err := r.labelCRD(ctx, gvk); err != nil {
 			s.event(corev1.EventTypeWarning, "MoveBlocked", err.Error())
 			meta.AddAnnotations(s.xr, map[string]string{infrav1.BlockMoveAnnotation: ""})
@@ -245,6 +256,46 @@ type crdLabels struct {
 	// labelled are the kinds whose CRDs carry the label (or have none):
 	// their references cost no walk of the composed resources.
 	labelled sync.Map
+	// categories lists the categories of a group version's kinds, by
+	// kind (discovery); nil labels no CRD.
+	categories func(gv schema.GroupVersion) (map[string][]string, error)
+	catMu      sync.Mutex
+	cats       map[schema.GroupVersion]map[string][]string
+}
+
+// Crossplane's categories of the kinds it composes: managed resources and
+// composite resources (nested XRs).
+const (
+	categoryManaged   = "managed"
+	categoryComposite = "composite"
+)
+
+// movable is true for a kind whose CRD clusterctl move may be told to
+// follow: a managed resource's or a composite resource's. A tenant can
+// create an object of another kind (a ProviderConfig, say), give it a
+// controller reference to its own XR and name it in the XR's
+// resourceRefs; labelling that kind's CRD would have clusterctl move every
+// namespace's objects of it.
+func (l *crdLabels) movable(gvk schema.GroupVersionKind) (bool, error) {
+	if l.categories == nil {
+		return false, nil
+	}
+	l.catMu.Lock()
+	defer l.catMu.Unlock()
+	byKind, ok := l.cats[gvk.GroupVersion()]
+	if _, known := byKind[gvk.Kind]; !ok || !known {
+		// New, or a kind served since the group version was read.
+		var err error
+		if byKind, err = l.categories(gvk.GroupVersion()); err != nil {
+			return false, err
+		}
+		if l.cats == nil {
+			l.cats = map[schema.GroupVersion]map[string][]string{}
+		}
+		l.cats[gvk.GroupVersion()] = byKind
+	}
+	cs := byKind[gvk.Kind]
+	return slices.Contains(cs, categoryManaged) || slices.Contains(cs, categoryComposite), nil
 }
 
 func (l *crdLabels) label(ctx context.Context, c client.Client, name string, want map[string]string, owner string) (bool, error) {

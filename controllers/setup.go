@@ -228,7 +228,10 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	budgets := newSecretBudgets()
 	creds := resolver(mgr, o, access, failFast{Reader: secrets, budgets: budgets})
-	kinds := newKindControllers(mgr, co, o.WatchFilter, creds, access)
+	kinds, err := newKindControllers(mgr, co, o.WatchFilter, creds, access)
+	if err != nil {
+		return err
+	}
 	if err := mgr.Add(kinds); err != nil {
 		return errors.Wrap(err, "cannot add the kind controllers")
 	}

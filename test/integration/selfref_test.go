@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,7 +83,17 @@ func TestASelfReferencingXRIsBounded(t *testing.T) {
 	}
 	g.Eventually(func() error { return update(self(5000)) }, timeout, interval).Should(
 		MatchError(ContainSubstring(fmt.Sprintf("spec.crossplane.resourceRefs: at most %d composed resources per composite resource, 5000 given", controllers.MaxResourceRefs))))
+	long := self(1)
+	long[0].(map[string]any)["name"] = strings.Repeat("x", 4000)
+	g.Eventually(func() error { return update(long) }, timeout, interval).Should(MatchError(ContainSubstring("spec.crossplane.resourceRefs: each reference names an object")))
 	g.Eventually(func() error { return update(self(controllers.MaxResourceRefs)) }, timeout, interval).Should(Succeed())
+	// Nor may a selector hold more than a label selector does.
+	g.Eventually(func() error {
+		got := getXR(g, loop)
+		g.Expect(unstructured.SetNestedStringMap(got.Object, map[string]string{"capxp.dev/backend": strings.Repeat("y", 100)},
+			"spec", "crossplane", "compositionSelector", "matchLabels")).To(Succeed())
+		return tc.Update(ctx, got)
+	}, timeout, interval).Should(MatchError(ContainSubstring("a composition (revision) selector's matchLabels holds at most 64 labels")))
 
 	// Another tenant's XR, created after, is checked and released in time.
 	start := time.Now()
