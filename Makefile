@@ -19,7 +19,7 @@ KUBEBUILDER_ASSETS := $(TOOLS_CACHE)/assets
 GEN_DIR := .cache/gen
 
 # Generated files `verify` checks.
-GENERATED := apis/infrastructure/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml compositions/xrds
+GENERATED := apis/infrastructure/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml compositions/xrds docs/api-reference.md
 
 GO_TEST_FLAGS ?= -count=1
 # Every package but the end-to-end, install, capxp-dev and fault tests, which `test` (the fault tests: `test-all`) runs after
@@ -61,12 +61,12 @@ generate-go: ## Generate deepcopy code for apis/.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./apis/...
 
 .PHONY: manifests
-manifests: ## Generate the template CRDs and the XRDs from apis/, and the manager's RBAC from controllers/.
+manifests: ## Generate the template CRDs, the XRDs and docs/api-reference.md from apis/, and the manager's RBAC from controllers/.
 	rm -rf $(GEN_DIR)/crd
 	$(CONTROLLER_GEN) crd paths=./apis/... output:crd:artifacts:config=$(GEN_DIR)/crd
 	$(CONTROLLER_GEN) rbac:roleName=capxp-system-manager paths=./controllers/... output:rbac:dir=config/rbac
 	rm -rf compositions/xrds config/crd/bases
-	go run ./hack/manifestgen -crds $(GEN_DIR)/crd -xrds compositions/xrds -out-crds config/crd/bases
+	go run ./hack/manifestgen -crds $(GEN_DIR)/crd -xrds compositions/xrds -out-crds config/crd/bases -api-reference docs/api-reference.md
 
 .PHONY: verify
 verify: verify-deps ## Fail when generated files are stale (regenerates and compares), go.mod is untidy or capxp links what it must not.

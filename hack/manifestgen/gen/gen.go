@@ -51,30 +51,41 @@ var crossplaneOwned = map[string][]string{
 	"status": {"conditions"},
 }
 
-// Run reads every CRD in dir and writes XRDs to xrdDir and CRDs to crdDir.
-func Run(dir, xrdDir, crdDir string) error {
+// ReadCRDs reads every CRD in dir, in file name order.
+func ReadCRDs(dir string) ([]*extv1.CustomResourceDefinition, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
-		return errors.Wrap(err, "cannot list CRDs")
+		return nil, errors.Wrap(err, "cannot list CRDs")
 	}
 	if len(files) == 0 {
-		return errors.Errorf("no CRDs in %s", dir)
+		return nil, errors.Errorf("no CRDs in %s", dir)
 	}
 	sort.Strings(files)
+	crds := make([]*extv1.CustomResourceDefinition, 0, len(files))
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return nil, errors.Wrapf(err, "cannot read %s", f)
+		}
+		crd := &extv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(raw, crd); err != nil {
+			return nil, errors.Wrapf(err, "cannot parse %s", f)
+		}
+		crds = append(crds, crd)
+	}
+	return crds, nil
+}
+
+// Run writes an XRD to xrdDir for each composite resource kind among crds
+// and a labelled CRD to crdDir for every other kind.
+func Run(crds []*extv1.CustomResourceDefinition, xrdDir, crdDir string) error {
 	for _, d := range []string{xrdDir, crdDir} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return errors.Wrapf(err, "cannot create %s", d)
 		}
 	}
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			return errors.Wrapf(err, "cannot read %s", f)
-		}
-		crd := &extv1.CustomResourceDefinition{}
-		if err := yaml.UnmarshalStrict(raw, crd); err != nil {
-			return errors.Wrapf(err, "cannot parse %s", f)
-		}
+	for _, crd := range crds {
+		f := crd.Spec.Names.Kind
 		var (
 			obj  any
 			path string
@@ -86,7 +97,7 @@ func Run(dir, xrdDir, crdDir string) error {
 			}
 			obj, path = x, filepath.Join(xrdDir, crd.Spec.Names.Plural+".yaml")
 		} else {
-			obj, path = LabelCRD(crd), filepath.Join(crdDir, filepath.Base(f))
+			obj, path = LabelCRD(crd), filepath.Join(crdDir, crd.Spec.Group+"_"+crd.Spec.Names.Plural+".yaml")
 			if isTemplate(crd.Spec.Names.Kind) {
 				obj = TemplateCRD(crd)
 			}
