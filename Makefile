@@ -50,7 +50,7 @@ dev: release ## Run the local management plane with an example cluster (EXAMPLE=
 	bin/capxp-dev --tools-dir=$(TOOLS_CACHE) --release=$(RELEASE_DIR) --manager-binary=$(RELEASE_DIR)/bin/capxp --example=$(EXAMPLE)
 
 .PHONY: tools
-tools: ## Build etcd, kube-apiserver, kube-controller-manager, controller-gen, crossplane and the functions into .cache/tools (cold: ~15 min).
+tools: ## Build etcd, kube-apiserver, kube-controller-manager, controller-gen, crossplane and the functions into .cache/tools (cold: ~16 min).
 	$(ENSURE_TOOLS)
 
 .PHONY: generate
