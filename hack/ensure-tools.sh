@@ -23,10 +23,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${CAPXP_TOOLS_CACHE:-$root/.cache/tools}
 
 etcd_version=v3.6.16
-kube_version=v1.36.3
+kube_version=v1.36.5
 controller_gen_version=v0.21.0
 crossplane_version=v2.4.0
-pat_version=v0.10.7
+pat_version=v0.10.9
 auto_ready_version=v0.7.0
 provider_kubernetes_version=v1.2.1
 # The AWS family the aws Composition composes with: their packages' CRDs and

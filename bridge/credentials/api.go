@@ -21,6 +21,7 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/xrd"
 )
 
 // RecheckSecretAfter is how long the bridge waits before looking for a
@@ -122,7 +123,8 @@ func (r *APIResolver) Resolve(ctx context.Context, namespace string, ref *infrav
 		}
 		if len(missing) > 0 {
 			return verdict.Verdict{Reason: infrav1.ForbiddenReason, Message: fmt.Sprintf("spec.providerConfigRef: the bridge may not %s, so it cannot check %s %s/%s%s: "+
-				"grant it to the manager's ClusterRole (or use a provider whose credentials kinds it may read)", strings.Join(missing, ", "), ref.Kind, ref.APIGroup, ref.Name, where)}, nil
+				"grant it with a ClusterRole labelled %s: \"true\", which the manager's role aggregates (or use a provider whose credentials kinds it may read)",
+				strings.Join(missing, ", "), ref.Kind, ref.APIGroup, ref.Name, where, xrd.AggregateToBridgeLabel)}, nil
 		}
 	}
 	if err := r.client.Get(ctx, key, cfg); err != nil {

@@ -211,7 +211,7 @@ func TestResolve(t *testing.T) {
 			grants:     []infrav1.ClusterProviderConfigGrant{grant("legacy", infrav1.ClusterProviderConfigReference{APIGroup: legacy.Group, Name: "legacy"}, inTeamA)},
 			mayNotRead: []string{"list providerconfigs.aws.upbound.io", "watch providerconfigs.aws.upbound.io"},
 			want: want{reason: infrav1.ForbiddenReason, message: "spec.providerConfigRef: the bridge may not list providerconfigs.aws.upbound.io, watch providerconfigs.aws.upbound.io, " +
-				"so it cannot check ProviderConfig aws.upbound.io/legacy: grant it to the manager's ClusterRole (or use a provider whose credentials kinds it may read)"},
+				"so it cannot check ProviderConfig aws.upbound.io/legacy: grant it with a ClusterRole labelled capxp.dev/aggregate-to-manager: \"true\", which the manager's role aggregates (or use a provider whose credentials kinds it may read)"},
 		},
 	}
 	for name, tc := range cases {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
+	"github.com/capxp/cluster-api-provider-crossplane/packages"
 )
 
 func TestCompositionCheckCommand(t *testing.T) {
@@ -155,14 +156,19 @@ spec:
 	}
 }
 
-// runFunction runs the staged patch-and-transform function on a free TCP
-// port until the test ends, and returns a functions file naming it with
-// the Development runtime under name.
+// runFunction runs the staged patch-and-transform function, at the version
+// the Configuration depends on, on a free TCP port until the test ends, and
+// returns a functions file naming it with the Development runtime under
+// name.
 func runFunction(t *testing.T, toolsDir, name string) string {
 	t.Helper()
-	bins, err := filepath.Glob(filepath.Join(toolsDir, "function-patch-and-transform-*", "function-patch-and-transform"))
-	if err != nil || len(bins) != 1 {
-		t.Fatalf("the staged function-patch-and-transform: %v %v", bins, err)
+	dep, err := packages.Find("xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := tools.Dir(toolsDir).Binary(dep.Name(), dep.Version)
+	if err != nil {
+		t.Fatal(err)
 	}
 	var lc net.ListenConfig
 	l, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
@@ -171,7 +177,7 @@ func runFunction(t *testing.T, toolsDir, name string) string {
 	}
 	addr := l.Addr().String()
 	_ = l.Close()
-	cmd := exec.CommandContext(t.Context(), bins[0], "--insecure", "--address="+addr) //nolint:gosec // the binary hack/ensure-tools.sh built.
+	cmd := exec.CommandContext(t.Context(), bin, "--insecure", "--address="+addr)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +204,7 @@ metadata:
     render.crossplane.io/runtime: Development
     render.crossplane.io/runtime-development-target: `+addr+`
 spec:
-  package: xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform:v0.10.7
+  package: `+dep.Package+`:`+dep.Version+`
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,8 @@ module github.com/capxp/cluster-api-provider-crossplane/hack/tools/kube
 go 1.26.0
 
 require (
-	k8s.io/component-base v0.36.3
-	k8s.io/kubernetes v1.36.3
+	k8s.io/component-base v0.36.5
+	k8s.io/kubernetes v1.36.5
 )
 
 require (
@@ -104,16 +104,16 @@ require (
 	go.uber.org/zap v1.27.1 // indirect
 	go.yaml.in/yaml/v2 v2.4.3 // indirect
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
-	golang.org/x/crypto v0.47.0 // indirect
+	golang.org/x/crypto v0.53.0 // indirect
 	golang.org/x/exp v0.0.0-20251219203646-944ab1f22d93 // indirect
-	golang.org/x/net v0.49.0 // indirect
+	golang.org/x/net v0.56.0 // indirect
 	golang.org/x/oauth2 v0.34.0 // indirect
-	golang.org/x/sync v0.19.0 // indirect
-	golang.org/x/sys v0.40.0 // indirect
-	golang.org/x/term v0.39.0 // indirect
-	golang.org/x/text v0.33.0 // indirect
+	golang.org/x/sync v0.21.0 // indirect
+	golang.org/x/sys v0.46.0 // indirect
+	golang.org/x/term v0.44.0 // indirect
+	golang.org/x/text v0.39.0 // indirect
 	golang.org/x/time v0.14.0 // indirect
-	golang.org/x/tools v0.41.0 // indirect
+	golang.org/x/tools v0.47.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260128011058-8636f8732409 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260128011058-8636f8732409 // indirect
 	google.golang.org/grpc v1.79.3 // indirect
@@ -123,34 +123,34 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-	k8s.io/api v0.36.3 // indirect
+	k8s.io/api v0.36.5 // indirect
 	k8s.io/apiextensions-apiserver v0.0.0 // indirect
-	k8s.io/apimachinery v0.36.3 // indirect
-	k8s.io/apiserver v0.36.3 // indirect
-	k8s.io/client-go v0.36.3 // indirect
-	k8s.io/cloud-provider v0.36.3 // indirect
+	k8s.io/apimachinery v0.36.5 // indirect
+	k8s.io/apiserver v0.36.5 // indirect
+	k8s.io/client-go v0.36.5 // indirect
+	k8s.io/cloud-provider v0.36.5 // indirect
 	k8s.io/cluster-bootstrap v0.0.0 // indirect
-	k8s.io/component-helpers v0.36.3 // indirect
-	k8s.io/controller-manager v0.36.3 // indirect
-	k8s.io/cri-api v0.36.3 // indirect
+	k8s.io/component-helpers v0.36.5 // indirect
+	k8s.io/controller-manager v0.36.5 // indirect
+	k8s.io/cri-api v0.36.5 // indirect
 	k8s.io/cri-client v0.0.0 // indirect
 	k8s.io/csi-translation-lib v0.0.0 // indirect
-	k8s.io/dynamic-resource-allocation v0.36.3 // indirect
+	k8s.io/dynamic-resource-allocation v0.36.5 // indirect
 	k8s.io/endpointslice v0.0.0 // indirect
 	k8s.io/externaljwt v0.0.0 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
-	k8s.io/kms v0.36.3 // indirect
+	k8s.io/kms v0.36.5 // indirect
 	k8s.io/kube-aggregator v0.0.0 // indirect
 	k8s.io/kube-controller-manager v0.0.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260317180543-43fb72c5454a // indirect
 	k8s.io/kube-proxy v0.0.0 // indirect
 	k8s.io/kube-scheduler v0.0.0 // indirect
 	k8s.io/kubectl v0.0.0 // indirect
-	k8s.io/kubelet v0.36.3 // indirect
-	k8s.io/metrics v0.36.3 // indirect
+	k8s.io/kubelet v0.36.5 // indirect
+	k8s.io/metrics v0.36.5 // indirect
 	k8s.io/mount-utils v0.0.0 // indirect
 	k8s.io/pod-security-admission v0.0.0 // indirect
-	k8s.io/streaming v0.36.3 // indirect
+	k8s.io/streaming v0.36.5 // indirect
 	k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2 // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.34.0 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
@@ -162,37 +162,37 @@ require (
 // k8s.io/kubernetes replaces its staging modules with local paths; pin each to
 // the matching published version instead (the list is kubernetes' own).
 replace (
-	k8s.io/api => k8s.io/api v0.36.3
-	k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.36.3
-	k8s.io/apimachinery => k8s.io/apimachinery v0.36.3
-	k8s.io/apiserver => k8s.io/apiserver v0.36.3
-	k8s.io/cli-runtime => k8s.io/cli-runtime v0.36.3
-	k8s.io/client-go => k8s.io/client-go v0.36.3
-	k8s.io/cloud-provider => k8s.io/cloud-provider v0.36.3
-	k8s.io/cluster-bootstrap => k8s.io/cluster-bootstrap v0.36.3
-	k8s.io/code-generator => k8s.io/code-generator v0.36.3
-	k8s.io/component-base => k8s.io/component-base v0.36.3
-	k8s.io/component-helpers => k8s.io/component-helpers v0.36.3
-	k8s.io/controller-manager => k8s.io/controller-manager v0.36.3
-	k8s.io/cri-api => k8s.io/cri-api v0.36.3
-	k8s.io/cri-client => k8s.io/cri-client v0.36.3
-	k8s.io/cri-streaming => k8s.io/cri-streaming v0.36.3
-	k8s.io/csi-translation-lib => k8s.io/csi-translation-lib v0.36.3
-	k8s.io/dynamic-resource-allocation => k8s.io/dynamic-resource-allocation v0.36.3
-	k8s.io/endpointslice => k8s.io/endpointslice v0.36.3
-	k8s.io/externaljwt => k8s.io/externaljwt v0.36.3
-	k8s.io/kms => k8s.io/kms v0.36.3
-	k8s.io/kube-aggregator => k8s.io/kube-aggregator v0.36.3
-	k8s.io/kube-controller-manager => k8s.io/kube-controller-manager v0.36.3
-	k8s.io/kube-proxy => k8s.io/kube-proxy v0.36.3
-	k8s.io/kube-scheduler => k8s.io/kube-scheduler v0.36.3
-	k8s.io/kubectl => k8s.io/kubectl v0.36.3
-	k8s.io/kubelet => k8s.io/kubelet v0.36.3
-	k8s.io/metrics => k8s.io/metrics v0.36.3
-	k8s.io/mount-utils => k8s.io/mount-utils v0.36.3
-	k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.36.3
-	k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.36.3
-	k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.36.3
-	k8s.io/sample-controller => k8s.io/sample-controller v0.36.3
-	k8s.io/streaming => k8s.io/streaming v0.36.3
+	k8s.io/api => k8s.io/api v0.36.5
+	k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.36.5
+	k8s.io/apimachinery => k8s.io/apimachinery v0.36.5
+	k8s.io/apiserver => k8s.io/apiserver v0.36.5
+	k8s.io/cli-runtime => k8s.io/cli-runtime v0.36.5
+	k8s.io/client-go => k8s.io/client-go v0.36.5
+	k8s.io/cloud-provider => k8s.io/cloud-provider v0.36.5
+	k8s.io/cluster-bootstrap => k8s.io/cluster-bootstrap v0.36.5
+	k8s.io/code-generator => k8s.io/code-generator v0.36.5
+	k8s.io/component-base => k8s.io/component-base v0.36.5
+	k8s.io/component-helpers => k8s.io/component-helpers v0.36.5
+	k8s.io/controller-manager => k8s.io/controller-manager v0.36.5
+	k8s.io/cri-api => k8s.io/cri-api v0.36.5
+	k8s.io/cri-client => k8s.io/cri-client v0.36.5
+	k8s.io/cri-streaming => k8s.io/cri-streaming v0.36.5
+	k8s.io/csi-translation-lib => k8s.io/csi-translation-lib v0.36.5
+	k8s.io/dynamic-resource-allocation => k8s.io/dynamic-resource-allocation v0.36.5
+	k8s.io/endpointslice => k8s.io/endpointslice v0.36.5
+	k8s.io/externaljwt => k8s.io/externaljwt v0.36.5
+	k8s.io/kms => k8s.io/kms v0.36.5
+	k8s.io/kube-aggregator => k8s.io/kube-aggregator v0.36.5
+	k8s.io/kube-controller-manager => k8s.io/kube-controller-manager v0.36.5
+	k8s.io/kube-proxy => k8s.io/kube-proxy v0.36.5
+	k8s.io/kube-scheduler => k8s.io/kube-scheduler v0.36.5
+	k8s.io/kubectl => k8s.io/kubectl v0.36.5
+	k8s.io/kubelet => k8s.io/kubelet v0.36.5
+	k8s.io/metrics => k8s.io/metrics v0.36.5
+	k8s.io/mount-utils => k8s.io/mount-utils v0.36.5
+	k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.36.5
+	k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.36.5
+	k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.36.5
+	k8s.io/sample-controller => k8s.io/sample-controller v0.36.5
+	k8s.io/streaming => k8s.io/streaming v0.36.5
 )
