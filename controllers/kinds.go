@@ -28,6 +28,7 @@ import (
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/xrd"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/composed"
 )
 
 // kindControllers runs one controller per adapted XRD. Controllers are started and
@@ -144,7 +145,8 @@ func (k *kindControllers) Ensure(ctx context.Context, name string, a xrd.Adaptat
 	}
 	r := &xrReconciler{
 		client: k.mgr.GetClient(), gvk: a.GVK, contract: sm, tracker: tracker, credentials: k.credentials,
-		recorder: k.mgr.GetEventRecorder(controllerName(a.GVK)), crdLabels: &k.crdLabels, access: k.access,
+		recorder: k.mgr.GetEventRecorder(controllerName(a.GVK)), access: k.access,
+		composed: composed.New(k.mgr.GetClient(), tracker, k.access.missing, crdLabeller{client: k.mgr.GetClient(), labels: &k.crdLabels}),
 	}
 	opts.Reconciler = r
 	c, err := controller.NewUnmanaged(controllerName(a.GVK), opts)

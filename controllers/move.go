@@ -3,26 +3,19 @@ package controllers
 import (
 	"context"
 	"slices"
-	"sort"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
@@ -42,84 +35,10 @@ import (
 //     comes back.
 
 const (
-	errGuard       = "cannot guard composed resource for clusterctl move"
-	errUnguard     = "cannot remove the move guard from composed resource"
 	errLabelCRD    = "cannot label the CRD of a composed kind for clusterctl move"
 	errMapComposed = "cannot map composed kind to its CRD"
 	moveFieldOwner = "capxp-move"
 )
-
-// composedControlled reads the composed resources the XR names and controls
-// (metadata only), watching their kinds so that their changes wake the
-// bridge; it returns the names of those it names but does not control, or
-// may not read. Anyone who may write the XR may write its resource
-// references: a reference is data, not an instruction, so one the bridge
-// may not or cannot read (another namespace, a cluster-scoped or unknown
-// kind, a kind the bridge may not list) is not read at all, and is named
-// as not controlled whether or not such an object exists.
-func (r *xrReconciler) composedControlled(ctx context.Context, xr *composite.Unstructured) (controlled []*metav1.PartialObjectMetadata, foreign []string, err error) {
-	log := ctrl.LoggerFrom(ctx)
-	owner := &unstructured.Unstructured{}
-	owner.SetGroupVersionKind(xr.GroupVersionKind())
-	for _, ref := range xr.GetResourceReferences() {
-		why, err := r.unreadableRef(ctx, xr, ref)
-		if err != nil {
-			return nil, nil, err
-		}
-		if why != "" {
-			log.V(4).Info("Not reading a resource reference", "kind", ref.Kind, "name", ref.Name, "why", why)
-			foreign = append(foreign, ref.Kind+"/"+ref.Name)
-			continue
-		}
-		obj := &metav1.PartialObjectMetadata{}
-		obj.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
-		if err := r.tracker.Watch(log, obj, handler.EnqueueRequestForOwner(r.client.Scheme(), r.client.RESTMapper(), owner, handler.OnlyControllerOwner())); err != nil {
-			return nil, nil, errors.Wrap(err, errWatchComposed)
-		}
-		if err := r.client.Get(ctx, types.NamespacedName{Namespace: xr.GetNamespace(), Name: ref.Name}, obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return nil, nil, errors.Wrapf(err, "%s %s %s", errGetComposed, ref.Kind, ref.Name)
-		}
-		// Only what this XR controls is its to delete, guard or pause.
-		if c := metav1.GetControllerOf(obj); c == nil || c.UID != xr.GetUID() {
-			foreign = append(foreign, ref.Kind+"/"+ref.Name)
-			continue
-		}
-		controlled = append(controlled, obj)
-	}
-	sort.Strings(foreign)
-	return controlled, foreign, nil
-}
-
-// setGuard adds (on) or removes the move guard on one composed resource,
-// with an optimistic lock: finalizers are a list others write too. The
-// guard is the finalizer and a pause: a resource not paused already is
-// paused, and marked as paused by the guard, which alone lifts that pause.
-func (r *xrReconciler) setGuard(ctx context.Context, obj *metav1.PartialObjectMetadata, on bool) error {
-	finalized := controllerutil.ContainsFinalizer(obj, infrav1.MoveGuardFinalizer)
-	_, marked := obj.GetAnnotations()[infrav1.PausedForMoveAnnotation]
-	if (on && finalized && meta.IsPaused(obj)) || (!on && !finalized && !marked) {
-		return nil
-	}
-	orig := obj.DeepCopy()
-	msg := errUnguard
-	if on {
-		controllerutil.AddFinalizer(obj, infrav1.MoveGuardFinalizer)
-		if !meta.IsPaused(obj) {
-			meta.AddAnnotations(obj, map[string]string{meta.AnnotationKeyReconciliationPaused: "true", infrav1.PausedForMoveAnnotation: ""})
-		}
-		msg = errGuard
-	} else {
-		controllerutil.RemoveFinalizer(obj, infrav1.MoveGuardFinalizer)
-		if marked {
-			liftPause(obj, infrav1.PausedForMoveAnnotation)
-		}
-	}
-	err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(fieldManager))
-	return errors.Wrapf(client.IgnoreNotFound(err), "%s %s %s", msg, obj.Kind, obj.GetName())
-}
 
 // guardForMove readies a paused XR for clusterctl move: once Crossplane has
 // acknowledged the pause (so that it composes nothing more), every resource
@@ -137,7 +56,7 @@ func (r *xrReconciler) guardForMove(ctx context.Context, s *scope) error {
 		// acknowledgement wakes the next.
 		return nil
 	}
-	if err := r.setGuards(ctx, s, true); err != nil {
+	if err := r.composed.Guard(ctx, s.tree, true); err != nil {
 		s.event(corev1.EventTypeWarning, "MoveBlocked", err.Error())
 		return err
 	}
@@ -147,29 +66,13 @@ func (r *xrReconciler) guardForMove(ctx context.Context, s *scope) error {
 
 // unguard makes the composed resources of an XR being unpaused Crossplane's
 // and their provider's again: it removes the guards a pause, or a move into
-// this cluster, left on them (reading them from the cache, a patch only for
-// a guarded one). It runs before the XR is unpaused; while a guard cannot
-// go, the XR stays paused.
+// this cluster, left on them (a patch only for a guarded one). It runs
+// before the XR is unpaused; while a guard cannot go, the XR stays paused.
 func (r *xrReconciler) unguard(ctx context.Context, s *scope) error {
-	if !meta.IsPaused(s.before) || len(s.xr.GetResourceReferences()) == 0 {
+	if !meta.IsPaused(s.before) {
 		return nil
 	}
-	return r.setGuards(ctx, s, false)
-}
-
-// setGuards adds (on) or removes the move guard on every resource the XR
-// controls, nested XRs' resources included: clusterctl moves them all.
-func (r *xrReconciler) setGuards(ctx context.Context, s *scope, on bool) error {
-	tree, err := r.composedTree(ctx, s)
-	if err != nil {
-		return err
-	}
-	for _, obj := range tree {
-		if err := r.setGuard(ctx, obj, on); err != nil {
-			return err
-		}
-	}
-	return nil
+	return r.composed.Guard(ctx, s.tree, false)
 }
 
 // blockMove keeps an unpaused XR that composed something out of clusterctl
@@ -196,54 +99,14 @@ func (r *xrReconciler) blockMove(ctx context.Context, s *scope, due bool) {
 
 // labelComposedCRDs gives the CRD of every kind the XR composes, nested XRs'
 // kinds included, clusterctl's label, so that `clusterctl move` finds (and
-// moves) the composed resources with their XR. It labels only the kind of a
-// resource the XR controls: a tenant may write resource references, and
-// must not have the bridge label any CRD it names. It reads the CRDs from
-// the cache and writes only a missing label, server-side under its own
-// field manager, which the apply of whoever installed the CRD (Crossplane's
-// package manager, clusterctl) leaves alone. A composed kind that no CRD
-// defines (a core kind) has nothing to label. A CRD it cannot label is an
+// moves) the composed resources with their XR. A CRD it cannot label is an
 // event on the XR, not a reason to stop reconciling it: the XR keeps its
 // block-move annotation, so a move waits and refuses rather than leave
 // resources behind.
 func (r *xrReconciler) labelComposedCRDs(ctx context.Context, s *scope) {
-	pending := map[schema.GroupVersionKind]bool{}
-	for _, ref := range s.xr.GetResourceReferences() {
-		gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
-		if gvk.Group != "" && !r.crdLabels.done(gvk) {
-			pending[gvk] = true
-		}
-	}
-	if len(pending) == 0 {
-		return
-	}
-	tree, err := r.composedTree(ctx, s)
-	if err != nil {
+	for _, err := range r.composed.LabelCRDs(ctx, s.tree) {
 		s.event(corev1.EventTypeWarning, "MoveBlocked", err.Error())
 		meta.AddAnnotations(s.xr, map[string]string{infrav1.BlockMoveAnnotation: ""})
-		return
-	}
-	seen := map[schema.GroupVersionKind]bool{}
-	for _, obj := range tree {
-		gvk := obj.GroupVersionKind()
-		if seen[gvk] || gvk.Group == "" {
-			continue
-		}
-		seen[gvk] = true
-		movable, err := r.crdLabels.movable(gvk)
-		if err != nil {
-			s.event(corev1.EventTypeWarning, "MoveBlocked", err.Error())
-			meta.AddAnnotations(s.xr, map[string]string{infrav1.BlockMoveAnnotation: ""})
-			continue
-		}
-		if !movable {
-			ctrl.LoggerFrom(ctx).V(4).Info("Not labelling the CRD of a composed kind that is neither a managed nor a composite resource", "kind", gvk.String())
-			continue
-		}
-		if err := r.labelCRD(ctx, gvk); err != nil {
-			s.event(corev1.EventTypeWarning, "MoveBlocked", err.Error())
-			meta.AddAnnotations(s.xr, map[string]string{infrav1.BlockMoveAnnotation: ""})
-		}
 	}
 }
 
@@ -310,22 +173,44 @@ func (l *crdLabels) done(gvk schema.GroupVersionKind) bool {
 	return ok
 }
 
-// labelCRD gives the CRD of a kind clusterctl's label.
-func (r *xrReconciler) labelCRD(ctx context.Context, gvk schema.GroupVersionKind) error {
-	m, err := r.client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+// crdLabeller labels the CRDs of composed kinds with c, once per kind for
+// every XR kind's reconciler (composed.Labeller). It reads the CRDs from the
+// cache and writes only a missing label, server-side under its own field
+// manager, which the apply of whoever installed the CRD (Crossplane's
+// package manager, clusterctl) leaves alone. A composed kind that no CRD
+// defines (a core kind) has nothing to label.
+type crdLabeller struct {
+	client client.Client
+	labels *crdLabels
+}
+
+func (l crdLabeller) Done(gvk schema.GroupVersionKind) bool { return l.labels.done(gvk) }
+
+// Label gives the CRD of a kind clusterctl's label, when it is a managed or
+// a composite resource's (crdLabels.movable).
+func (l crdLabeller) Label(ctx context.Context, gvk schema.GroupVersionKind) error {
+	movable, err := l.labels.movable(gvk)
+	if err != nil {
+		return err
+	}
+	if !movable {
+		ctrl.LoggerFrom(ctx).V(4).Info("Not labelling the CRD of a composed kind that is neither a managed nor a composite resource", "kind", gvk.String())
+		return nil
+	}
+	m, err := l.client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
 		return errors.Wrapf(err, "%s %s", errMapComposed, gvk)
 	}
 	name := m.Resource.Resource + "." + gvk.Group
-	labelled, err := r.crdLabels.label(ctx, r.client, name, map[string]string{infrav1.ClusterctlLabel: ""}, moveFieldOwner)
+	labelled, err := l.labels.label(ctx, l.client, name, map[string]string{infrav1.ClusterctlLabel: ""}, moveFieldOwner)
 	if apierrors.IsNotFound(err) {
-		r.crdLabels.labelled.Store(gvk.GroupKind(), true)
+		l.labels.labelled.Store(gvk.GroupKind(), true)
 		return nil
 	}
 	if err != nil {
 		return errors.Wrapf(err, "%s %s", errLabelCRD, gvk.Kind)
 	}
-	r.crdLabels.labelled.Store(gvk.GroupKind(), true)
+	l.labels.labelled.Store(gvk.GroupKind(), true)
 	if labelled {
 		ctrl.LoggerFrom(ctx).Info("Labelled the CRD of a composed kind for clusterctl move", "CustomResourceDefinition", name)
 	}

@@ -33,6 +33,7 @@ import (
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/composed"
 )
 
 // sent is one write the reconciler sent: its verb, the object's kind and
@@ -279,6 +280,26 @@ func clusterWith(c metav1.Condition) *clusterv1.Cluster {
 // objs, and returns every write it sent and every event it recorded.
 func reconcileOnce(t *testing.T, creds credentials.Resolver, xr *unstructured.Unstructured, objs ...client.Object) ([]sent, []string) {
 	t.Helper()
+	o := reconcileWith(t, creds, nil, xr, objs...)
+	if o.err != nil {
+		t.Fatalf("Reconcile: %v", o.err)
+	}
+	return o.writes, o.events
+}
+
+// outcome is what one reconcile returned and did.
+type outcome struct {
+	result ctrl.Result
+	err    error
+	writes []sent
+	events []string
+}
+
+// reconcileWith runs one reconcile of the XR against a fake API holding
+// objs, what it composed behind res (nil: the fake API's, read through
+// composed.New), and returns what it returned and did.
+func reconcileWith(t *testing.T, creds credentials.Resolver, res composed.Resources, xr *unstructured.Unstructured, objs ...client.Object) outcome {
+	t.Helper()
 	var writes []sent
 	record := func(verb string, obj any, body any) {
 		o, _ := obj.(client.Object)
@@ -360,20 +381,21 @@ func reconcileOnce(t *testing.T, creds credentials.Resolver, xr *unstructured.Un
 	case infrav1.CrossplaneControlPlaneKind:
 		contract = controlPlane{infraCluster: infraCluster{client: c}, infra: infraMachine{client: c, access: access}}
 	}
+	if res == nil {
+		res = composed.New(c, nopWatcher{}, access.missing, crdLabeller{client: c, labels: &crdLabels{}})
+	}
 	r := &xrReconciler{
 		client: c, gvk: xr.GroupVersionKind(), contract: contract, recorder: rec,
-		credentials: creds, crdLabels: &crdLabels{}, access: access, tracker: nopWatcher{},
+		credentials: creds, access: access, tracker: nopWatcher{}, composed: res,
 	}
 	ctx := ctrl.LoggerInto(t.Context(), ctrl.Log)
-	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: xr.GetNamespace(), Name: xr.GetName()}}); err != nil {
-		t.Fatalf("Reconcile: %v", err)
-	}
+	result, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: xr.GetNamespace(), Name: xr.GetName()}})
 	close(rec.Events)
 	var evs []string
 	for e := range rec.Events {
 		evs = append(evs, e)
 	}
-	return writes, evs
+	return outcome{result: result, err: err, writes: writes, events: evs}
 }
 
 // nopWatcher starts no watch: a unit test has no cache.
@@ -388,6 +410,27 @@ func (nopWatcher) Watch(logr.Logger, client.Object, handler.EventHandler, ...pre
 type want struct {
 	verb, kind, name string
 	contains         []string
+}
+
+// checkWrites compares each write by verb, kind and name, and checks that
+// it holds the parts of its body the case names.
+func checkWrites(t *testing.T, reason string, wants []want, writes []sent) {
+	t.Helper()
+	got := make([]want, 0, len(writes))
+	for i, w := range writes {
+		g := want{verb: w.verb, kind: w.kind, name: w.name}
+		if i < len(wants) {
+			for _, part := range wants[i].contains {
+				if strings.Contains(w.body, part) {
+					g.contains = append(g.contains, part)
+				}
+			}
+		}
+		got = append(got, g)
+	}
+	if diff := cmp.Diff(wants, got, cmp.AllowUnexported(want{}), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("%s\nwrites -want +got:\n%s\nbodies:\n%s", reason, diff, bodies(writes))
+	}
 }
 
 func TestReconcile(t *testing.T) {
@@ -721,23 +764,7 @@ func TestReconcile(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			writes, evs := reconcileOnce(t, tc.creds, tc.xr, tc.objs...)
-			// Each write is compared by verb, kind and name, and holds
-			// the parts of its body the case names.
-			got := make([]want, 0, len(writes))
-			for i, w := range writes {
-				g := want{verb: w.verb, kind: w.kind, name: w.name}
-				if i < len(tc.writes) {
-					for _, part := range tc.writes[i].contains {
-						if strings.Contains(w.body, part) {
-							g.contains = append(g.contains, part)
-						}
-					}
-				}
-				got = append(got, g)
-			}
-			if diff := cmp.Diff(tc.writes, got, cmp.AllowUnexported(want{}), cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("%s\nwrites -want +got:\n%s\nbodies:\n%s", tc.reason, diff, bodies(writes))
-			}
+			checkWrites(t, tc.reason, tc.writes, writes)
 			if diff := cmp.Diff(tc.events, evs); diff != "" {
 				t.Errorf("%s\nevents -want +got:\n%s", tc.reason, diff)
 			}

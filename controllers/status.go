@@ -14,10 +14,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/composed"
 )
 
 // fieldManager is the bridge's server-side apply field manager.
-const fieldManager = "capxp-bridge"
+const fieldManager = composed.FieldManager
 
 const (
 	errApplyStatus = "cannot apply the bridge's status fields"

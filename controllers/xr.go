@@ -32,15 +32,13 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/composed"
 )
 
 const (
-	errGetXR          = "cannot get composite resource"
-	errGetComposed    = "cannot get composed resource"
-	errDeleteComposed = "cannot delete composed resource"
-	errWatchComposed  = "cannot watch composed resources"
-	errResolveCreds   = "cannot resolve credentials"
-	errWriteOwner     = "cannot write the verdict on the CAPI owner"
+	errGetXR        = "cannot get composite resource"
+	errResolveCreds = "cannot resolve credentials"
+	errWriteOwner   = "cannot write the verdict on the CAPI owner"
 )
 
 const (
@@ -51,6 +49,8 @@ const (
 	conflictRequeue = 100 * time.Millisecond
 	// reconcileTimeout bounds one reconcile of one XR, its writes included.
 	reconcileTimeout = time.Minute
+	// annotationTrue is the value of a set boolean annotation.
+	annotationTrue = "true"
 )
 
 // seam is what differs between the InfraCluster, InfraMachine and
@@ -106,8 +106,8 @@ type xrReconciler struct {
 	credentials credentials.Resolver
 	// memory is what the reconciler remembers of each object.
 	memory memory
-	// crdLabels labels the CRDs of composed kinds once.
-	crdLabels *crdLabels
+	// composed is what the XRs composed.
+	composed composed.Resources
 	// access says which kinds the bridge may read.
 	access *readAccess
 }
@@ -146,6 +146,8 @@ type scope struct {
 	readySince time.Time
 	// paused is CAPI's pause of the XR or its Cluster.
 	paused bool
+	// tree is what the XR composed, read once.
+	tree *composed.Tree
 	// endpointFromControlPlane: the Cluster's control plane is a managed
 	// one that provides the endpoint, so its infrastructure XR need not.
 	endpointFromControlPlane bool
@@ -213,6 +215,12 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 		r.countWaiting(s)
 	}()
 
+	// What it composed is read once; every path below acts on this read.
+	var err error
+	if s.tree, err = r.composed.Observe(ctx, xr); err != nil {
+		return ctrl.Result{}, err
+	}
+
 	// Externally managed infrastructure's contract fields are another
 	// system's to write; the bridge lets go of an XR it held before the
 	// annotation was added. Its credentials stay the bridge's to check:
@@ -228,7 +236,6 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 		return r.holdUnlessGranted(ctx, s, ptr.To(annotations.HasPaused(xr)))
 	}
 
-	var err error
 	if s.owner, s.cluster, err = r.contract.owner(ctx, xr); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -269,7 +276,7 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 			return ctrl.Result{}, err
 		}
 		if denied != nil {
-			return ctrl.Result{}, r.holdComposed(ctx, s, true)
+			return ctrl.Result{}, r.composed.Hold(ctx, s.tree, true)
 		}
 		return ctrl.Result{}, r.guardForMove(ctx, s)
 	}
@@ -342,13 +349,13 @@ func (r *xrReconciler) holdUnlessGranted(ctx context.Context, s *scope, want *bo
 	if v != nil {
 		s.hold()
 		s.event(eventType(v.Reason), v.Reason, v.Message)
-		return result, r.holdComposed(ctx, s, true)
+		return result, r.composed.Hold(ctx, s.tree, true)
 	}
 	// Whether or not the XR is still paused: a release decided on a read
 	// of its composed resources older than the hold lifts the XR's pause
 	// and leaves theirs, and their watch brings the XR back here when the
 	// newer read arrives.
-	if err := r.holdComposed(ctx, s, false); err != nil {
+	if err := r.composed.Hold(ctx, s.tree, false); err != nil {
 		return ctrl.Result{}, err
 	}
 	if want == nil && s.heldForCredentials() {
@@ -387,7 +394,7 @@ func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 	if denied != nil {
 		s.hold()
 		s.verdict = denied
-		return result, r.holdComposed(ctx, s, true)
+		return result, r.composed.Hold(ctx, s.tree, true)
 	}
 	// Guards a pause or a move left, and a hold for credentials, go before
 	// the XR is Crossplane's again; while they cannot, it stays as it was.
@@ -396,7 +403,7 @@ func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 	}
 	// What it composed that the bridge held resumes, whether or not the
 	// XR is still paused (see holdUnlessGranted).
-	if err := r.holdComposed(ctx, s, false); err != nil {
+	if err := r.composed.Hold(ctx, s.tree, false); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.reselect(ctx, s); err != nil {

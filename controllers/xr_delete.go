@@ -4,16 +4,10 @@ package controllers
 
 import (
 	"context"
-	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-
-	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/contract"
@@ -45,12 +39,16 @@ func (r *xrReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.holdComposed(ctx, s, denied != nil); err != nil {
+	if err := r.composed.Hold(ctx, s.tree, denied != nil); err != nil {
 		return ctrl.Result{}, err
 	}
-	remaining, foreign, err := r.deleteComposed(ctx, s.xr)
+	remaining, err := r.composed.Delete(ctx, s.tree)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	var foreign []string
+	if s.tree != nil {
+		foreign = s.tree.Foreign
 	}
 	if len(foreign) > 0 {
 		v := verdict.NotReady(infrav1.NotControlledReason,
@@ -77,30 +75,4 @@ func (r *xrReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Resu
 		r.forget(s.owner.GetUID())
 	}
 	return ctrl.Result{}, nil
-}
-
-// deleteComposed deletes the composed resources this XR controls and returns
-// those that still exist, and the referenced ones it does not control. It
-// watches their kinds (metadata only) so that their disappearance wakes the
-// bridge; nothing polls. A move guard left on one goes first: this is a
-// deletion, not a move, and the provider must delete what it manages.
-func (r *xrReconciler) deleteComposed(ctx context.Context, xr *composite.Unstructured) (remaining, foreign []string, err error) {
-	controlled, foreign, err := r.composedControlled(ctx, xr)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, obj := range controlled {
-		remaining = append(remaining, obj.Kind+"/"+obj.GetName())
-		if err := r.setGuard(ctx, obj, false); err != nil {
-			return nil, nil, err
-		}
-		if obj.GetDeletionTimestamp().IsZero() {
-			ctrl.LoggerFrom(ctx).Info("Deleting composed resource", "kind", obj.Kind, "name", obj.GetName())
-			if err := client.IgnoreNotFound(r.client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground))); err != nil {
-				return nil, nil, errors.Wrapf(err, "%s %s %s", errDeleteComposed, obj.Kind, obj.GetName())
-			}
-		}
-	}
-	sort.Strings(remaining)
-	return remaining, foreign, nil
 }
