@@ -80,18 +80,19 @@ verify: verify-deps ## Fail when generated files are stale (regenerates and comp
 
 # What the product binary must not link: test code, controller-runtime's
 # envtest and CAPI's core controllers, which only capxp-dev runs
-# (in-process). CAPI's internal/contract is allowed: its public
-# controllers/external, which the bridge uses, wraps it.
-FORBIDDEN_DEPS := ^github\.com/capxp/cluster-api-provider-crossplane/(test|internal/dev)/|^sigs\.k8s\.io/controller-runtime/pkg/envtest|^sigs\.k8s\.io/cluster-api/core/|^sigs\.k8s\.io/cluster-api/internal/
+# (in-process), and the composition function with the AWS SDK, which are
+# cmd/function-asg-instances'. CAPI's internal/contract is allowed: its
+# public controllers/external, which the bridge uses, wraps it.
+FORBIDDEN_DEPS := ^github\.com/capxp/cluster-api-provider-crossplane/(test|internal/dev|internal/function)/|^github\.com/aws/|^sigs\.k8s\.io/controller-runtime/pkg/envtest|^sigs\.k8s\.io/cluster-api/core/|^sigs\.k8s\.io/cluster-api/internal/
 
 .PHONY: verify-deps
-verify-deps: ## Fail when cmd/capxp links test code, the development plane (internal/dev), envtest or CAPI's core controllers, or internal/ or cmd/ import test/.
+verify-deps: ## Fail when cmd/capxp links test code, the development plane (internal/dev), the composition function or the AWS SDK, envtest or CAPI's core controllers, or internal/ or cmd/ import test/.
 	@deps=$$(go list -deps ./cmd/capxp) || exit 1; \
 	bad=$$(echo "$$deps" | grep -E '$(FORBIDDEN_DEPS)' | grep -vx 'sigs.k8s.io/cluster-api/internal/contract'); \
 	if [ -n "$$bad" ]; then echo "cmd/capxp links packages only capxp-dev and the tests may use:"; echo "$$bad"; exit 1; fi; \
 	tests=$$(go list -deps -test ./internal/... ./cmd/... | grep '^github.com/capxp/cluster-api-provider-crossplane/test/'); \
 	if [ -n "$$tests" ]; then echo "internal/ or cmd/ import test/:"; echo "$$tests"; exit 1; fi; \
-	echo "cmd/capxp links $$(echo "$$deps" | wc -l) packages, none of test/, internal/dev, envtest or CAPI's core controllers"
+	echo "cmd/capxp links $$(echo "$$deps" | wc -l) packages, none of test/, internal/dev, internal/function, the AWS SDK, envtest or CAPI's core controllers"
 
 .PHONY: lint
 lint: ## Run golangci-lint v2 (.golangci.yml: the linters, go vet among them, and gofmt/goimports); builds it pinned on first use.
@@ -187,12 +188,12 @@ CROSSPLANE_CLI = $(shell $(ENSURE_TOOLS) crossplane-cli | cut -d= -f2)
 .PHONY: release
 release: ## Build a release into RELEASE_DIR (out/): clusterctl provider files, the manager image (OCI layout and tarball), crossplane-setup.yaml and the Crossplane packages (.xpkg).
 	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) go build -trimpath -buildvcs=auto -ldflags "-s -w" -o $(RELEASE_DIR)/bin/capxp ./cmd/capxp
-	go run ./hack/release -out $(RELEASE_DIR) -version $(VERSION) -arch $(ARCH) -manager-binary $(RELEASE_DIR)/bin/capxp -crossplane-cli $(CROSSPLANE_CLI) \
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) go build -trimpath -buildvcs=auto -ldflags "-s -w" -o $(RELEASE_DIR)/bin/ ./cmd/capxp ./cmd/function-asg-instances
+	go run ./hack/release -out $(RELEASE_DIR) -version $(VERSION) -arch $(ARCH) -manager-binary $(RELEASE_DIR)/bin/capxp -function-binary $(RELEASE_DIR)/bin/function-asg-instances -crossplane-cli $(CROSSPLANE_CLI) \
 		$(if $(IMAGE_REPOSITORY),-image-repository $(IMAGE_REPOSITORY)) $(if $(PACKAGE_REGISTRY),-package-registry $(PACKAGE_REGISTRY))
 	@echo "release $(VERSION) in $(RELEASE_DIR)/"
 
 .PHONY: build
-build: ## Build bin/capxp and bin/capxp-dev (and compile every package).
+build: ## Build bin/capxp, bin/capxp-dev and bin/function-asg-instances (and compile every package).
 	go build ./...
-	go build -buildvcs=auto -o bin/ ./cmd/capxp ./cmd/capxp-dev
+	go build -buildvcs=auto -o bin/ ./cmd/capxp ./cmd/capxp-dev ./cmd/function-asg-instances

@@ -74,7 +74,7 @@ func run(m *testing.M) (int, error) {
 	for _, d := range deps {
 		fns = append(fns, render.Function{Name: d.FunctionName(), Binary: envtest.Tool(d.Name(), d.Version)})
 	}
-	own, err := compcheck.OwnFunction(ctx)
+	own, err := envtest.OwnFunction(ctx)
 	if err != nil {
 		return 0, err
 	}

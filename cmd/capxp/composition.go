@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -24,7 +25,7 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 )
 
-const compositionUsage = `Usage: capxp composition check COMPOSITION [--xr EXAMPLE_XR] [--xrd XRD] [--crds DIR,...] [--observed DIR] [--functions FUNCTIONS.yaml] [--tools-dir DIR] [--timeout D] [-o text|json]
+const compositionUsage = `Usage: capxp composition check COMPOSITION [--xr EXAMPLE_XR] [--xrd XRD] [--crds DIR,...] [--observed DIR] [--functions FUNCTIONS.yaml] [--function-asg-instances BINARY] [--tools-dir DIR] [--timeout D] [-o text|json]
 
 Checks a Composition against the CAPI contract of its XR's kind
 (InfraCluster, InfraMachine, InfraMachinePool or ControlPlane), offline:
@@ -39,7 +40,10 @@ annotation): their status stands for those resources in every round.
 --functions names Crossplane Function objects, as crossplane render takes
 them: one annotated render.crossplane.io/runtime: Development is called at
 its render.crossplane.io/runtime-development-target; another must be one of
-the Configuration's functions, staged in the tools directory.
+the Configuration's functions, staged in the tools directory. CAPXP's own
+function, function-asg-instances, runs from --function-asg-instances: by
+default the binary beside capxp (a release's out/bin holds both), or the
+one on $PATH.
 Exit status 0 only when every field holds.
 
 The example XR defaults to CAPXP's shipped example for its own Compositions,
@@ -68,6 +72,7 @@ func runComposition(args []string, stdout, stderr io.Writer) int {
 	observedDir := fs.String("observed", "", "a directory of observed composed resources (YAML); the others are reported ready as their providers would")
 	functionsPath := fs.String("functions", "", "Crossplane Function objects (YAML) for functions the Configuration does not pin, or that you run yourself")
 	crdDirs := fs.String("crds", "", "comma-separated CRD files or directories of the composed kinds; the Configuration's providers' by default")
+	ownFunction := fs.String("function-asg-instances", ownFunctionBinary(), "CAPXP's function-asg-instances binary; the one beside capxp, or on $PATH, by default")
 	// The Composition may come before the flags, as in the usage line.
 	positional, err := parseInterspersed(fs, args[1:])
 	if err != nil {
@@ -80,7 +85,7 @@ func runComposition(args []string, stdout, stderr io.Writer) int {
 	started := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	r, in, err := checkComposition(ctx, positional[0], *xrPath, *xrdPath, *crdDirs, *observedDir, *functionsPath, tools.Dir(*toolsDir))
+	r, in, err := checkComposition(ctx, positional[0], *xrPath, *xrdPath, *crdDirs, *observedDir, *functionsPath, *ownFunction, tools.Dir(*toolsDir))
 	if err != nil {
 		fmt.Fprintln(stderr, "capxp composition check:", err)
 		return 2
@@ -117,7 +122,7 @@ func runComposition(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func checkComposition(ctx context.Context, compPath, xrPath, xrdPath, crdPaths, observedDir, functionsPath string, d tools.Dir) (*compcheck.Result, compcheck.Input, error) {
+func checkComposition(ctx context.Context, compPath, xrPath, xrdPath, crdPaths, observedDir, functionsPath, ownFunction string, d tools.Dir) (*compcheck.Result, compcheck.Input, error) {
 	var in compcheck.Input
 	var err error
 	if in.Composition, err = readObject(compPath, "Composition"); err != nil {
@@ -169,13 +174,29 @@ func checkComposition(ctx context.Context, compPath, xrPath, xrdPath, crdPaths, 
 			return nil, in, err
 		}
 	}
-	e, err := compcheck.StartEngine(ctx, d, functions...)
+	e, err := compcheck.StartEngine(ctx, d, ownFunction, functions...)
 	if err != nil {
 		return nil, in, err
 	}
 	defer e.Stop() //nolint:errcheck // best effort: the functions are this process's children.
 	r, err := compcheck.Check(ctx, e, in)
 	return r, in, err
+}
+
+// ownFunctionBinary is function-asg-instances beside this binary, as a
+// release and `make build` put them, or on $PATH; "" when neither exists.
+func ownFunctionBinary() string {
+	const name = "function-asg-instances"
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	return ""
 }
 
 // readObject reads one YAML object, of kind when kind is not empty.

@@ -37,6 +37,15 @@ func TestCompositionCheckCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	withTools := "--tools-dir=" + toolsDir
+	// CAPXP's own function, found on $PATH as the command finds it when
+	// it is not beside capxp.
+	fnDir := t.TempDir()
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", fnDir+string(filepath.Separator), "./cmd/function-asg-instances") //nolint:gosec // the go command, into a test directory.
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("cannot build function-asg-instances: %v\n%s", err, out)
+	}
+	t.Setenv("PATH", fnDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	observed := t.TempDir()
 	if err := os.WriteFile(filepath.Join(observed, "node.yaml"), []byte(`apiVersion: kubernetes.m.crossplane.io/v1alpha1
 kind: Object
@@ -74,7 +83,7 @@ spec:
 			says:   "✓ valid for the providers' CRDs: 4 composed resource(s)",
 		},
 		"AWSPool": {
-			reason: "the aws pool holds: CAPXP's own function, served by the command, lists the instances of the check's stand-in for Auto Scaling",
+			reason: "the aws pool holds: CAPXP's own function, run by the command from its binary, lists the instances of the check's stand-in for Auto Scaling",
 			args:   []string{"check", in("compositions/aws/machinepool.yaml"), withTools},
 			says:   "✓ providerIDList: 3 machine(s)",
 		},
@@ -82,6 +91,11 @@ spec:
 			reason: "the EKS node group pool holds: the function lists the instances of the Auto Scaling group the node group reports",
 			args:   []string{"check", in("compositions/aws/machinepool-eks.yaml"), withTools},
 			says:   "✓ providerIDList: 3 machine(s)",
+		},
+		"NoOwnFunction": {
+			reason: "without function-asg-instances the command says how to get it",
+			args:   []string{"check", in("compositions/aws/machinepool.yaml"), "--function-asg-instances=", withTools},
+			exit:   2, says: "CAPXP's composition function function-asg-instances has no binary: build it (go build ./cmd/function-asg-instances",
 		},
 		"Broken": {
 			reason: "a Composition that does not pass the credentials through fails on that field",

@@ -82,7 +82,7 @@ var (
 	flavorFlag  = regexp.MustCompile(`--flavor[ =]([A-Za-z0-9-]+)`)
 	exampleVar  = regexp.MustCompile(`EXAMPLE=([A-Za-z0-9-]+)`)
 	longFlag    = regexp.MustCompile(`(?:^|\s)(--?[a-z][a-z0-9-]*)`)
-	commandHead = map[string]bool{"manager": true, "composition": true, "xrd": true, "describe": true, "function": true, "version": true}
+	commandHead = map[string]bool{"manager": true, "composition": true, "xrd": true, "describe": true, "version": true}
 )
 
 // codeLines are the lines of a page's fenced code blocks and its inline
@@ -212,12 +212,11 @@ func commandHelps(t *testing.T) map[string]string {
 	var manager bytes.Buffer
 	_ = runManager([]string{"--help"}, &manager)
 	return map[string]string{
-		"manager":                manager.String() + " --kubeconfig",
-		"composition check":      run(runComposition, "check", "--help"),
-		"xrd adopt":              run(runXRD, "adopt", "--help"),
-		"describe cluster":       run(runDescribe, "cluster", "--help"),
-		"function asg-instances": run(func(a []string, _, e io.Writer) int { return runFunctionCommand(a, e) }, "asg-instances", "--help"),
-		"version":                "",
+		"manager":           manager.String() + " --kubeconfig",
+		"composition check": run(runComposition, "check", "--help"),
+		"xrd adopt":         run(runXRD, "adopt", "--help"),
+		"describe cluster":  run(runDescribe, "cluster", "--help"),
+		"version":           "",
 	}
 }
 

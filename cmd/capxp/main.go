@@ -5,12 +5,12 @@
 //	capxp composition check COMPOSITION   check a Composition against the contract
 //	capxp xrd adopt XRD                   print the template CRD and RBAC of an XRD
 //	capxp describe cluster NAME           print a Cluster's tree, down to each XR's composed resources
-//	capxp function asg-instances          serve the composition function function-asg-instances
 //	capxp version                         print the version
 //
 // It links only what the manager runs, and the clients its commands need.
 // The local management plane is a separate binary, capxp-dev
-// (cmd/capxp-dev), which runs this one as its manager.
+// (cmd/capxp-dev), which runs this one as its manager; so is CAPXP's
+// composition function (cmd/function-asg-instances).
 package main
 
 import (
@@ -73,8 +73,6 @@ func main() {
 		os.Exit(runXRD(os.Args[2:], os.Stdout, os.Stderr))
 	case "describe":
 		os.Exit(runDescribe(os.Args[2:], os.Stdout, os.Stderr))
-	case "function":
-		os.Exit(runFunctionCommand(os.Args[2:], os.Stderr))
 	case "version":
 		fmt.Println(versionString())
 	case "-h", "--help", "help":
@@ -94,7 +92,6 @@ Commands:
   composition   check a Composition against CAPI's contract, offline (capxp composition check --help)
   xrd           print the template CRD and RBAC an XRD that declares a contract needs (capxp xrd adopt --help)
   describe      print a Cluster's tree from CAPI to each composed resource and its credentials (capxp describe cluster --help)
-  function      serve CAPXP's composition function (capxp function asg-instances --help)
   version       print the version
 `)
 }

@@ -19,7 +19,6 @@ func TestHelp(t *testing.T) {
 		}
 		return 0
 	}
-	function := func(args []string, _, stderr io.Writer) int { return runFunctionCommand(args, stderr) }
 	cases := map[string]struct {
 		run   func(args []string, stdout, stderr io.Writer) int
 		args  []string
@@ -28,10 +27,9 @@ func TestHelp(t *testing.T) {
 		"manager": {run: manager, args: []string{"--help"},
 			flags: []string{"--kubeconfig", "--kube-api-qps", "--kube-api-burst", "--leader-elect", "--webhook-port", "--diagnostics-address", "-v,"}},
 		"composition check": {run: runComposition, args: []string{"check", "--help"},
-			flags: []string{"-xr", "-xrd", "-crds", "-observed", "-functions", "-tools-dir", "-timeout", "-o"}},
-		"xrd adopt":              {run: runXRD, args: []string{"adopt", "-h"}, flags: []string{"-o"}},
-		"describe cluster":       {run: runDescribe, args: []string{"cluster", "--help"}, flags: []string{"--namespace", "--kubeconfig", "--context", "--as", "--as-group", "--show-conditions", "--echo", "--color", "-o"}},
-		"function asg-instances": {run: function, args: []string{"asg-instances", "--help"}, flags: []string{"-address", "-network", "-tls-certs-dir", "-insecure", "-metrics-address", "-debug"}},
+			flags: []string{"-xr", "-xrd", "-crds", "-observed", "-functions", "-function-asg-instances", "-tools-dir", "-timeout", "-o"}},
+		"xrd adopt":        {run: runXRD, args: []string{"adopt", "-h"}, flags: []string{"-o"}},
+		"describe cluster": {run: runDescribe, args: []string{"cluster", "--help"}, flags: []string{"--namespace", "--kubeconfig", "--context", "--as", "--as-group", "--show-conditions", "--echo", "--color", "-o"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

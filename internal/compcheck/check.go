@@ -20,15 +20,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	"github.com/crossplane/function-sdk-go/logging"
 
 	capxp "github.com/capxp/cluster-api-provider-crossplane"
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/gate"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/outputs"
 	"github.com/capxp/cluster-api-provider-crossplane/compositions"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/function"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/function/asginstances"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/render"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
@@ -511,25 +508,15 @@ const (
 	runtimeDevelopment          = "Development"
 )
 
-// OwnFunction serves CAPXP's own composition function (function-asg-instances)
-// in this process, without TLS, as the render engine calls functions, until
-// ctx is done; named as the shipped Compositions call it.
-func OwnFunction(ctx context.Context) (render.Function, error) {
-	srv, err := function.Serve(ctx, asginstances.NewFunction(logging.NewNopLogger()), "")
-	if err != nil {
-		return render.Function{}, err
-	}
-	return render.Function{Name: release.DefaultFunctionName, Address: srv.Address}, nil
-}
-
 // StartEngine starts Crossplane's render engine with the crossplane binary
 // and the Configuration's functions, as hack/ensure-tools.sh stages them in
 // d, and the Functions given (Crossplane Function objects, as `crossplane
 // render` takes them): one annotated with the Development runtime is called
 // at its target, as the author runs it; another must be one of the staged
-// functions' packages, named as the Composition calls it. Stop the engine
-// when done.
-func StartEngine(ctx context.Context, d tools.Dir, functions ...*unstructured.Unstructured) (*render.Engine, error) {
+// functions' packages, named as the Composition calls it. CAPXP's own
+// function (function-asg-instances) runs from the binary own, unless
+// functions name it. Stop the engine when done.
+func StartEngine(ctx context.Context, d tools.Dir, own string, functions ...*unstructured.Unstructured) (*render.Engine, error) {
 	var errs []error
 	version, err := capxp.RequiredVersion(crossplaneModule)
 	if err != nil {
@@ -577,11 +564,11 @@ func StartEngine(ctx context.Context, d tools.Dir, functions ...*unstructured.Un
 		return nil, err
 	}
 	if _, ok := byName[release.DefaultFunctionName]; !ok {
-		own, err := OwnFunction(ctx)
-		if err != nil {
-			return nil, err
+		if own == "" {
+			return nil, errors.Errorf("CAPXP's composition function %s has no binary: build it (go build ./cmd/function-asg-instances; a release has it in out/bin) and name it with --function-asg-instances, or run it yourself and name it in --functions with the %s runtime",
+				release.FunctionPackageName, runtimeDevelopment)
 		}
-		byName[own.Name] = own
+		byName[release.DefaultFunctionName] = render.Function{Name: release.DefaultFunctionName, Binary: own}
 	}
 	fns := make([]render.Function, 0, len(byName))
 	for _, f := range byName {

@@ -20,48 +20,50 @@ import (
 )
 
 // The manager image: the static capxp binary alone on an empty base, run as
-// a non-root user; no shell, no package manager, nothing else to patch.
+// a non-root user; no shell, no package manager, nothing else to patch. The
+// Function package's image is the same, with the function's binary.
 const (
-	// ImageEntrypoint is where the binary lives in the image.
+	// ImageEntrypoint is where the binary lives in the manager image.
 	ImageEntrypoint = "/capxp"
+	// FunctionImageEntrypoint is where the function's binary lives in its
+	// image.
+	FunctionImageEntrypoint = "/function-asg-instances"
 	// ImageUser is the image's numeric user and group (the distroless
 	// "nonroot" ids), so runAsNonRoot holds without a passwd file.
 	ImageUser = "65532:65532"
 	// ImageTarball and ImageLayout are the image's files in a release.
 	ImageTarball = "capxp-manager-image.tar"
 	ImageLayout  = "capxp-manager-image.oci"
-	// FunctionImageTarball is the runtime image of the Function package:
-	// the same binary, serving function-asg-instances.
+	// FunctionImageTarball is the runtime image of the Function package,
+	// serving function-asg-instances.
 	FunctionImageTarball = "capxp-function-image.tar"
 )
-
-// FunctionCommand is the capxp command that serves function-asg-instances:
-// the function image's Cmd, since a Crossplane function runtime passes no
-// arguments.
-var FunctionCommand = []string{"function", "asg-instances"}
 
 // Image builds the manager image from a static linux capxp binary of an
 // architecture. Its entrypoint runs the manager, so a Crossplane package
 // runtime that passes no arguments starts it too.
-func Image(binary, arch string) (v1.Image, error) { return image(binary, arch, "manager") }
-
-// FunctionImage is the Function package's runtime image: the manager image
-// with FunctionCommand as its Cmd.
-func FunctionImage(binary, arch string) (v1.Image, error) {
-	return image(binary, arch, FunctionCommand...)
+func Image(binary, arch string) (v1.Image, error) {
+	return image(binary, ImageEntrypoint, arch, "manager")
 }
 
-// image is the capxp binary alone, run with cmd.
-func image(binary, arch string, cmd ...string) (v1.Image, error) {
+// FunctionImage is the Function package's runtime image, from a static linux
+// function-asg-instances binary: a Crossplane function runtime passes no
+// arguments, and it serves with none.
+func FunctionImage(binary, arch string) (v1.Image, error) {
+	return image(binary, FunctionImageEntrypoint, arch)
+}
+
+// image is a binary alone at entrypoint, run with cmd.
+func image(binary, entrypoint, arch string, cmd ...string) (v1.Image, error) {
 	bin, err := os.ReadFile(binary)
 	if err != nil {
-		return nil, errors.Wrap(err, "cannot read the manager binary")
+		return nil, errors.Wrapf(err, "cannot read the binary %s", binary)
 	}
 	layerTar := &bytes.Buffer{}
 	tw := tar.NewWriter(layerTar)
 	// A fixed time keeps the image reproducible from the same binary.
 	epoch := time.Unix(0, 0).UTC()
-	if err := tw.WriteHeader(&tar.Header{Name: ImageEntrypoint[1:], Mode: 0o755, Size: int64(len(bin)), ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Name: entrypoint[1:], Mode: 0o755, Size: int64(len(bin)), ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
 		return nil, errors.Wrap(err, "cannot write the image layer")
 	}
 	if _, err := tw.Write(bin); err != nil {
@@ -87,7 +89,7 @@ func image(binary, arch string, cmd ...string) (v1.Image, error) {
 	}
 	cfg = cfg.DeepCopy()
 	cfg.OS, cfg.Architecture, cfg.Created = "linux", arch, v1.Time{Time: epoch}
-	cfg.Config.Entrypoint = []string{ImageEntrypoint}
+	cfg.Config.Entrypoint = []string{entrypoint}
 	cfg.Config.Cmd = cmd
 	cfg.Config.User = ImageUser
 	cfg.Config.WorkingDir = "/"
@@ -96,15 +98,22 @@ func image(binary, arch string, cmd ...string) (v1.Image, error) {
 	return img, errors.Wrap(err, "cannot set the image configuration")
 }
 
+// Binaries are the static linux binaries a release's images hold.
+type Binaries struct {
+	// Manager is capxp's; Function is function-asg-instances'.
+	Manager, Function string
+}
+
 // WriteImage builds the manager image of a release and writes it into dir as
 // an OCI layout and as a tarball `docker load` reads, tagged with the
-// release's image reference, which it returns.
-func WriteImage(dir string, o Options, binary, arch string) (string, error) {
+// release's image reference, which it returns; and the Function package's
+// image as a tarball, which only that package embeds.
+func WriteImage(dir string, o Options, bins Binaries, arch string) (string, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return "", err
 	}
-	img, err := Image(binary, arch)
+	img, err := Image(bins.Manager, arch)
 	if err != nil {
 		return "", err
 	}
@@ -126,7 +135,7 @@ func WriteImage(dir string, o Options, binary, arch string) (string, error) {
 	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": ref.String()})); err != nil {
 		return "", errors.Wrap(err, "cannot write the image layout")
 	}
-	fn, err := FunctionImage(binary, arch)
+	fn, err := FunctionImage(bins.Function, arch)
 	if err != nil {
 		return "", err
 	}

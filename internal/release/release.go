@@ -246,20 +246,23 @@ func WriteMonitoring(dir string) (string, error) {
 }
 
 // Write writes a whole release into out, as `make release` does: the
-// clusterctl repository (out/clusterctl), the manager image from a static
-// linux capxp binary, crossplane-setup.yaml, the alerts and dashboard
-// (out/monitoring), and both Crossplane packages
-// built with the crossplane CLI (only their roots when cli is empty). It
-// returns a line per file written.
-func Write(ctx context.Context, out string, o Options, binary, arch, cli string) ([]string, error) {
+// clusterctl repository (out/clusterctl), the manager's and the function's
+// images from their static linux binaries (none when bins.Manager is
+// empty), crossplane-setup.yaml, the alerts and dashboard (out/monitoring),
+// and the Crossplane packages built with the crossplane CLI (only their
+// roots when cli is empty). It returns a line per file written.
+func Write(ctx context.Context, out string, o Options, bins Binaries, arch, cli string) ([]string, error) {
 	var lines []string
 	c, err := WriteClusterctl(filepath.Join(out, "clusterctl"), o)
 	if err != nil {
 		return nil, err
 	}
 	lines = append(lines, "clusterctl components: "+c)
-	if binary != "" {
-		img, err := WriteImage(out, o, binary, arch)
+	if bins.Manager != "" {
+		if bins.Function == "" {
+			return nil, errors.New("a release with the manager's image needs the function-asg-instances binary for the Function package's")
+		}
+		img, err := WriteImage(out, o, bins, arch)
 		if err != nil {
 			return nil, err
 		}
@@ -291,8 +294,8 @@ func Write(ctx context.Context, out string, o Options, binary, arch, cli string)
 		}
 		return lines, nil
 	}
-	if binary == "" {
-		return nil, errors.New("the Provider and Function packages embed the capxp binary's images: a release with packages needs the manager binary")
+	if bins.Manager == "" {
+		return nil, errors.New("the Provider and Function packages embed the images of capxp and function-asg-instances: a release with packages needs both binaries")
 	}
 	if err := WritePackages(ctx, out, o, cli); err != nil {
 		return nil, err

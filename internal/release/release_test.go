@@ -211,8 +211,8 @@ func TestImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(append(fcfg.Config.Entrypoint, fcfg.Config.Cmd...), " "); got != ImageEntrypoint+" function asg-instances" {
-		t.Errorf("function image runs %q, want %q", got, ImageEntrypoint+" function asg-instances")
+	if got := strings.Join(append(fcfg.Config.Entrypoint, fcfg.Config.Cmd...), " "); got != FunctionImageEntrypoint {
+		t.Errorf("function image runs %q, want %q", got, FunctionImageEntrypoint)
 	}
 }
 

@@ -115,17 +115,19 @@ func PackagedRelease(ctx context.Context, t testing.TB, dir string) (string, str
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "bin", "capxp")
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/capxp")
+	// One go build for both: the linker runs once per binary, the
+	// packages they share compile once.
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(dir, "bin")+string(filepath.Separator), "./cmd/capxp", "./cmd/function-asg-instances") //nolint:gosec // the go command, into the test's directory.
 	build.Dir = envtest.RepoRoot()
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("cannot build capxp: %v\n%s", err, out)
+		t.Fatalf("cannot build capxp and function-asg-instances: %v\n%s", err, out)
 	}
 	rel := filepath.Join(dir, "release")
 	if err := os.MkdirAll(rel, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	lines, err := release.Write(ctx, rel, release.Options{}, bin, runtime.GOARCH, cli)
+	lines, err := release.Write(ctx, rel, release.Options{}, release.Binaries{Manager: bin, Function: filepath.Join(dir, "bin", "function-asg-instances")}, runtime.GOARCH, cli)
 	if err != nil {
 		t.Fatal(err)
 	}

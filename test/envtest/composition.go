@@ -1,6 +1,7 @@
 package envtest
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 
@@ -10,6 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/function-sdk-go/logging"
+
+	"github.com/capxp/cluster-api-provider-crossplane/internal/function"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/function/asginstances"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/render"
 )
 
 // Annotations on an XR that script what the integration tests' Composition
@@ -88,4 +95,15 @@ func PatchAndTransform(name string, xr schema.GroupVersionKind, resources ...any
 			}},
 		},
 	}, nil
+}
+
+// OwnFunction serves CAPXP's own composition function (function-asg-instances)
+// in this process, without TLS, as the render engine calls functions, until
+// ctx is done; named as the shipped Compositions call it.
+func OwnFunction(ctx context.Context) (render.Function, error) {
+	srv, err := function.Serve(ctx, asginstances.NewFunction(logging.NewNopLogger()), "")
+	if err != nil {
+		return render.Function{}, err
+	}
+	return render.Function{Name: release.DefaultFunctionName, Address: srv.Address}, nil
 }

@@ -23,12 +23,12 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// TestFunctionCommand runs `capxp function asg-instances` as the Function
-// package's runtime does (no arguments but the address, and no metrics
+// TestServe runs function-asg-instances as the Function package's runtime
+// does (no arguments but the address, and no metrics
 // server here; the serving certificate in TLS_SERVER_CERTS_DIR) and calls it as Crossplane does,
 // with a client certificate of the CA it trusts; a client without one is
 // refused.
-func TestFunctionCommand(t *testing.T) {
+func TestServe(t *testing.T) {
 	dir := t.TempDir()
 	ca, caKey := certificate(t, nil, nil, "crossplane-root-ca", true)
 	server, serverKey := certificate(t, ca, caKey, "function-asg-instances", false)
@@ -50,7 +50,7 @@ func TestFunctionCommand(t *testing.T) {
 	// No metrics server: it would take port 8080, and register the
 	// SDK's collectors once per test run.
 	go func() {
-		exited <- runFunctionCommand([]string{"asg-instances", "--address=" + addr, "--metrics-address="}, &stderr)
+		exited <- run([]string{"--address=" + addr, "--metrics-address="}, &stderr)
 	}()
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		c, err := (&net.Dialer{}).DialContext(t.Context(), "tcp", addr)
@@ -60,11 +60,11 @@ func TestFunctionCommand(t *testing.T) {
 		}
 		select {
 		case code := <-exited:
-			t.Fatalf("capxp function asg-instances exited %d: %s", code, stderr.String())
+			t.Fatalf("function-asg-instances exited %d: %s", code, stderr.String())
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("capxp function asg-instances does not listen on %s: %s", addr, stderr.String())
+			t.Fatalf("function-asg-instances does not listen on %s: %s", addr, stderr.String())
 		}
 	}
 
@@ -114,6 +114,33 @@ func TestFunctionCommand(t *testing.T) {
 				t.Errorf("%s: RunFunction: %v (stderr: %s)", tc.reason, err, stderr.String())
 			case len(rsp.GetResults()) != 0:
 				t.Errorf("%s: RunFunction with no group observed: want no result, got %v", tc.reason, rsp.GetResults())
+			}
+		})
+	}
+}
+
+// TestHelpAndBadArguments: --help lists every flag and exits 0; what the
+// function does not take exits 2 and says why.
+func TestHelpAndBadArguments(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		code int
+		says []string
+	}{
+		"Help":        {args: []string{"--help"}, code: 0, says: []string{"-address", "-network", "-tls-certs-dir", "-insecure", "-metrics-address", "-debug"}},
+		"UnknownFlag": {args: []string{"--nope"}, code: 2, says: []string{"flag provided but not defined: -nope"}},
+		"Argument":    {args: []string{"asg-instances"}, code: 2, says: []string{`unexpected argument "asg-instances"`}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := run(tc.args, &stderr); code != tc.code {
+				t.Errorf("run(%v) = %d, want %d:\n%s", tc.args, code, tc.code, stderr.String())
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(stderr.String(), s) {
+					t.Errorf("run(%v) printed no %q:\n%s", tc.args, s, stderr.String())
+				}
 			}
 		})
 	}
