@@ -83,16 +83,18 @@ verify: verify-deps ## Fail when generated files are stale (regenerates and comp
 # (in-process), and the composition function with the AWS SDK, which are
 # cmd/function-asg-instances'. CAPI's internal/contract is allowed: its
 # public controllers/external, which the bridge uses, wraps it.
-FORBIDDEN_DEPS := ^github\.com/capxp/cluster-api-provider-crossplane/(test|internal/dev|internal/function)/|^github\.com/aws/|^sigs\.k8s\.io/controller-runtime/pkg/envtest|^sigs\.k8s\.io/cluster-api/core/|^sigs\.k8s\.io/cluster-api/internal/
+FORBIDDEN_DEPS := ^github\.com/capxp/cluster-api-provider-crossplane/(test|dev|internal/function)/|^github\.com/aws/|^sigs\.k8s\.io/controller-runtime/pkg/envtest|^sigs\.k8s\.io/cluster-api/core/|^sigs\.k8s\.io/cluster-api/internal/
 
 .PHONY: verify-deps
-verify-deps: ## Fail when cmd/capxp links test code, the development plane (internal/dev), the composition function or the AWS SDK, envtest or CAPI's core controllers, or internal/ or cmd/ import test/.
+verify-deps: ## Fail when cmd/capxp links test code, the development plane (dev/), the composition function or the AWS SDK, envtest or CAPI's core controllers; when internal/, dev/ or cmd/ import test/; or when internal/ imports controllers/.
 	@deps=$$(go list -deps ./cmd/capxp) || exit 1; \
 	bad=$$(echo "$$deps" | grep -E '$(FORBIDDEN_DEPS)' | grep -vx 'sigs.k8s.io/cluster-api/internal/contract'); \
 	if [ -n "$$bad" ]; then echo "cmd/capxp links packages only capxp-dev and the tests may use:"; echo "$$bad"; exit 1; fi; \
-	tests=$$(go list -deps -test ./internal/... ./cmd/... | grep '^github.com/capxp/cluster-api-provider-crossplane/test/'); \
-	if [ -n "$$tests" ]; then echo "internal/ or cmd/ import test/:"; echo "$$tests"; exit 1; fi; \
-	echo "cmd/capxp links $$(echo "$$deps" | wc -l) packages, none of test/, internal/dev, internal/function, the AWS SDK, envtest or CAPI's core controllers"
+	tests=$$(go list -deps -test ./internal/... ./dev/... ./cmd/... | grep '^github.com/capxp/cluster-api-provider-crossplane/test/'); \
+	if [ -n "$$tests" ]; then echo "internal/, dev/ or cmd/ import test/:"; echo "$$tests"; exit 1; fi; \
+	up=$$(go list -deps ./internal/... | grep '^github.com/capxp/cluster-api-provider-crossplane/\(controllers\|dev\|cmd\)\(/\|$$\)'); \
+	if [ -n "$$up" ]; then echo "internal/ imports a layer above it:"; echo "$$up"; exit 1; fi; \
+	echo "cmd/capxp links $$(echo "$$deps" | wc -l) packages, none of test/, dev/, internal/function, the AWS SDK, envtest or CAPI's core controllers"
 
 .PHONY: lint
 lint: ## Run golangci-lint v2 (.golangci.yml: the linters, go vet among them, and gofmt/goimports); builds it pinned on first use.

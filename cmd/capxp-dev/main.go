@@ -28,8 +28,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/lifeline"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/lifeline"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 )
 

@@ -31,8 +31,8 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/compositions"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/lifeline"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/lifeline"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 	ctlsetup "github.com/capxp/cluster-api-provider-crossplane/test/clusterctl"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"

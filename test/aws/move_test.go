@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 	ctlsetup "github.com/capxp/cluster-api-provider-crossplane/test/clusterctl"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"

@@ -13,7 +13,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 )
 
 var (

@@ -1,5 +1,5 @@
 // Package chaos runs CAPXP under faults on the real local management plane
-// (internal/dev/plane): the manager killed outright again and again, replicas
+// (dev/plane): the manager killed outright again and again, replicas
 // that lose their leader, and components that go away. Each test counts what
 // a user would count after the faults, in the management and the workload
 // API servers: clusters converged, composed resources neither orphaned nor
@@ -14,8 +14,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/lifeline"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/lifeline"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/test/planesuite"
 )
 

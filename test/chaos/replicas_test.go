@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 )
 
 // The replicas' leader election, as shipped (the manager's defaults).

@@ -1,5 +1,5 @@
 // Package e2e runs CAPXP end to end on the real local management plane
-// (internal/dev/plane): Crossplane core composing with the real functions and
+// (dev/plane): Crossplane core composing with the real functions and
 // provider-kubernetes, CAPI's core controllers, and the capxp manager binary.
 // It also checks the capxp-dev binary runs outside a checkout.
 package e2e
@@ -19,8 +19,8 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/lifeline"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/lifeline"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 	"github.com/capxp/cluster-api-provider-crossplane/test/planesuite"
 )

@@ -31,7 +31,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/localkube"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/localkube"
 )
 
 // Writes counts the API writes a manager's client made, per object, and the

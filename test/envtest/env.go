@@ -31,14 +31,14 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/xcrd"
 
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/lifeline"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/localkube"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/lifeline"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/localkube"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 )
 
 // Environment is a running kube-apiserver and etcd with CAPXP's world
-// loaded: the local plane's API server (internal/dev/localkube), with helpers
+// loaded: the local plane's API server (dev/localkube), with helpers
 // for tests.
 type Environment struct {
 	*localkube.Environment
@@ -78,7 +78,7 @@ func Start(ctx context.Context) (*Environment, error) {
 }
 
 // StartWithCrossplane starts the API server, the real Crossplane core and
-// composition functions (internal/dev/plane, as `make dev` runs them, logging
+// composition functions (dev/plane, as `make dev` runs them, logging
 // into dir) and the integration tests' Provider, which observes composed
 // Stubs providerDelay after their creation. It installs CAPXP's XRDs, each
 // defaulting to the integration tests' Composition for its kind, and
@@ -365,7 +365,7 @@ var linksDir = sync.OnceValue(func() string {
 })
 
 // linked starts etcd and kube-apiserver through links that tie them to the
-// test process (internal/dev/lifeline) when its TestMain called lifeline.Main:
+// test process (dev/lifeline) when its TestMain called lifeline.Main:
 // a test binary that panics or is killed then leaves neither running. The
 // links live in one directory per test process.
 func linked(o localkube.Options) (localkube.Options, error) {

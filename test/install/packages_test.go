@@ -9,7 +9,7 @@ import (
 	pkgv1 "github.com/crossplane/crossplane/apis/v2/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
 	"github.com/capxp/cluster-api-provider-crossplane/packages"
 	ctlsetup "github.com/capxp/cluster-api-provider-crossplane/test/clusterctl"

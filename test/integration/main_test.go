@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/lifeline"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/lifeline"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
 

@@ -1,5 +1,5 @@
 // Package planesuite runs a test suite on one local management plane
-// (internal/dev/plane), as the e2e and fault suites do: it builds the
+// (dev/plane), as the e2e and fault suites do: it builds the
 // binaries the suite runs, starts the plane, runs the tests, stops the plane
 // and keeps its logs when a test failed.
 package planesuite
@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )

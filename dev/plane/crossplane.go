@@ -29,8 +29,8 @@ import (
 
 	fnserver "github.com/capxp/cluster-api-provider-crossplane/internal/function"
 
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/lifeline"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/localkube"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/lifeline"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/localkube"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 )
 

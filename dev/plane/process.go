@@ -18,7 +18,7 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/lifeline"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/lifeline"
 )
 
 // process is a component the plane runs as a child process, its output in a

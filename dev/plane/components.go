@@ -28,7 +28,7 @@ import (
 
 	capxp "github.com/capxp/cluster-api-provider-crossplane"
 	"github.com/capxp/cluster-api-provider-crossplane/compositions"
-	"github.com/capxp/cluster-api-provider-crossplane/internal/dev/localkube"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/localkube"
 )
 
 // dialable reports whether something accepts TCP connections at addr.
