@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/cluster-api/util"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -216,7 +217,7 @@ func (r *nsCredentials) Reconcile(ctx context.Context, req reconcile.Request) (r
 	}
 	if j.unread > 0 {
 		// The namespace's Secret reads were spent: judge the rest in turn.
-		res = sooner(res, reconcile.Result{RequeueAfter: j.unread})
+		res = util.LowestNonZeroResult(res, reconcile.Result{RequeueAfter: j.unread})
 	}
 	rescan := r.takeRescan(ns.Name)
 	changed := rec == nil || !credentials.SameUse(&rec.Spec, &spec)
@@ -248,7 +249,7 @@ func (r *nsCredentials) Reconcile(ctx context.Context, req reconcile.Request) (r
 			}
 		}
 		if wait > 0 {
-			return sooner(res, reconcile.Result{RequeueAfter: wait}), nil
+			return util.LowestNonZeroResult(res, reconcile.Result{RequeueAfter: wait}), nil
 		}
 	}
 	if _, err := r.write(ctx, ns.Name, rec, spec, false); err != nil {

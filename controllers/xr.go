@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -283,14 +284,6 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 	return r.reconcileNormal(ctx, s)
 }
 
-// sooner is the result that looks again first.
-func sooner(a, b ctrl.Result) ctrl.Result {
-	if a.RequeueAfter == 0 || b.RequeueAfter != 0 && b.RequeueAfter < a.RequeueAfter {
-		return b
-	}
-	return a
-}
-
 // conflicted reports whether err is a conflict, or aggregates (as the
 // deferred write's error does) only conflicts.
 // spent reports whether err is only that the namespace spent its budget of
@@ -426,7 +419,7 @@ func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Resu
 		if held != nil {
 			v = *held
 		}
-		result = sooner(result, again)
+		result = util.LowestNonZeroResult(result, again)
 	}
 	if v.Ready {
 		set(u)

@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
@@ -38,6 +40,9 @@ const watcherReady = "watcher synced"
 // controller that must see every update Crossplane makes to an XR: the floor
 // under the bridge's. It runs until it is signalled or its stdin closes.
 func runWatcher(kubeconfig string) error {
+	// Its informers log through controller-runtime's logger, which would
+	// otherwise print a stack to say it was never set.
+	ctrl.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
