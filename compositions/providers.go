@@ -105,7 +105,7 @@ func Provide(o *unstructured.Unstructured) {
 			obs.Object["ports"] = []any{map[string]any{"name": "https", "port": int64(36443), "protocol": "TCP"}}
 		}
 		if obs.GetKind() == "ConfigMap" && obs.GetNamespace() == LocalControlPlaneNamespace && obs.GetName() == LocalControlPlaneRecord {
-			obs.Object["data"] = map[string]any{LocalControlPlaneVersionKey: "v1.36.3"}
+			obs.Object["data"] = map[string]any{LocalControlPlaneVersionKey: "v1.36.5"}
 		}
 		// The plane's auto scaling group reports three instances.
 		if pool, ok := strings.CutSuffix(obs.GetName(), LocalMachinePoolInstancesSuffix); ok && obs.GetKind() == "ConfigMap" && obs.GetNamespace() == LocalMachinePoolNamespace {

@@ -412,7 +412,7 @@ func contractCases() map[string]contractCase {
 				assertFields(t, xr, map[string]any{
 					"status.outputs.controlPlaneEndpoint.host": "127.0.0.1",
 					"status.outputs.controlPlaneEndpoint.port": int64(36443),
-					"status.outputs.version":                   "v1.36.3",
+					"status.outputs.version":                   "v1.36.5",
 					"status.outputs.kubeconfig.name":           "workload-kubeconfig",
 					"status.outputs.kubeconfig.key":            "kubeconfig",
 				})
@@ -545,7 +545,7 @@ func contractCases() map[string]contractCase {
 					"spec.forProvider.manifest.metadata.name":       "dev.delta-pool-0",
 					"spec.forProvider.manifest.data.replicas":       "3",
 					"spec.forProvider.manifest.data.failureDomains": `["zone-a","zone-b"]`,
-					"spec.forProvider.manifest.data.version":        "v1.36.3",
+					"spec.forProvider.manifest.data.version":        "v1.36.5",
 					"spec.forProvider.manifest.data.name":           "delta-pool-0",
 					"spec.forProvider.manifest.data.namespace":      "dev",
 					"spec.providerConfigRef.name":                   "delta-workload",

@@ -97,7 +97,7 @@ func TestControlPlanePublish(t *testing.T) {
 			xr.SetUID(xrUID)
 			xr.Object["status"] = map[string]any{"outputs": map[string]any{
 				"controlPlaneEndpoint": map[string]any{"host": "10.0.0.1", "port": int64(6443)},
-				"version":              "v1.36.3",
+				"version":              "v1.36.5",
 				"kubeconfig":           map[string]any{"name": "eks-conn", "key": "kubeconfig"},
 			}}
 			s := &scope{xr: xr, cluster: &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo"}}}

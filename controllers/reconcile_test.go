@@ -150,7 +150,7 @@ func testControlPlaneXR(mutate ...func(u *unstructured.Unstructured)) *unstructu
 	u.SetKind(infrav1.CrossplaneControlPlaneKind)
 	_ = unstructured.SetNestedMap(u.Object, map[string]any{
 		"controlPlaneEndpoint": map[string]any{"host": "api.example.org", "port": int64(443)},
-		"version":              "v1.36.3",
+		"version":              "v1.36.5",
 		"kubeconfig":           map[string]any{"name": "demo-admin", "key": "kubeconfig"},
 	}, "status", "outputs")
 	for _, m := range mutate {
@@ -578,11 +578,11 @@ func TestReconcile(t *testing.T) {
 			writes: []want{
 				{"create", "*v1.Secret", "demo-kubeconfig", nil},
 				{"patch", "CrossplaneControlPlane", "demo", []string{`"crossplane.io/paused":null`, `"controlPlaneEndpoint":{"host":"api.example.org","port":443}`}},
-				{"apply status", "CrossplaneControlPlane", "demo", []string{`"controlPlaneInitialized":true`, `"externalManagedControlPlane":true`, `"version":"v1.36.3"`}},
+				{"apply status", "CrossplaneControlPlane", "demo", []string{`"controlPlaneInitialized":true`, `"externalManagedControlPlane":true`, `"version":"v1.36.5"`}},
 			},
 			events: []string{
 				"Normal KubeconfigWritten Wrote Secret demo-kubeconfig from Secret demo-admin",
-				"Normal Provisioned Control plane control plane v1.36.3 initialized at api.example.org:443",
+				"Normal Provisioned Control plane control plane v1.36.5 initialized at api.example.org:443",
 			},
 		},
 		"ControlPlaneWaitsForItsKubeconfig": {

@@ -65,7 +65,7 @@ func MapControlPlane(xr *unstructured.Unstructured) (ControlPlane, field.ErrorLi
 			break
 		}
 		if _, err := version.ParseSemantic(v); err != nil || len(v) < 2 || v[0] != 'v' {
-			errs = append(errs, field.Invalid(outputVersion, v, "must be a Kubernetes version such as v1.36.3, or a minor version such as 1.36"))
+			errs = append(errs, field.Invalid(outputVersion, v, "must be a Kubernetes version such as v1.36.5, or a minor version such as 1.36"))
 			break
 		}
 		cp.Version = v

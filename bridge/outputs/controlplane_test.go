@@ -39,13 +39,13 @@ func TestMapControlPlane(t *testing.T) {
 	}{
 		"AllOutputs": {
 			reason: "endpoint, version and the kubeconfig Secret map",
-			xr:     cpOutputs(ep(endpoint.Host, int64(443)), "v1.36.3", map[string]any{"name": "demo-eks-conn", "key": "kubeconfig"}),
-			want:   ControlPlane{Endpoint: endpoint, Version: "v1.36.3", Kubeconfig: SecretKey{Name: "demo-eks-conn", Key: "kubeconfig"}},
+			xr:     cpOutputs(ep(endpoint.Host, int64(443)), "v1.36.5", map[string]any{"name": "demo-eks-conn", "key": "kubeconfig"}),
+			want:   ControlPlane{Endpoint: endpoint, Version: "v1.36.5", Kubeconfig: SecretKey{Name: "demo-eks-conn", Key: "kubeconfig"}},
 		},
 		"KubeconfigKeyDefaults": {
 			reason: "without a key the kubeconfig is under value, as in CAPI's own kubeconfig Secrets",
-			xr:     cpOutputs(ep(endpoint.Host, int64(443)), "v1.36.3", map[string]any{"name": "demo-eks-conn"}),
-			want:   ControlPlane{Endpoint: endpoint, Version: "v1.36.3", Kubeconfig: SecretKey{Name: "demo-eks-conn", Key: "value"}},
+			xr:     cpOutputs(ep(endpoint.Host, int64(443)), "v1.36.5", map[string]any{"name": "demo-eks-conn"}),
+			want:   ControlPlane{Endpoint: endpoint, Version: "v1.36.5", Kubeconfig: SecretKey{Name: "demo-eks-conn", Key: "value"}},
 		},
 		"NothingYet": {
 			reason:  "a composition that has reported nothing yet is missing outputs, not reporting bad ones",
@@ -57,17 +57,17 @@ func TestMapControlPlane(t *testing.T) {
 			reason: "a version that is not a Kubernetes version is named",
 			xr:     cpOutputs(ep(endpoint.Host, int64(443)), "1.36.x", map[string]any{"name": "demo-eks-conn"}),
 			want:   ControlPlane{Endpoint: endpoint, Kubeconfig: SecretKey{Name: "demo-eks-conn", Key: "value"}},
-			errs:   []string{`status.outputs.version: Invalid value: "1.36.x": must be a Kubernetes version such as v1.36.3, or a minor version such as 1.36`},
+			errs:   []string{`status.outputs.version: Invalid value: "1.36.x": must be a Kubernetes version such as v1.36.5, or a minor version such as 1.36`},
 		},
 		"MinorVersionServesTheAskedPatch": {
 			reason: "a service that reports only its minor (EKS: 1.36) serves the patch spec.version asks for within it: CAPI sees no upgrade under way",
-			xr:     withSpecVersion(cpOutputs(ep(endpoint.Host, int64(443)), "1.36", map[string]any{"name": "demo-eks-conn"}), "v1.36.3"),
-			want:   ControlPlane{Endpoint: endpoint, Version: "v1.36.3", Kubeconfig: SecretKey{Name: "demo-eks-conn", Key: "value"}},
+			xr:     withSpecVersion(cpOutputs(ep(endpoint.Host, int64(443)), "1.36", map[string]any{"name": "demo-eks-conn"}), "v1.36.5"),
+			want:   ControlPlane{Endpoint: endpoint, Version: "v1.36.5", Kubeconfig: SecretKey{Name: "demo-eks-conn", Key: "value"}},
 		},
 		"MinorVersionWithV": {
 			reason: "the minor may carry the v",
-			xr:     withSpecVersion(cpOutputs(ep(endpoint.Host, int64(443)), "v1.36", map[string]any{"name": "demo-eks-conn"}), "v1.36.3"),
-			want:   ControlPlane{Endpoint: endpoint, Version: "v1.36.3", Kubeconfig: SecretKey{Name: "demo-eks-conn", Key: "value"}},
+			xr:     withSpecVersion(cpOutputs(ep(endpoint.Host, int64(443)), "v1.36", map[string]any{"name": "demo-eks-conn"}), "v1.36.5"),
+			want:   ControlPlane{Endpoint: endpoint, Version: "v1.36.5", Kubeconfig: SecretKey{Name: "demo-eks-conn", Key: "value"}},
 		},
 		"MinorVersionOfAnotherMinor": {
 			reason: "a service still on the previous minor serves that minor's first patch: CAPI sees the upgrade under way",
@@ -87,20 +87,20 @@ func TestMapControlPlane(t *testing.T) {
 		},
 		"KubeconfigBadName": {
 			reason: "a Secret name the API server would refuse is named, with the field",
-			xr:     cpOutputs(ep(endpoint.Host, int64(443)), "v1.36.3", map[string]any{"name": "Not/A/Name", "key": "a b"}),
-			want:   ControlPlane{Endpoint: endpoint, Version: "v1.36.3", Kubeconfig: SecretKey{Name: "Not/A/Name", Key: "a b"}},
+			xr:     cpOutputs(ep(endpoint.Host, int64(443)), "v1.36.5", map[string]any{"name": "Not/A/Name", "key": "a b"}),
+			want:   ControlPlane{Endpoint: endpoint, Version: "v1.36.5", Kubeconfig: SecretKey{Name: "Not/A/Name", Key: "a b"}},
 			errs:   []string{`status.outputs.kubeconfig.name: Invalid value: "Not/A/Name"`, `status.outputs.kubeconfig.key: Invalid value: "a b"`},
 		},
 		"KubeconfigNotAnObject": {
 			reason: "the kubeconfig itself is never an output: a string there is refused",
-			xr:     cpOutputs(ep(endpoint.Host, int64(443)), "v1.36.3", "apiVersion: v1\nkind: Config"),
-			want:   ControlPlane{Endpoint: endpoint, Version: "v1.36.3"},
+			xr:     cpOutputs(ep(endpoint.Host, int64(443)), "v1.36.5", "apiVersion: v1\nkind: Config"),
+			want:   ControlPlane{Endpoint: endpoint, Version: "v1.36.5"},
 			errs:   []string{"status.outputs.kubeconfig: Invalid value: \"apiVersion: v1\\nkind: Config\": must be an object with the Secret's name and key"},
 		},
 		"KubeconfigWithoutName": {
 			reason: "a reference without a name is incomplete",
-			xr:     cpOutputs(ep(endpoint.Host, int64(443)), "v1.36.3", map[string]any{"key": "kubeconfig"}),
-			want:   ControlPlane{Endpoint: endpoint, Version: "v1.36.3", Kubeconfig: SecretKey{Key: "kubeconfig"}},
+			xr:     cpOutputs(ep(endpoint.Host, int64(443)), "v1.36.5", map[string]any{"key": "kubeconfig"}),
+			want:   ControlPlane{Endpoint: endpoint, Version: "v1.36.5", Kubeconfig: SecretKey{Key: "kubeconfig"}},
 			errs:   []string{"status.outputs.kubeconfig.name: Required value: must name a Secret in the XR's namespace"},
 		},
 	}

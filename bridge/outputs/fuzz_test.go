@@ -74,7 +74,7 @@ func FuzzMapMachine(f *testing.F) {
 // panic: to an endpoint, a Kubernetes version and a Secret name CAPI and the
 // API server accept, or to errors that name the field.
 func FuzzMapControlPlane(f *testing.F) {
-	f.Add([]byte(`{"status":{"outputs":{"controlPlaneEndpoint":{"host":"10.0.0.1","port":443},"version":"v1.36.3","kubeconfig":{"name":"conn","key":"kubeconfig"}}}}`))
+	f.Add([]byte(`{"status":{"outputs":{"controlPlaneEndpoint":{"host":"10.0.0.1","port":443},"version":"v1.36.5","kubeconfig":{"name":"conn","key":"kubeconfig"}}}}`))
 	f.Add([]byte(`{"status":{"outputs":{"version":"1.36","kubeconfig":"apiVersion: v1"}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		xr, ok := decodeXR(data)

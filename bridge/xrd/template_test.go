@@ -28,7 +28,7 @@ var machineSchema = props(map[string]extv1.JSONSchemaProps{
 var versionedControlPlaneSchema = func() extv1.JSONSchemaProps {
 	s := *controlPlaneSchema.DeepCopy()
 	spec := s.Properties["spec"]
-	spec.Properties["version"] = extv1.JSONSchemaProps{Type: "string", Default: &extv1.JSON{Raw: []byte(`"v1.36.3"`)}}
+	spec.Properties["version"] = extv1.JSONSchemaProps{Type: "string", Default: &extv1.JSON{Raw: []byte(`"v1.36.5"`)}}
 	spec.Required = append(spec.Required, "version")
 	s.Properties["spec"] = spec
 	return s

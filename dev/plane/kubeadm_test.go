@@ -6,7 +6,7 @@ import (
 )
 
 func TestInitClusterConfiguration(t *testing.T) {
-	const clusterConfiguration = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.36.3\n"
+	const clusterConfiguration = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.36.5\n"
 	cloudInit := func(runcmd, path, content string) string {
 		indented := "      " + strings.ReplaceAll(strings.TrimSuffix(content, "\n"), "\n", "\n      ")
 		return "## template: jinja\n#cloud-config\n\nwrite_files:\n-   path: " + path + "\n    owner: root:root\n    permissions: '0640'\n    content: |\n" +

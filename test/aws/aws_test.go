@@ -477,7 +477,7 @@ func cluster(ami string, kubeconfig []byte) []client.Object {
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-cp-0", Labels: map[string]string{clusterv1.MachineControlPlaneLabel: ""}},
 			Spec: clusterv1.MachineSpec{
 				ClusterName:   name,
-				Version:       "v1.36.3",
+				Version:       "v1.36.5",
 				FailureDomain: region + "a",
 				Bootstrap:     clusterv1.Bootstrap{DataSecretName: ptr.To(name + "-cp-0-bootstrap")},
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
@@ -503,7 +503,7 @@ func cluster(ami string, kubeconfig []byte) []client.Object {
 					ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{clusterv1.MachineDeploymentNameLabel: name + "-workers"}},
 					Spec: clusterv1.MachineSpec{
 						ClusterName:   name,
-						Version:       "v1.36.3",
+						Version:       "v1.36.5",
 						FailureDomain: region + "b",
 						Bootstrap:     clusterv1.Bootstrap{DataSecretName: ptr.To(name + "-bootstrap")},
 						InfrastructureRef: clusterv1.ContractVersionedObjectReference{

@@ -110,7 +110,7 @@ func poolObjects(ami string) []client.Object {
 				FailureDomains: []string{region + "a", region + "b"},
 				Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{
 					ClusterName: name,
-					Version:     "v1.36.3",
+					Version:     "v1.36.5",
 					Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(pool + "-bootstrap")},
 					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
 						APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.CrossplaneMachinePoolKind, Name: pool},

@@ -49,7 +49,7 @@ func TestManagedControlPlane(t *testing.T) {
 	for path, want := range map[string]any{
 		"status.initialization.controlPlaneInitialized": true,
 		"status.externalManagedControlPlane":            true,
-		"status.version":                                "v1.36.3",
+		"status.version":                                "v1.36.5",
 	} {
 		if got, _, _ := unstructured.NestedFieldNoCopy(cp.Object, strings.Split(path, ".")...); got != want {
 			t.Errorf("CrossplaneControlPlane %s: %s is %v, want %v", cp.GetName(), path, got, want)
@@ -375,9 +375,9 @@ func TestManagedClusterClass(t *testing.T) {
 	}
 	for path, want := range map[string]any{
 		"spec.providerConfigRef.name":                   "workload",
-		"spec.version":                                  "v1.36.3",
+		"spec.version":                                  "v1.36.5",
 		"status.initialization.controlPlaneInitialized": true,
-		"status.version":                                "v1.36.3",
+		"status.version":                                "v1.36.5",
 	} {
 		if got, _, _ := unstructured.NestedFieldNoCopy(cp.Object, strings.Split(path, ".")...); got != want {
 			t.Errorf("CrossplaneControlPlane %s: %s is %v, want %v", cp.GetName(), path, got, want)

@@ -250,7 +250,7 @@ func provisionAWS(ctx context.Context, t *testing.T, p *plane.Plane, ns, name, c
 				Labels: map[string]string{clusterv1.ClusterNameLabel: name, clusterv1.MachineControlPlaneLabel: ""}},
 			Spec: clusterv1.MachineSpec{
 				ClusterName:   name,
-				Version:       "v1.36.3",
+				Version:       "v1.36.5",
 				FailureDomain: fd,
 				Bootstrap:     clusterv1.Bootstrap{DataSecretName: ptrTo(name + "-bootstrap")},
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{

@@ -261,7 +261,7 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		"ControlPlaneTemplatePresetVersion": {
 			reason: "the control plane runs the Cluster's version, which CAPI's topology controller writes",
 			create: &infrav1.CrossplaneControlPlaneTemplate{Spec: infrav1.CrossplaneControlPlaneTemplateSpec{
-				Template: infrav1.CrossplaneControlPlaneTemplateResource{Spec: infrav1.CrossplaneControlPlaneSpec{Version: "v1.36.3"}},
+				Template: infrav1.CrossplaneControlPlaneTemplateResource{Spec: infrav1.CrossplaneControlPlaneSpec{Version: "v1.36.5"}},
 			}},
 			want: []string{"spec.template.spec", "version is written by CAPI's topology controller"},
 		},

@@ -7,7 +7,7 @@ import (
 // CrossplaneControlPlaneSpec is the desired state of a managed control plane.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.controlPlaneEndpoint) || (has(self.controlPlaneEndpoint) && self.controlPlaneEndpoint == oldSelf.controlPlaneEndpoint)",message="controlPlaneEndpoint is immutable once set"
 type CrossplaneControlPlaneSpec struct {
-	// version of Kubernetes the control plane runs, for example v1.36.3.
+	// version of Kubernetes the control plane runs, for example v1.36.5.
 	// Written by the user, the template or CAPI's topology controller; the
 	// composition passes it to the service.
 	// +optional
@@ -121,7 +121,7 @@ type ControlPlaneOutputs struct {
 	ControlPlaneEndpoint *EndpointOutput `json:"controlPlaneEndpoint,omitempty"`
 
 	// version of Kubernetes the service reports it runs: a Kubernetes
-	// version (v1.36.3), or the minor alone (1.36 or v1.36) for a service
+	// version (v1.36.5), or the minor alone (1.36 or v1.36) for a service
 	// that manages patch levels itself, which the bridge reads as the patch
 	// spec.version asks for while the minors agree, and as the minor's
 	// first patch while they do not. The bridge copies it to status.version.
