@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -131,6 +132,8 @@ type run struct {
 	out    *lockedBuffer
 	lines  chan string
 	done   chan error
+	// known are the processes ever seen with the mark.
+	known []process
 }
 
 func start(t *testing.T) *run {
@@ -171,8 +174,8 @@ func start(t *testing.T) *run {
 	t.Cleanup(func() {
 		// However the test ends, nothing of this plane is left.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		for _, pid := range r.processes() {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		for _, p := range r.processes() {
+			_ = syscall.Kill(p.pid, syscall.SIGKILL)
 		}
 	})
 	return r
@@ -180,7 +183,7 @@ func start(t *testing.T) *run {
 
 // waitForPlane waits until capxp-dev has started every component and
 // applies the example, and returns the plane's processes then.
-func (r *run) waitForPlane(t *testing.T, within time.Duration) []int {
+func (r *run) waitForPlane(t *testing.T, within time.Duration) []process {
 	t.Helper()
 	deadline := time.After(within)
 	for {
@@ -225,14 +228,23 @@ func (r *run) wait(within time.Duration) error {
 }
 
 // waitNoProcesses waits until none of the plane's processes runs, and
-// returns those that still do at the end.
+// returns those that still do at the end. A process counts until it is a
+// zombie or gone: one being killed loses its environment (and so the mark)
+// before it closes its sockets, so every process once seen with the mark is
+// followed by its process ID.
 func (r *run) waitNoProcesses(within time.Duration) []string {
 	deadline := time.Now().Add(within)
 	for {
-		pids := r.processes()
-		if len(pids) == 0 || time.Now().After(deadline) {
-			left := make([]string, 0, len(pids))
-			for _, pid := range pids {
+		r.processes()
+		var live []int
+		for _, p := range r.known {
+			if p.alive() {
+				live = append(live, p.pid)
+			}
+		}
+		if len(live) == 0 || time.Now().After(deadline) {
+			left := make([]string, 0, len(live))
+			for _, pid := range live {
 				cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 				left = append(left, fmt.Sprintf("%d %s", pid, strings.ReplaceAll(string(bytes.TrimRight(cmdline, "\x00")), "\x00", " ")))
 			}
@@ -242,23 +254,64 @@ func (r *run) waitNoProcesses(within time.Duration) []string {
 	}
 }
 
-// processes are the live processes carrying this run's mark (zombies, whose
-// environment is gone, do not count: they hold no port and no memory).
-func (r *run) processes() []int {
+// process is one process of a plane: its ID and its start time, which tell
+// it from a later process given the same ID.
+type process struct {
+	pid   int
+	start string
+}
+
+// stat reads a process's state and start time from /proc/<pid>/stat.
+func stat(pid int) (state, start string, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", "", false
+	}
+	// The command name, in parentheses, may hold spaces: fields are counted
+	// after its closing one. State is field 3, start time field 22.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return "", "", false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return "", "", false
+	}
+	return f[0], f[19], true
+}
+
+// alive reports whether the process still runs: it exists, is the same
+// process, and is neither a zombie nor dead (those hold no port and no
+// memory).
+func (p process) alive() bool {
+	state, start, ok := stat(p.pid)
+	return ok && start == p.start && state != "Z" && state != "X"
+}
+
+// processes are the live processes carrying this run's mark (a zombie's
+// environment is gone, and so is the mark); each is remembered in known.
+func (r *run) processes() []process {
 	entries, _ := os.ReadDir("/proc")
 	want := []byte(envMark + "=" + r.mark + "\x00")
-	var pids []int
+	var procs []process
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
 		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err == nil && bytes.Contains(append(env, 0), want) {
-			pids = append(pids, pid)
+		if err != nil || !bytes.Contains(append(env, 0), want) {
+			continue
+		}
+		if _, start, ok := stat(pid); ok {
+			p := process{pid: pid, start: start}
+			procs = append(procs, p)
+			if !slices.Contains(r.known, p) {
+				r.known = append(r.known, p)
+			}
 		}
 	}
-	return pids
+	return procs
 }
 
 func (r *run) output() string { return r.out.String() }
