@@ -142,7 +142,7 @@ func (c infraCluster) waitBeforeDelete(ctx context.Context, xr *composite.Unstru
 	return &verdict.Verdict{Reason: infrav1.WaitingForMachinesReason, Message: contract.Waiting("Machines of Cluster "+name, names)}, nil
 }
 
-func (infraCluster) watches(k *kindControllers, gvk schema.GroupVersionKind, xr *unstructured.Unstructured) []watch {
+func (infraCluster) watches(k watchEnv, gvk schema.GroupVersionKind, xr *unstructured.Unstructured) []watch {
 	return []watch{
 		// The Cluster's pause and ownership, on every Cluster event.
 		// Narrowed to CAPI's pause and provisioning transitions, a deleting
@@ -150,8 +150,8 @@ func (infraCluster) watches(k *kindControllers, gvk schema.GroupVersionKind, xr 
 		// watch the ObjectTracker started delivered no event) and waited for
 		// the resync; until that is understood, every Cluster event wakes
 		// the XR.
-		{obj: &clusterv1.Cluster{}, fn: util.ClusterToInfrastructureMapFunc(k.base, gvk, k.mgr.GetClient(), xr)},
-		machineDeletions(k.mgr.GetClient(), infrastructureRef, gvk),
+		{obj: &clusterv1.Cluster{}, fn: util.ClusterToInfrastructureMapFunc(k.ctx, gvk, k.client, xr)},
+		machineDeletions(k.client, infrastructureRef, gvk),
 	}
 }
 
@@ -195,3 +195,6 @@ func machineToCluster(c client.Client, ref func(*clusterv1.Cluster) clusterv1.Co
 		return referenced(cluster, ref(cluster), gvk)
 	}
 }
+
+// reselects: an InfraCluster created from a ClusterClass is re-templated in place.
+func (infraCluster) reselects() bool { return true }

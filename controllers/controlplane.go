@@ -181,7 +181,7 @@ func usableKubeconfig(raw []byte) error {
 // watches are an InfraCluster's, through the Cluster's controlPlaneRef:
 // the Cluster on every event, its Machines' deletions while the XR waits
 // for them (the control plane never goes before the machines that use it).
-func (controlPlane) watches(k *kindControllers, gvk schema.GroupVersionKind, _ *unstructured.Unstructured) []watch {
+func (controlPlane) watches(k watchEnv, gvk schema.GroupVersionKind, _ *unstructured.Unstructured) []watch {
 	return []watch{
 		{obj: &clusterv1.Cluster{}, fn: func(_ context.Context, o client.Object) []reconcile.Request {
 			if cluster, ok := o.(*clusterv1.Cluster); ok {
@@ -189,7 +189,7 @@ func (controlPlane) watches(k *kindControllers, gvk schema.GroupVersionKind, _ *
 			}
 			return nil
 		}},
-		machineDeletions(k.mgr.GetClient(), controlPlaneRef, gvk),
+		machineDeletions(k.client, controlPlaneRef, gvk),
 	}
 }
 
@@ -215,3 +215,6 @@ func lockedSecret(ctx context.Context, c client.Reader, ns, name string) (bool, 
 	}
 	return false, nil
 }
+
+// reselects: a control plane's Composition is chosen once (only InfraClusters are re-templated in place).
+func (controlPlane) reselects() bool { return false }

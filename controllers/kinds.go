@@ -161,10 +161,14 @@ func (k *kindControllers) Ensure(ctx context.Context, name string, a xrd.Adaptat
 	// management domain; grants and namespaces carry no such label, so it
 	// never applies to them.
 	filter := predicates.ResourceHasFilterLabel(k.mgr.GetScheme(), log, k.filter)
+	if err := indexXRs(ctx, k.mgr.GetFieldIndexer(), xr); err != nil {
+		return err
+	}
 	if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), xr, &handler.EnqueueRequestForObject{}, filter, predicate.Funcs{UpdateFunc: r.xrChanged, DeleteFunc: r.xrDeleted})); err != nil {
 		return errors.Wrap(err, "cannot watch composite resources")
 	}
-	for _, w := range sm.watches(k, a.GVK, xr) {
+	env := watchEnv{ctx: k.base, client: k.mgr.GetClient(), scheme: k.mgr.GetScheme(), log: k.mgr.GetLogger()}
+	for _, w := range sm.watches(env, a.GVK, xr) {
 		w.predicates = append(w.predicates, filter)
 		if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), w.obj, handler.EnqueueRequestsFromMapFunc(w.fn), w.predicates...)); err != nil {
 			return errors.Wrapf(err, "cannot watch %T", w.obj)
@@ -237,15 +241,16 @@ func (k *kindControllers) credentialWatches(gvk schema.GroupVersionKind) []watch
 			if !ok {
 				return nil
 			}
-			return referencing(ctx, c, gvk, "", func(r *infrav1.ProviderConfigReference) bool {
-				if cfg := g.Spec.ProviderConfigRef; cfg != nil {
-					return r.APIGroup == cfg.APIGroup && r.Name == cfg.Name
-				}
-				return g.Spec.CredentialSource != nil && r.APIGroup == g.Spec.CredentialSource.APIGroup
-			})
+			switch {
+			case g.Spec.ProviderConfigRef != nil:
+				return referencing(ctx, c, gvk, "", refName(g.Spec.ProviderConfigRef.APIGroup, g.Spec.ProviderConfigRef.Name))
+			case g.Spec.CredentialSource != nil:
+				return referencing(ctx, c, gvk, "", refGroup(g.Spec.CredentialSource.APIGroup))
+			}
+			return nil
 		}},
 		{obj: &corev1.Namespace{}, fn: func(ctx context.Context, o client.Object) []reconcile.Request {
-			return referencing(ctx, c, gvk, o.GetName(), func(*infrav1.ProviderConfigReference) bool { return true })
+			return referencing(ctx, c, gvk, o.GetName(), refAny)
 		}},
 	}
 }

@@ -227,7 +227,7 @@ func (infraMachine) waitBeforeDelete(context.Context, *composite.Unstructured) (
 	return nil, nil
 }
 
-func (infraMachine) watches(k *kindControllers, gvk schema.GroupVersionKind, _ *unstructured.Unstructured) []watch {
+func (infraMachine) watches(k watchEnv, gvk schema.GroupVersionKind, _ *unstructured.Unstructured) []watch {
 	return []watch{
 		// The Machine's spec (bootstrap data, failure domain), its deletion
 		// and the bridge's verdict on it; CAPI's many status writes are
@@ -243,11 +243,11 @@ func (infraMachine) watches(k *kindControllers, gvk schema.GroupVersionKind, _ *
 // other transitions given (a pool's gate also waits for the control
 // plane); a Cluster's status changes as its machines do, and each would
 // wake them all.
-func clusterGates(k *kindControllers, gvk schema.GroupVersionKind, also ...predicate.Funcs) watch {
-	log := k.mgr.GetLogger()
-	update := predicates.Any(k.mgr.GetScheme(), log,
-		append([]predicate.Funcs{predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(k.mgr.GetScheme(), log)}, also...)...)
-	return watch{obj: &clusterv1.Cluster{}, fn: listByCluster(k.mgr.GetClient(), gvk),
+func clusterGates(k watchEnv, gvk schema.GroupVersionKind, also ...predicate.Funcs) watch {
+	log := k.log
+	update := predicates.Any(k.scheme, log,
+		append([]predicate.Funcs{predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(k.scheme, log)}, also...)...)
+	return watch{obj: &clusterv1.Cluster{}, fn: listByCluster(k.client, gvk),
 		predicates: []predicate.Predicate{predicate.Funcs{
 			UpdateFunc:  update.Update,
 			DeleteFunc:  func(event.DeleteEvent) bool { return false },
@@ -289,3 +289,6 @@ func listByCluster(c client.Client, gvk schema.GroupVersionKind) func(context.Co
 		return reqs
 	}
 }
+
+// reselects: its XRs are replaced, never re-templated.
+func (infraMachine) reselects() bool { return false }

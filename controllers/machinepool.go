@@ -96,15 +96,15 @@ func (infraMachinePool) milestone(xr *unstructured.Unstructured) map[string]any 
 	return map[string]any{"status.initialization.provisioned": true, "status.ready": true, "status.replicas": int64(len(ids))}
 }
 
-func (infraMachinePool) watches(k *kindControllers, gvk schema.GroupVersionKind, _ *unstructured.Unstructured) []watch {
+func (infraMachinePool) watches(k watchEnv, gvk schema.GroupVersionKind, _ *unstructured.Unstructured) []watch {
 	return []watch{
 		// The MachinePool's spec (replicas, template, failure domains), its
 		// deletion and the bridge's verdict on it; not CAPI's status writes
 		// (node references, ready replicas).
-		{obj: &clusterv1.MachinePool{}, fn: util.MachinePoolToInfrastructureMapFunc(k.base, gvk),
+		{obj: &clusterv1.MachinePool{}, fn: util.MachinePoolToInfrastructureMapFunc(k.ctx, gvk),
 			predicates: []predicate.Predicate{predicate.Funcs{UpdateFunc: ownerChanged}}},
 		// A pool whose instances need no bootstrap data waits for the
 		// control plane.
-		clusterGates(k, gvk, predicates.ClusterControlPlaneInitialized(k.mgr.GetScheme(), k.mgr.GetLogger())),
+		clusterGates(k, gvk, predicates.ClusterControlPlaneInitialized(k.scheme, k.log)),
 	}
 }

@@ -11,14 +11,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
-	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
 )
 
 // What `clusterctl move` needs of an adapted XR and what it composed
@@ -39,41 +37,6 @@ const (
 	errMapComposed = "cannot map composed kind to its CRD"
 	moveFieldOwner = "capxp-move"
 )
-
-// guardForMove readies a paused XR for clusterctl move: once Crossplane has
-// acknowledged the pause (so that it composes nothing more), every resource
-// the XR composed carries the move guard, then the XR loses its block-move
-// annotation. While a guard cannot be set (say, the manager may not patch
-// the kind) the annotation stays, an event names the resource, and
-// clusterctl move waits, then refuses: nothing is moved unguarded.
-func (r *xrReconciler) guardForMove(ctx context.Context, s *scope) error {
-	if _, ok := s.xr.GetAnnotations()[infrav1.BlockMoveAnnotation]; !ok {
-		return nil
-	}
-	r.labelComposedCRDs(ctx, s)
-	if !meta.IsPaused(s.before) || readiness.Condition(s.before.Object, xpv2.TypeSynced).Reason != xpv2.ReasonReconcilePaused {
-		// The pause is written with this reconcile; Crossplane's
-		// acknowledgement wakes the next.
-		return nil
-	}
-	if err := r.composed.Guard(ctx, s.tree, true); err != nil {
-		s.event(corev1.EventTypeWarning, "MoveBlocked", err.Error())
-		return err
-	}
-	meta.RemoveAnnotations(s.xr, infrav1.BlockMoveAnnotation)
-	return nil
-}
-
-// unguard makes the composed resources of an XR being unpaused Crossplane's
-// and their provider's again: it removes the guards a pause, or a move into
-// this cluster, left on them (a patch only for a guarded one). It runs
-// before the XR is unpaused; while a guard cannot go, the XR stays paused.
-func (r *xrReconciler) unguard(ctx context.Context, s *scope) error {
-	if !meta.IsPaused(s.before) {
-		return nil
-	}
-	return r.composed.Guard(ctx, s.tree, false)
-}
 
 // blockMove keeps an unpaused XR that composed something out of clusterctl
 // move's reach, with the block-move annotation, and labels the CRDs of the

@@ -42,11 +42,8 @@ const SelectorAnnotation = "capxp.dev/composition-selector"
 // are Crossplane's to delete. A compositionRef changed by hand, under an
 // unchanged selector, is the user's explicit choice and is left alone (as
 // is one with no selector). Machine XRs are replaced, never re-templated,
-// so only InfraClusters are concerned.
+// so only InfraClusters are concerned (the seam's reselects).
 func (r *xrReconciler) reselect(ctx context.Context, s *scope) error {
-	if _, ok := r.contract.(infraCluster); !ok {
-		return nil
-	}
 	sel, ref := s.xr.GetCompositionSelector(), s.xr.GetCompositionReference()
 	if sel == nil || ref == nil || ref.Name == "" {
 		return nil

@@ -8,13 +8,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/annotations"
@@ -24,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
@@ -31,6 +33,7 @@ import (
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/contract"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/lifecycle"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/composed"
@@ -83,11 +86,24 @@ type seam interface {
 	// XR, once the XR satisfies its contract: a verdict while it cannot,
 	// and when to look again.
 	publish(ctx context.Context, s *scope) (*verdict.Verdict, ctrl.Result, error)
+	// reselects says whether a changed compositionSelector re-selects the
+	// Composition: CAPI re-templates the XR in place rather than replacing
+	// it.
+	reselects() bool
 	// waitBeforeDelete names what must be gone before the XR's own
 	// composed resources go; nil when nothing.
 	waitBeforeDelete(ctx context.Context, xr *composite.Unstructured) (*verdict.Verdict, error)
 	// watches are the CAPI objects whose changes concern XRs of the kind.
-	watches(k *kindControllers, gvk schema.GroupVersionKind, xr *unstructured.Unstructured) []watch
+	watches(k watchEnv, gvk schema.GroupVersionKind, xr *unstructured.Unstructured) []watch
+}
+
+// watchEnv is what a seam's watches need of the manager: the context they
+// live in, its client, scheme and logger.
+type watchEnv struct {
+	ctx    context.Context //nolint:containedctx // the watches' map functions outlive any one call.
+	client client.Client
+	scheme *runtime.Scheme
+	log    logr.Logger
 }
 
 // watcher starts a watch once per kind, as the reconciler learns of kinds
@@ -160,30 +176,42 @@ func (s *scope) event(kind, reason, message string) {
 	s.events = append(s.events, xrEvent{kind, reason, message})
 }
 
-// hold pauses the working copy for its credentials, marked so that the
-// bridge knows to lift this hold, and only this one, once they may be used.
-func (s *scope) hold() {
-	meta.AddAnnotations(s.xr, map[string]string{infrav1.CrossplanePausedAnnotation: annotationTrue, infrav1.CredentialsHoldAnnotation: annotationTrue})
-}
-
 // heldForCredentials says whether the XR was read held for its credentials.
 func (s *scope) heldForCredentials() bool {
 	return s.before.GetAnnotations()[infrav1.CredentialsHoldAnnotation] == annotationTrue
 }
 
-// pause sets or removes crossplane.io/paused on the working copy; either
-// ends a hold for credentials.
-func (s *scope) pause(paused bool) {
-	meta.RemoveAnnotations(s.xr, infrav1.CredentialsHoldAnnotation)
-	if paused {
-		meta.AddAnnotations(s.xr, map[string]string{meta.AnnotationKeyReconciliationPaused: "true"})
-		return
+// edit changes the working copy as the plan says.
+func (s *scope) edit(e lifecycle.Edit) {
+	switch e.Pause {
+	case lifecycle.PauseLeave:
+	case lifecycle.PauseHold:
+		// Marked, so that the bridge knows to lift this hold, and only
+		// this one, once the credentials may be used.
+		meta.AddAnnotations(s.xr, map[string]string{infrav1.CrossplanePausedAnnotation: annotationTrue, infrav1.CredentialsHoldAnnotation: annotationTrue})
+	case lifecycle.PauseSet:
+		meta.RemoveAnnotations(s.xr, infrav1.CredentialsHoldAnnotation)
+		meta.AddAnnotations(s.xr, map[string]string{meta.AnnotationKeyReconciliationPaused: annotationTrue})
+	case lifecycle.PauseLift:
+		meta.RemoveAnnotations(s.xr, infrav1.CredentialsHoldAnnotation, meta.AnnotationKeyReconciliationPaused)
 	}
-	meta.RemoveAnnotations(s.xr, meta.AnnotationKeyReconciliationPaused)
+	switch e.Finalizer {
+	case lifecycle.FinalizerLeave:
+	case lifecycle.FinalizerAdd:
+		controllerutil.AddFinalizer(s.xr, infrav1.Finalizer)
+	case lifecycle.FinalizerRemove:
+		controllerutil.RemoveFinalizer(s.xr, infrav1.Finalizer)
+	}
+	if e.DropBlockMove {
+		meta.RemoveAnnotations(s.xr, infrav1.BlockMoveAnnotation)
+	}
 }
 
-// Reconcile maps one XR onto its contract, in CAPI's order: get, owner,
-// finalizer, pause, then delete or normal, with one deferred write.
+// Reconcile maps one XR onto its contract in three steps, with one deferred
+// write: observe reads the XR, its owner and Cluster, what it composed
+// and, as its path needs them, the contract's gate, what must go before it
+// and its credentials; lifecycle.Decide plans from that alone; act carries
+// out the plan, in its order.
 func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, reterr error) {
 	// Every reconcile is bounded: nothing a tenant writes may hold a worker
 	// that every tenant's XRs of the kind share.
@@ -216,72 +244,140 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 		r.countWaiting(s)
 	}()
 
-	// What it composed is read once; every path below acts on this read.
-	var err error
-	if s.tree, err = r.composed.Observe(ctx, xr); err != nil {
-		return ctrl.Result{}, err
-	}
-
-	// Externally managed infrastructure's contract fields are another
-	// system's to write; the bridge lets go of an XR it held before the
-	// annotation was added. Its credentials stay the bridge's to check:
-	// Crossplane composes it all the same.
-	if annotations.IsExternallyManaged(xr) {
-		log.V(4).Info("Composite resource is externally managed: checking its credentials only")
-		controllerutil.RemoveFinalizer(xr, infrav1.Finalizer)
-		if !xr.GetDeletionTimestamp().IsZero() {
-			// Crossplane checks the pause before it handles a deletion.
-			s.pause(false)
-			return ctrl.Result{}, nil
-		}
-		return r.holdUnlessGranted(ctx, s, ptr.To(annotations.HasPaused(xr)))
-	}
-
-	if s.owner, s.cluster, err = r.contract.owner(ctx, xr); err != nil {
+	o, err := r.observe(ctx, s)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if s.owner != nil {
 		ctx = ctrl.LoggerInto(ctx, log.WithValues(s.owner.GetObjectKind().GroupVersionKind().Kind, klog.KObj(s.owner)))
 	}
-	paused := annotations.HasPaused(xr) || s.cluster != nil && annotations.IsPaused(s.cluster, xr)
-	s.paused = paused
+	return r.act(ctx, s, lifecycle.Decide(o))
+}
 
-	switch {
-	case !xr.GetDeletionTimestamp().IsZero() && paused:
-		// clusterctl move pauses a cluster and then deletes the source
-		// objects, whose composed resources belong to the target by then:
-		// leave them, and keep Crossplane off them too.
-		s.pause(true)
-		return ctrl.Result{}, nil
-	case !xr.GetDeletionTimestamp().IsZero():
-		return r.reconcileDelete(ctx, s)
-	case s.owner == nil:
-		return r.reconcileUnowned(ctx, s)
+// observe reads what the decision needs, each once: what the XR composed,
+// its owner and Cluster (an externally managed XR's are not the bridge's
+// concern), then what its path decides on (lifecycle.Observed). The
+// contract's gate may inject spec fields into the working copy (a machine
+// inherits its cluster's credentials), so the credentials are read after
+// it.
+func (r *xrReconciler) observe(ctx context.Context, s *scope) (lifecycle.Observed, error) {
+	xr := s.xr
+	f := lifecycle.Facts{
+		Deleting:           !xr.GetDeletionTimestamp().IsZero(),
+		ExternallyManaged:  annotations.IsExternallyManaged(xr),
+		Finalizer:          controllerutil.ContainsFinalizer(xr, infrav1.Finalizer),
+		Composed:           len(xr.GetResourceReferences()) > 0,
+		CrossplanePaused:   meta.IsPaused(s.before),
+		PauseAcknowledged:  readiness.Condition(s.before.Object, xpv2.TypeSynced).Reason == xpv2.ReasonReconcilePaused,
+		HeldForCredentials: s.heldForCredentials(),
+		PauseUnowned:       r.contract.pauseUnowned(xr),
+		Reselects:          r.contract.reselects(),
 	}
+	_, f.BlockMove = xr.GetAnnotations()[infrav1.BlockMoveAnnotation]
+	var err error
+	if s.tree, err = r.composed.Observe(ctx, xr); err != nil {
+		return lifecycle.Observed{}, err
+	}
+	if f.ExternallyManaged {
+		f.Paused = annotations.HasPaused(xr)
+	} else {
+		if s.owner, s.cluster, err = r.contract.owner(ctx, xr); err != nil {
+			return lifecycle.Observed{}, err
+		}
+		f.Owned = s.owner != nil
+		f.Paused = annotations.HasPaused(xr) || s.cluster != nil && annotations.IsPaused(s.cluster, xr)
+		s.paused = f.Paused
+	}
+	o := lifecycle.Observed{Facts: f, Own: s.tree.OwnNames()}
+	if s.tree != nil {
+		o.Foreign = s.tree.Foreign
+	}
+	switch f.Path() {
+	case lifecycle.Moved:
+		return o, nil
+	case lifecycle.External:
+		if f.Deleting {
+			return o, nil
+		}
+	case lifecycle.Deleting:
+		if !f.Finalizer {
+			return o, nil
+		}
+		if o.WaitBeforeDelete, err = r.contract.waitBeforeDelete(ctx, xr); err != nil || o.WaitBeforeDelete != nil {
+			return o, err
+		}
+	case lifecycle.Active:
+		if o.Gate, err = r.contract.prepare(ctx, s); err != nil || o.Gate != nil {
+			return o, err
+		}
+	}
+	o.Denied, o.DeniedRecheck, err = r.checkCredentials(ctx, xr)
+	return o, err
+}
 
-	// The finalizer guards what Crossplane composed: an XR that composed
-	// something gets it now, one still held paused (the machine gate,
-	// credentials) gets it with the patch that unpauses it, so a gated
-	// machine costs no write of its own for it.
-	if len(xr.GetResourceReferences()) > 0 {
-		controllerutil.AddFinalizer(xr, infrav1.Finalizer)
+// act carries out a plan: the working copy's edits, which the deferred write
+// sends, the acts on what the XR composed, and the contract's mapping. The
+// verdict and the events go out with the write whatever the acts do: they
+// say what was decided. An act that fails ends the reconcile with its error,
+// before the edits that would release the XR.
+func (r *xrReconciler) act(ctx context.Context, s *scope, p lifecycle.Plan) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	log.V(4).Info("Reconciling composite resource", "path", p.Path)
+	s.edit(p.Before)
+	s.verdict = p.Verdict
+	for _, e := range p.Events {
+		s.event(e.Type, e.Reason, e.Message)
 	}
-	if paused {
-		// CAPI pauses: carry it to Crossplane. The owner's verdict and the
-		// provisioned milestone stay as they are. clusterctl move pauses
-		// first: ready the XR for it. Credentials revoked meanwhile still
-		// stop what it composed.
-		s.pause(true)
-		denied, _, err := r.checkCredentials(ctx, s.xr)
-		if err != nil {
+	if err := r.actOnComposed(ctx, s, p.Composed); err != nil {
+		return ctrl.Result{}, err
+	}
+	if p.Reselect {
+		if err := r.reselect(ctx, s); err != nil {
 			return ctrl.Result{}, err
 		}
-		if denied != nil {
-			return ctrl.Result{}, r.composed.Hold(ctx, s.tree, true)
-		}
-		return ctrl.Result{}, r.guardForMove(ctx, s)
 	}
-	return r.reconcileNormal(ctx, s)
+	s.edit(p.After)
+	if p.Forget {
+		log.Info("Every composed resource is gone; releasing the composite resource")
+		r.forget(s.xr.GetUID())
+		if s.owner != nil {
+			r.forget(s.owner.GetUID())
+		}
+	}
+	result := ctrl.Result{RequeueAfter: p.RequeueAfter}
+	if !p.Map {
+		return result, nil
+	}
+	again, err := r.mapContract(ctx, s)
+	return util.LowestNonZeroResult(result, again), err
+}
+
+// actOnComposed acts on what the XR composed, in the plan's order. A guard
+// that cannot be set is an event too: clusterctl move waits, then refuses.
+func (r *xrReconciler) actOnComposed(ctx context.Context, s *scope, c lifecycle.Composed) error {
+	if c.Unguard {
+		if err := r.composed.Guard(ctx, s.tree, false); err != nil {
+			return err
+		}
+	}
+	if c.Hold != lifecycle.Leave {
+		if err := r.composed.Hold(ctx, s.tree, c.Hold == lifecycle.On); err != nil {
+			return err
+		}
+	}
+	if c.LabelCRDs {
+		r.labelComposedCRDs(ctx, s)
+	}
+	if c.Guard {
+		if err := r.composed.Guard(ctx, s.tree, true); err != nil {
+			s.event(corev1.EventTypeWarning, "MoveBlocked", err.Error())
+			return err
+		}
+	}
+	if c.Delete {
+		return r.composed.Delete(ctx, s.tree)
+	}
+	return nil
 }
 
 // conflicted reports whether err is a conflict, or aggregates (as the
@@ -321,90 +417,10 @@ func conflicted(err error) bool {
 	return apierrors.IsConflict(errors.Cause(err))
 }
 
-// reconcileUnowned handles an XR whose CAPI owner reference is not set yet.
-// Crossplane composes it all the same, so its credentials are checked all
-// the same.
-func (r *xrReconciler) reconcileUnowned(ctx context.Context, s *scope) (ctrl.Result, error) {
-	ctrl.LoggerFrom(ctx).V(4).Info("Waiting for CAPI to set the owner reference")
-	return r.holdUnlessGranted(ctx, s, r.contract.pauseUnowned(s.xr))
-}
-
-// holdUnlessGranted holds an XR that no CAPI object the bridge reconciles
-// it for speaks for (one without its owner yet, one externally managed):
-// while its credentials may not be used it stays paused, what it composed
-// too, and an event says why; once they may, what it composed resumes and
-// the XR's pause is set to want (nil leaves it as it is).
-func (r *xrReconciler) holdUnlessGranted(ctx context.Context, s *scope, want *bool) (ctrl.Result, error) {
-	v, result, err := r.checkCredentials(ctx, s.xr)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if v != nil {
-		s.hold()
-		s.event(eventType(v.Reason), v.Reason, v.Message)
-		return result, r.composed.Hold(ctx, s.tree, true)
-	}
-	// Whether or not the XR is still paused: a release decided on a read
-	// of its composed resources older than the hold lifts the XR's pause
-	// and leaves theirs, and their watch brings the XR back here when the
-	// newer read arrives.
-	if err := r.composed.Hold(ctx, s.tree, false); err != nil {
-		return ctrl.Result{}, err
-	}
-	if want == nil && s.heldForCredentials() {
-		// The hold was the bridge's: lift it.
-		want = ptr.To(false)
-	}
-	if want != nil {
-		s.pause(*want)
-	}
-	return ctrl.Result{}, nil
-}
-
-// reconcileNormal opens the way to composition (the seam's gate, then the
-// credentials), maps the outputs, and records the verdict and the
-// provisioned milestone.
-func (r *xrReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
-	hold, err := r.contract.prepare(ctx, s)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if hold != nil {
-		s.pause(true)
-		s.verdict = hold
-		// A grant changes no object the bridge watches: look again.
-		if hold.Reason == infrav1.ForbiddenReason {
-			return ctrl.Result{RequeueAfter: recheckAccessAfter}, nil
-		}
-		return ctrl.Result{}, nil
-	}
-	// The credentials the XR composes with, after the seam injected any
-	// (a machine inherits its cluster's).
-	denied, result, err := r.checkCredentials(ctx, s.xr)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if denied != nil {
-		s.hold()
-		s.verdict = denied
-		return result, r.composed.Hold(ctx, s.tree, true)
-	}
-	// Guards a pause or a move left, and a hold for credentials, go before
-	// the XR is Crossplane's again; while they cannot, it stays as it was.
-	if err := r.unguard(ctx, s); err != nil {
-		return ctrl.Result{}, err
-	}
-	// What it composed that the bridge held resumes, whether or not the
-	// XR is still paused (see holdUnlessGranted).
-	if err := r.composed.Hold(ctx, s.tree, false); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.reselect(ctx, s); err != nil {
-		return ctrl.Result{}, err
-	}
-	s.pause(false)
-	controllerutil.AddFinalizer(s.xr, infrav1.Finalizer)
-
+// mapContract maps an active XR's outputs and Crossplane's readiness onto its
+// contract, and records the verdict and the provisioned milestone.
+func (r *xrReconciler) mapContract(ctx context.Context, s *scope) (ctrl.Result, error) {
+	var result ctrl.Result
 	u := &s.xr.Unstructured
 	set, provisioned, errs := r.contract.outputs(s)
 	// The newest Ready and Synced read, not one Crossplane put back from a

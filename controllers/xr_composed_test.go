@@ -29,7 +29,6 @@ type fakeComposed struct {
 	tree                                  composed.Tree
 	observeErr, holdErr, guardErr, delErr error
 	labelErrs                             []error
-	remaining                             []string
 	acts                                  []string
 }
 
@@ -56,9 +55,9 @@ func (f *fakeComposed) LabelCRDs(context.Context, *composed.Tree) []error {
 	return f.labelErrs
 }
 
-func (f *fakeComposed) Delete(context.Context, *composed.Tree) ([]string, error) {
+func (f *fakeComposed) Delete(context.Context, *composed.Tree) error {
 	f.acts = append(f.acts, "delete")
-	return f.remaining, f.delErr
+	return f.delErr
 }
 
 // oneComposed is a tree of one composed resource the XR controls.
@@ -175,7 +174,7 @@ func TestReconcileComposed(t *testing.T) {
 		},
 		"DeleteWaits": {
 			reason: "a deleted XR waits for what it composed, and the Cluster says for what",
-			f:      &fakeComposed{tree: oneComposed(), remaining: []string{"Bucket/demo-part"}},
+			f:      &fakeComposed{tree: oneComposed()},
 			creds:  granted,
 			xr:     testXR(finalizers(infrav1.Finalizer), provisioned, composing, deleting),
 			objs:   []client.Object{testCluster(false)},
@@ -183,13 +182,14 @@ func TestReconcileComposed(t *testing.T) {
 			writes: []want{{"apply status", "Cluster", "demo", []string{`"reason":"Deleting"`, `Bucket/demo-part`}}},
 		},
 		"DeleteFails": {
-			reason: "a deletion that fails keeps the finalizer and is tried again",
+			reason: "a deletion that fails keeps the finalizer and is tried again; the Cluster says what the XR waits for",
 			f:      &fakeComposed{tree: oneComposed(), delErr: boom},
 			creds:  granted,
 			xr:     testXR(finalizers(infrav1.Finalizer), provisioned, composing, deleting),
 			objs:   []client.Object{testCluster(false)},
 			acts:   []string{"observe", "release", "delete"},
 			err:    "boom",
+			writes: []want{{"apply status", "Cluster", "demo", []string{`"reason":"Deleting"`, `Bucket/demo-part`}}},
 		},
 		"DeleteConflicts": {
 			reason:  "a guard removed on a stale read conflicts: read again soon, quietly",
@@ -199,6 +199,7 @@ func TestReconcileComposed(t *testing.T) {
 			objs:    []client.Object{testCluster(false)},
 			acts:    []string{"observe", "release", "delete"},
 			requeue: true,
+			writes:  []want{{"apply status", "Cluster", "demo", []string{`"reason":"Deleting"`}}},
 		},
 		"DeletedAndForeign": {
 			reason: "with nothing of its own left, the XR is let go; what it names but does not control is said, not deleted",

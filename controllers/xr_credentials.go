@@ -4,6 +4,8 @@ package controllers
 
 import (
 	"context"
+	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,20 +25,21 @@ import (
 )
 
 // checkCredentials resolves the credentials an XR composes with; a verdict
-// to hold it paused with when they may not be used. It watches the
+// to hold it paused with when they may not be used, and when to look
+// again without an event. It watches the
 // referenced config's kind so that its creation or change wakes the XR. A
 // missing Secret is looked for again after a while: the bridge does not
 // watch Secrets.
-func (r *xrReconciler) checkCredentials(ctx context.Context, xr *composite.Unstructured) (*verdict.Verdict, ctrl.Result, error) {
+func (r *xrReconciler) checkCredentials(ctx context.Context, xr *composite.Unstructured) (*verdict.Verdict, time.Duration, error) {
 	ref := providerConfigRef(&xr.Unstructured)
 	if ref != nil {
 		if err := r.watchConfig(ctx, ref); err != nil {
-			return nil, ctrl.Result{}, err
+			return nil, 0, err
 		}
 	}
 	res, err := r.credentials.Resolve(withReadFor(ctx, xr.GetNamespace()), xr.GetNamespace(), ref)
 	if err != nil {
-		return nil, ctrl.Result{}, errors.Wrap(err, errResolveCreds)
+		return nil, 0, errors.Wrap(err, errResolveCreds)
 	}
 	refused := ""
 	if !res.Ready {
@@ -46,13 +49,13 @@ func (r *xrReconciler) checkCredentials(ctx context.Context, xr *composite.Unstr
 		credentialsRefusals.WithLabelValues(xr.GetNamespace(), refused).Inc()
 	}
 	if res.Ready {
-		return nil, ctrl.Result{}, nil
+		return nil, 0, nil
 	}
-	var result ctrl.Result
+	var again time.Duration
 	if res.Reason == infrav1.CredentialsSecretNotFoundReason {
-		result.RequeueAfter = credentials.RecheckSecretAfter
+		again = credentials.RecheckSecretAfter
 	}
-	return &verdict.Verdict{Reason: res.Reason, Message: res.Message}, result, nil
+	return &verdict.Verdict{Reason: res.Reason, Message: res.Message}, again, nil
 }
 
 // watchConfig watches (metadata only) the kind of a referenced credentials
@@ -72,9 +75,7 @@ func (r *xrReconciler) watchConfig(ctx context.Context, ref *infrav1.ProviderCon
 	// status (its users) as managed resources start and stop using it:
 	// every XR of a fleet sharing one config would be woken by every other.
 	return errors.Wrap(r.tracker.Watch(ctrl.LoggerFrom(ctx), obj, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		return referencing(ctx, r.client, r.gvk, o.GetNamespace(), func(ref *infrav1.ProviderConfigReference) bool {
-			return ref.APIGroup == m.GroupVersionKind.Group && ref.Kind == kind && ref.Name == o.GetName()
-		})
+		return referencing(ctx, r.client, r.gvk, o.GetNamespace(), refKind(m.GroupVersionKind.Group, string(kind), o.GetName()))
 	}), predicate.GenerationChangedPredicate{}), "cannot watch credentials configs")
 }
 
@@ -96,19 +97,60 @@ func providerConfigRef(u *unstructured.Unstructured) *infrav1.ProviderConfigRefe
 	return ref
 }
 
-// referencing lists the XRs of a kind, in a namespace or all, whose
-// providerConfigRef matches.
-func referencing(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, namespace string, match func(*infrav1.ProviderConfigReference) bool) []reconcile.Request {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+// providerConfigRefIndex indexes XRs by the credentials they name, so that a
+// credentials event lists only the XRs it concerns: each XR naming a config
+// has the keys of refKeys.
+const providerConfigRefIndex = "capxp.dev/providerConfigRef"
+
+// refKeys are the index keys of an XR that names credentials: any (every
+// XR that names some), the config's group, its group and name, and its
+// group, kind and name. A query names one.
+func refKeys(ref *infrav1.ProviderConfigReference) []string {
+	return []string{refAny, refGroup(ref.APIGroup), refName(ref.APIGroup, ref.Name), refKind(ref.APIGroup, string(ref.Kind), ref.Name)}
+}
+
+const refAny = "any"
+
+func refGroup(group string) string            { return "group:" + group }
+func refName(group, name string) string       { return "name:" + group + "/" + name }
+func refKind(group, kind, name string) string { return "kind:" + group + "/" + kind + "/" + name }
+
+// indexProviderConfigRef is the index function of providerConfigRefIndex.
+func indexProviderConfigRef(o client.Object) []string {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
 		return nil
 	}
-	var reqs []reconcile.Request
+	if ref := providerConfigRef(u); ref != nil {
+		return refKeys(ref)
+	}
+	return nil
+}
+
+// indexXRs adds providerConfigRefIndex to the cache's informer of an XR
+// kind. The informer may carry it already (it outlived an earlier
+// controller of the kind): the index is the same.
+func indexXRs(ctx context.Context, idx client.FieldIndexer, xr client.Object) error {
+	err := idx.IndexField(ctx, xr, providerConfigRefIndex, indexProviderConfigRef)
+	if err != nil && strings.Contains(err.Error(), "indexer conflict") {
+		return nil
+	}
+	return errors.Wrap(err, "cannot index composite resources by the credentials they name")
+}
+
+// referencing lists the XRs of a kind, in a namespace or all, whose
+// providerConfigRef has the index key.
+func referencing(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, namespace, key string) []reconcile.Request {
+	// The list the XRs' watch fills (unstructured), which holds the index.
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{providerConfigRefIndex: key}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Cannot list the composite resources that name credentials", "kind", gvk.Kind)
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
 	for i := range list.Items {
-		if ref := providerConfigRef(&list.Items[i]); ref != nil && match(ref) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 	}
 	return reqs
 }

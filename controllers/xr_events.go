@@ -105,8 +105,7 @@ var crossplaneOwnNothing = crossplaneOwn{}
 // crossplaneOwn is what the bridge need not wake for on this kind: an
 // InfraCluster's Composition reference is read to re-select it (reselect).
 func (r *xrReconciler) crossplaneOwn() crossplaneOwn {
-	_, cluster := r.contract.(infraCluster)
-	return crossplaneOwn{keys: true, compositionRefs: !cluster}
+	return crossplaneOwn{keys: true, compositionRefs: !r.contract.reselects()}
 }
 
 // metadata is the metadata of u the bridge reads.

@@ -205,7 +205,7 @@ func TestXRChangedIgnoresReplacedConditions(t *testing.T) {
 		{"ANewGeneration", xr(6, newGeneration, synced), true},
 		{"TheOldGenerationPutBack", xr(6, available, synced), false},
 	}
-	r := &xrReconciler{}
+	r := &xrReconciler{contract: infraMachine{}}
 	prev := xr(5, cond("Ready", "Unknown", "", "", 0, ""), stalePause)
 	for _, s := range steps {
 		if got := r.xrChanged(event.UpdateEvent{ObjectOld: prev, ObjectNew: s.xr}); got != s.want {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
-	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
 )
 
@@ -95,7 +94,7 @@ func (r *xrReconciler) writeVerdict(ctx context.Context, s *scope) error {
 	}
 	// Only a verdict someone must act on becomes an event too; progress is
 	// the condition's to say (and Provisioned, once, the XR's).
-	if (!found || !s.verdict.Same(&old)) && eventType(s.verdict.Reason) == corev1.EventTypeWarning {
+	if (!found || !s.verdict.Same(&old)) && s.verdict.Warning() {
 		r.recorder.Eventf(s.xr, nil, corev1.EventTypeWarning, s.verdict.Reason, actionReconcile, "%s", s.verdict.Message)
 	}
 	r.memory.record(s.owner, made, partVerdict, verdictValue(c))
@@ -118,16 +117,4 @@ func ownerCondition(owner client.Object, typ string) (metav1.Condition, bool) {
 		return metav1.Condition{}, false
 	}
 	return *c, true
-}
-
-// eventType is Warning for verdicts that need someone to act, Normal for
-// progress.
-func eventType(reason string) string {
-	switch reason {
-	case infrav1.CompositionFailedReason, infrav1.InvalidOutputsReason, infrav1.InvalidFailureDomainReason,
-		infrav1.InvalidBootstrapDataRefReason, infrav1.NotControlledReason, infrav1.ProviderConfigNotFoundReason,
-		infrav1.ProviderConfigNotGrantedReason, infrav1.CredentialsSecretNotFoundReason, infrav1.SecretOutsideNamespaceReason:
-		return corev1.EventTypeWarning
-	}
-	return corev1.EventTypeNormal
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
@@ -34,6 +33,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/xcrd"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/lifecycle"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/xrd"
 )
 
@@ -186,7 +186,7 @@ func (r *xrdReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 
 // recheckAccessAfter is how often the bridge looks again at a kind it may
 // not work with.
-const recheckAccessAfter = 15 * time.Second
+const recheckAccessAfter = lifecycle.RecheckAccessAfter
 
 // xrVerbs are what the bridge does with an adapted kind's XRs.
 var xrVerbs = []string{"get", "list", "watch", "patch", "patch/status"}

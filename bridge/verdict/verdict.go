@@ -67,3 +67,15 @@ func (v Verdict) Same(c *metav1.Condition) bool {
 	}
 	return (c.Status == metav1.ConditionTrue) == v.Ready && c.Reason == v.Reason && c.Message == v.Message
 }
+
+// Warning reports whether the verdict needs someone to act (a Warning
+// event) rather than telling progress (a Normal one).
+func (v Verdict) Warning() bool {
+	switch v.Reason {
+	case infrav1.CompositionFailedReason, infrav1.InvalidOutputsReason, infrav1.InvalidFailureDomainReason,
+		infrav1.InvalidBootstrapDataRefReason, infrav1.NotControlledReason, infrav1.ProviderConfigNotFoundReason,
+		infrav1.ProviderConfigNotGrantedReason, infrav1.CredentialsSecretNotFoundReason, infrav1.SecretOutsideNamespaceReason:
+		return true
+	}
+	return false
+}

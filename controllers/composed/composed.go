@@ -74,6 +74,19 @@ type Tree struct {
 // Empty says whether the XR composed nothing the bridge follows.
 func (t *Tree) Empty() bool { return t == nil || len(t.All) == 0 }
 
+// OwnNames names the resources the XR itself controls (Kind/name, sorted).
+func (t *Tree) OwnNames() []string {
+	if t == nil {
+		return nil
+	}
+	names := make([]string, 0, len(t.Own))
+	for _, obj := range t.Own {
+		names = append(names, obj.Kind+"/"+obj.GetName())
+	}
+	sort.Strings(names)
+	return names
+}
+
 // Resources acts on what XRs composed.
 type Resources interface {
 	// Observe reads every resource the XR controls (metadata only),
@@ -92,8 +105,9 @@ type Resources interface {
 	// returns one error per CRD it could not label.
 	LabelCRDs(ctx context.Context, t *Tree) []error
 	// Delete deletes the resources the XR itself controls, their move
-	// guards first, and returns those that still exist (Kind/name, sorted).
-	Delete(ctx context.Context, t *Tree) ([]string, error)
+	// guards first. Those still exist until their watch says they are
+	// gone (Tree.OwnNames).
+	Delete(ctx context.Context, t *Tree) error
 }
 
 // Watcher starts a watch once per kind, as the bridge learns of kinds: CAPI's
@@ -374,29 +388,26 @@ func (a *api) LabelCRDs(ctx context.Context, t *Tree) []error {
 	return errs
 }
 
-// Delete deletes the composed resources the XR controls, in the background,
-// and returns those that still exist; their watch wakes the bridge as they
-// go, nothing polls. A move guard left on one goes first: this is a
-// deletion, not a move, and the provider must delete what it manages.
-func (a *api) Delete(ctx context.Context, t *Tree) ([]string, error) {
+// Delete deletes the composed resources the XR controls, in the background;
+// their watch wakes the bridge as they go, nothing polls. A move guard left
+// on one goes first: this is a deletion, not a move, and the provider must
+// delete what it manages.
+func (a *api) Delete(ctx context.Context, t *Tree) error {
 	if t == nil {
-		return nil, nil
+		return nil
 	}
-	var remaining []string
 	for _, obj := range t.Own {
-		remaining = append(remaining, obj.Kind+"/"+obj.GetName())
 		if err := a.guard(ctx, obj, false); err != nil {
-			return nil, err
+			return err
 		}
 		if obj.GetDeletionTimestamp().IsZero() {
 			ctrl.LoggerFrom(ctx).Info("Deleting composed resource", "kind", obj.Kind, "name", obj.GetName())
 			if err := client.IgnoreNotFound(a.client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground))); err != nil {
-				return nil, errors.Wrapf(err, "%s %s %s", errDeleteComposed, obj.Kind, obj.GetName())
+				return errors.Wrapf(err, "%s %s %s", errDeleteComposed, obj.Kind, obj.GetName())
 			}
 		}
 	}
-	sort.Strings(remaining)
-	return remaining, nil
+	return nil
 }
 
 // LiftPause removes a pause the bridge set on a composed resource for one

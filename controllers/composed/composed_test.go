@@ -268,7 +268,9 @@ func TestActs(t *testing.T) {
 				c.Finalizers = []string{"provider"}
 				c.DeletionTimestamp = ptr.To(metav1.Now())
 			})},
-			act: func(ctx context.Context, r Resources, t *Tree) ([]string, error) { return r.Delete(ctx, t) },
+			act: func(ctx context.Context, r Resources, t *Tree) ([]string, error) {
+				return t.OwnNames(), r.Delete(ctx, t)
+			},
 			writes: []sentTo{
 				{"patch", "a", `{"metadata":{"annotations":null,"finalizers":null,"resourceVersion":"999"}}`},
 				{verb: "delete", name: "a"},
