@@ -76,6 +76,7 @@ verify: verify-deps ## Fail when generated files are stale (regenerates and comp
 	stale=; for f in $(GENERATED); do diff -r "$$tmp/before/$$f" "$$f" >/dev/null || { diff -r "$$tmp/before/$$f" "$$f" | head -20; stale=1; }; done; \
 	if [ -n "$$stale" ]; then echo "generated files are stale: run 'make generate' and commit the result"; exit 1; fi
 	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
+	@cd test/capi-e2e && go mod tidy -diff >/dev/null || { echo "test/capi-e2e's go.mod/go.sum are not tidy: run 'go mod tidy' there"; exit 1; }
 	@echo "generated files are up to date"
 
 # What the product binary must not link: test code, controller-runtime's
@@ -97,8 +98,9 @@ verify-deps: ## Fail when cmd/capxp links test code, the development plane (dev/
 	echo "cmd/capxp links $$(echo "$$deps" | wc -l) packages, none of test/, dev/, internal/function, the AWS SDK, envtest or CAPI's core controllers"
 
 .PHONY: lint
-lint: ## Run golangci-lint v2 (.golangci.yml: the linters, go vet among them, and gofmt/goimports); builds it pinned on first use.
+lint: ## Run golangci-lint v2 (.golangci.yml: the linters, go vet among them, and gofmt/goimports) over the module and test/capi-e2e's; builds it pinned on first use.
 	$(GOLANGCI_LINT) run ./...
+	cd test/capi-e2e && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...
 
 ##@ Test
 
@@ -143,6 +145,11 @@ test-chaos: ## Run CAPXP under faults on the local plane: the manager killed out
 test-aws: ## Provision, pause, roll out, scale a machine pool of, clusterctl-move and delete a cluster (network, load balancer, machines, an auto scaling group) on the aws backend with the real provider-upjet-aws family against moto_server, an AWS API emulator on loopback (~20 min; the providers' first build ~13-33 min and ~15 GB of Go build cache).
 	$(ENSURE_TOOLS) $(PLANE_TOOLS) provider-aws-runtime >/dev/null
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -timeout 60m -v ./test/aws/
+
+.PHONY: test-capi-e2e
+test-capi-e2e: ## Run Cluster API's own e2e specs (sigs.k8s.io/cluster-api/test, unchanged) against CAPXP installed with clusterctl on the local plane; prints Ginkgo's summary (Ran N of M Specs ... SUCCESS). ARTIFACTS=dir keeps what each spec dumped.
+	$(ENSURE_TOOLS) $(PLANE_TOOLS) $(INSTALL_TOOLS) >/dev/null
+	cd test/capi-e2e && KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -timeout 60m -v . -args -ginkgo.v
 
 .PHONY: test-e2e
 test-e2e: ## Run the end-to-end tests on the local management plane.

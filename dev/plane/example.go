@@ -115,6 +115,29 @@ func (p *Plane) workloadEtcd() string {
 	return p.Workload.Envtest.ControlPlane.Etcd.URL.String()
 }
 
+// WorkloadEtcd is the endpoint of the workload cluster's etcd, which a
+// cluster of kubeadm's control plane uses as its external etcd: the
+// simulated hosts run none of their own.
+func (p *Plane) WorkloadEtcd() string { return p.workloadEtcd() }
+
+// KubeadmClusterSecrets are the Secrets a cluster of kubeadm's control plane
+// on the local backend needs in its namespace before it is applied: its
+// <cluster>-kubeconfig, the workload cluster's (of a type kubeadm's control
+// plane provider leaves alone), and its external etcd's CA and client
+// certificate (see WorkloadEtcd).
+func (p *Plane) KubeadmClusterSecrets(ns, cluster string) ([]*corev1.Secret, error) {
+	etcd, err := etcdClientSecrets(ns, cluster)
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster + "-kubeconfig", Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{"value": p.Workload.Kubeconfig},
+	}
+	return append([]*corev1.Secret{kubeconfig}, etcd...), nil
+}
+
 // etcdClientSecrets are what a user gives kubeadm's control plane provider
 // for a cluster of external etcd (<cluster>-etcd, its CA, and
 // <cluster>-apiserver-etcd-client, the API server's client certificate),

@@ -72,7 +72,7 @@ func Install(ctx context.Context, t testing.TB, dir string) (Runner, string) {
 	if err := os.WriteFile(filepath.Join(capiRepo, "core-components.yaml"), []byte("# CAPI runs in the plane's process; clusterctl reads only its metadata.\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	config := filepath.Join(dir, "clusterctl.yaml")
+	config := ConfigPath(dir)
 	if err := os.WriteFile(config, release.ClusterctlConfig(components,
 		fmt.Sprintf("- name: cluster-api\n  type: CoreProvider\n  url: file://%s/core-components.yaml", capiRepo),
 		"cert-manager:\n  externallyProvisioned: \"true\""), 0o600); err != nil {
@@ -93,6 +93,9 @@ func Install(ctx context.Context, t testing.TB, dir string) (Runner, string) {
 	}
 	return run, bin
 }
+
+// ConfigPath is where Install writes clusterctl's configuration in dir.
+func ConfigPath(dir string) string { return filepath.Join(dir, "clusterctl.yaml") }
 
 // Init installs CAPXP on the plane with `clusterctl init` and runs
 // its manager as the installed Deployment.

@@ -1,0 +1,104 @@
+package capie2e
+
+import (
+	"slices"
+
+	. "github.com/onsi/ginkgo/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	capie2e "sigs.k8s.io/cluster-api/test/e2e"
+)
+
+var _ = Describe("When testing MachineDeployment scale out/in [e2e-local]", func() {
+	capie2e.MachineDeploymentScaleSpec(ctx, func() capie2e.MachineDeploymentScaleSpecInput {
+		return capie2e.MachineDeploymentScaleSpecInput{
+			E2EConfig:              e2eConfig,
+			ClusterctlConfigPath:   clusterctlConfigPath,
+			BootstrapClusterProxy:  bootstrapClusterProxy,
+			ArtifactFolder:         artifactFolder,
+			SkipCleanup:            *skipCleanup,
+			InfrastructureProvider: ptr.To("crossplane"),
+			Flavor:                 "e2e-local",
+			PostNamespaceCreated:   clusterSecrets,
+		}
+	})
+})
+
+var _ = Describe("When testing KCP and MachineDeployment rollout [e2e-topology-local]", func() {
+	capie2e.KCPAndMachineDeploymentRolloutSpec(ctx, func() capie2e.KCPAndMachineDeploymentRolloutSpecInput {
+		return capie2e.KCPAndMachineDeploymentRolloutSpecInput{
+			E2EConfig:              e2eConfig,
+			ClusterctlConfigPath:   clusterctlConfigPath,
+			BootstrapClusterProxy:  bootstrapClusterProxy,
+			ArtifactFolder:         artifactFolder,
+			SkipCleanup:            *skipCleanup,
+			InfrastructureProvider: ptr.To("crossplane"),
+			Flavor:                 flavor,
+			PostNamespaceCreated:   clusterSecrets,
+		}
+	})
+})
+
+// ownedBy says whether an object has an owner of one of kinds.
+func ownedBy(owners []metav1.OwnerReference, kinds ...string) bool {
+	return slices.ContainsFunc(owners, func(o metav1.OwnerReference) bool { return slices.Contains(kinds, o.Kind) })
+}
+
+var _ = Describe("When following the Cluster API deletion order [e2e-topology-local]", func() {
+	capie2e.ClusterDeletionSpec(ctx, func() capie2e.ClusterDeletionSpecInput {
+		return capie2e.ClusterDeletionSpecInput{
+			E2EConfig:                e2eConfig,
+			ClusterctlConfigPath:     clusterctlConfigPath,
+			BootstrapClusterProxy:    bootstrapClusterProxy,
+			ArtifactFolder:           artifactFolder,
+			SkipCleanup:              *skipCleanup,
+			InfrastructureProvider:   ptr.To("crossplane"),
+			Flavor:                   ptr.To(flavor),
+			ControlPlaneMachineCount: ptr.To[int64](1),
+			PostNamespaceCreated:     clusterSecrets,
+			// CAPI's order: the workers, then the control plane, then the
+			// cluster's infrastructure XR, each phase blocked by the test
+			// until it has seen the previous one gone.
+			ClusterDeletionPhases: []capie2e.ClusterDeletionPhase{
+				{
+					ObjectFilter: func(ref corev1.ObjectReference, owners []metav1.OwnerReference) bool {
+						if ref.Kind == "Machine" && ownedBy(owners, "MachineDeployment", "MachineSet") {
+							return true
+						}
+						return ref.Kind == "MachineDeployment" || ref.Kind == "MachineSet"
+					},
+					BlockingObjectFilter: func(ref corev1.ObjectReference, _ []metav1.OwnerReference) bool { return ref.Kind == "Machine" },
+				},
+				{
+					ObjectFilter: func(ref corev1.ObjectReference, owners []metav1.OwnerReference) bool {
+						if ref.Kind == "Machine" && ownedBy(owners, "KubeadmControlPlane") {
+							return true
+						}
+						return ref.Kind == "KubeadmControlPlane"
+					},
+					BlockingObjectFilter: func(ref corev1.ObjectReference, _ []metav1.OwnerReference) bool { return ref.Kind == "Machine" },
+				},
+				{
+					ObjectFilter:         func(ref corev1.ObjectReference, _ []metav1.OwnerReference) bool { return ref.Kind == "CrossplaneCluster" },
+					BlockingObjectFilter: func(ref corev1.ObjectReference, _ []metav1.OwnerReference) bool { return ref.Kind == "CrossplaneCluster" },
+				},
+			},
+		}
+	})
+})
+
+var _ = Describe("When testing unhealthy machines remediation [e2e-md-remediation]", func() {
+	capie2e.MachineDeploymentRemediationSpec(ctx, func() capie2e.MachineDeploymentRemediationSpecInput {
+		return capie2e.MachineDeploymentRemediationSpecInput{
+			E2EConfig:              e2eConfig,
+			ClusterctlConfigPath:   clusterctlConfigPath,
+			BootstrapClusterProxy:  bootstrapClusterProxy,
+			ArtifactFolder:         artifactFolder,
+			SkipCleanup:            *skipCleanup,
+			InfrastructureProvider: ptr.To("crossplane"),
+			Flavor:                 ptr.To("e2e-md-remediation"),
+			PostNamespaceCreated:   clusterSecrets,
+		}
+	})
+})
