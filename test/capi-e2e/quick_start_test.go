@@ -4,7 +4,8 @@ import (
 	"context"
 	"time"
 
-	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -29,23 +30,22 @@ func clusterSecrets(proxy framework.ClusterProxy, ns string) {
 	c := proxy.GetClient()
 	done := map[string]bool{}
 	go func() {
-		defer GinkgoRecover()
+		defer ginkgo.GinkgoRecover()
 		_ = wait.PollUntilContextCancel(context.Background(), 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			clusters := &clusterv1.ClusterList{}
 			if err := c.List(ctx, clusters, client.InNamespace(ns)); err != nil {
 				return false, nil //nolint:nilerr // tried again.
 			}
-			for _, cl := range clusters.Items {
+			for i := range clusters.Items {
+				cl := &clusters.Items[i]
 				if done[cl.Name] {
 					continue
 				}
 				secrets, err := p.KubeadmClusterSecrets(ns, cl.Name)
-				if err != nil {
-					return false, err
-				}
+				gomega.Expect(err).NotTo(gomega.HaveOccurred(), "cannot make the Secrets of Cluster %s", cl.Name)
 				for _, s := range secrets {
 					if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
-						return false, nil //nolint:nilerr // tried again.
+						return false, nil // tried again.
 					}
 				}
 				done[cl.Name] = true
@@ -57,7 +57,7 @@ func clusterSecrets(proxy framework.ClusterProxy, ns string) {
 	}()
 }
 
-var _ = Describe("When following the Cluster API quick-start [e2e-topology-local]", func() {
+var _ = ginkgo.Describe("When following the Cluster API quick-start [e2e-topology-local]", func() {
 	capie2e.QuickStartSpec(ctx, func() capie2e.QuickStartSpecInput {
 		return capie2e.QuickStartSpecInput{
 			E2EConfig:              e2eConfig,

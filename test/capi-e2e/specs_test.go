@@ -3,14 +3,14 @@ package capie2e
 import (
 	"slices"
 
-	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	capie2e "sigs.k8s.io/cluster-api/test/e2e"
 )
 
-var _ = Describe("When testing MachineDeployment scale out/in [e2e-local]", func() {
+var _ = ginkgo.Describe("When testing MachineDeployment scale out/in [e2e-local]", func() {
 	capie2e.MachineDeploymentScaleSpec(ctx, func() capie2e.MachineDeploymentScaleSpecInput {
 		return capie2e.MachineDeploymentScaleSpecInput{
 			E2EConfig:              e2eConfig,
@@ -25,7 +25,9 @@ var _ = Describe("When testing MachineDeployment scale out/in [e2e-local]", func
 	})
 })
 
-var _ = Describe("When testing KCP and MachineDeployment rollout [e2e-topology-local]", func() {
+// Pending: the plane does not yet give Nodes the taints this spec checks
+// (docs/development.md, "Cluster API's own e2e specs").
+var _ = ginkgo.PDescribe("When testing KCP and MachineDeployment rollout [e2e-kcp-md-taints]", func() {
 	capie2e.KCPAndMachineDeploymentRolloutSpec(ctx, func() capie2e.KCPAndMachineDeploymentRolloutSpecInput {
 		return capie2e.KCPAndMachineDeploymentRolloutSpecInput{
 			E2EConfig:              e2eConfig,
@@ -34,7 +36,7 @@ var _ = Describe("When testing KCP and MachineDeployment rollout [e2e-topology-l
 			ArtifactFolder:         artifactFolder,
 			SkipCleanup:            *skipCleanup,
 			InfrastructureProvider: ptr.To("crossplane"),
-			Flavor:                 flavor,
+			Flavor:                 "e2e-kcp-md-taints",
 			PostNamespaceCreated:   clusterSecrets,
 		}
 	})
@@ -45,7 +47,7 @@ func ownedBy(owners []metav1.OwnerReference, kinds ...string) bool {
 	return slices.ContainsFunc(owners, func(o metav1.OwnerReference) bool { return slices.Contains(kinds, o.Kind) })
 }
 
-var _ = Describe("When following the Cluster API deletion order [e2e-topology-local]", func() {
+var _ = ginkgo.Describe("When following the Cluster API deletion order [e2e-topology-local]", func() {
 	capie2e.ClusterDeletionSpec(ctx, func() capie2e.ClusterDeletionSpecInput {
 		return capie2e.ClusterDeletionSpecInput{
 			E2EConfig:                e2eConfig,
@@ -80,15 +82,19 @@ var _ = Describe("When following the Cluster API deletion order [e2e-topology-lo
 					BlockingObjectFilter: func(ref corev1.ObjectReference, _ []metav1.OwnerReference) bool { return ref.Kind == "Machine" },
 				},
 				{
-					ObjectFilter:         func(ref corev1.ObjectReference, _ []metav1.OwnerReference) bool { return ref.Kind == "CrossplaneCluster" },
-					BlockingObjectFilter: func(ref corev1.ObjectReference, _ []metav1.OwnerReference) bool { return ref.Kind == "CrossplaneCluster" },
+					ObjectFilter: func(ref corev1.ObjectReference, _ []metav1.OwnerReference) bool {
+						return ref.Kind == "CrossplaneCluster"
+					},
+					BlockingObjectFilter: func(ref corev1.ObjectReference, _ []metav1.OwnerReference) bool {
+						return ref.Kind == "CrossplaneCluster"
+					},
 				},
 			},
 		}
 	})
 })
 
-var _ = Describe("When testing unhealthy machines remediation [e2e-md-remediation]", func() {
+var _ = ginkgo.Describe("When testing unhealthy machines remediation [e2e-md-remediation]", func() {
 	capie2e.MachineDeploymentRemediationSpec(ctx, func() capie2e.MachineDeploymentRemediationSpecInput {
 		return capie2e.MachineDeploymentRemediationSpecInput{
 			E2EConfig:              e2eConfig,
@@ -99,6 +105,33 @@ var _ = Describe("When testing unhealthy machines remediation [e2e-md-remediatio
 			InfrastructureProvider: ptr.To("crossplane"),
 			Flavor:                 ptr.To("e2e-md-remediation"),
 			PostNamespaceCreated:   clusterSecrets,
+		}
+	})
+})
+
+var _ = ginkgo.Describe("When testing ClusterClass changes [e2e-topology-local]", func() {
+	capie2e.ClusterClassChangesSpec(ctx, func() capie2e.ClusterClassChangesSpecInput {
+		return capie2e.ClusterClassChangesSpecInput{
+			E2EConfig:              e2eConfig,
+			ClusterctlConfigPath:   clusterctlConfigPath,
+			BootstrapClusterProxy:  bootstrapClusterProxy,
+			ArtifactFolder:         artifactFolder,
+			SkipCleanup:            *skipCleanup,
+			InfrastructureProvider: ptr.To("crossplane"),
+			Flavor:                 flavor,
+			PostNamespaceCreated:   clusterSecrets,
+			// Set on the ClusterClass's templates after the Cluster is
+			// created; the spec waits for each to reach the objects of the
+			// topology.
+			ModifyControlPlaneFields: map[string]any{
+				"spec.kubeadmConfigSpec.verbosity": int64(4),
+			},
+			ModifyMachineDeploymentBootstrapConfigTemplateFields: map[string]any{
+				"spec.template.spec.verbosity": int64(4),
+			},
+			ModifyMachineDeploymentInfrastructureMachineTemplateFields: map[string]any{
+				"spec.template.spec.parameters.size": "medium",
+			},
 		}
 	})
 })

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/gomega"
 	"sigs.k8s.io/cluster-api/test/framework"
 	"sigs.k8s.io/cluster-api/test/framework/clusterctl"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -56,7 +56,7 @@ func TestMain(m *testing.M) {
 // TestCAPIE2E starts the plane, installs CAPXP with clusterctl, and runs
 // CAPI's specs.
 func TestCAPIE2E(t *testing.T) {
-	RegisterFailHandler(Fail)
+	gomega.RegisterFailHandler(ginkgo.Fail)
 
 	raw, err := os.ReadFile(filepath.Join("config", "capxp.yaml"))
 	if err != nil {
@@ -121,7 +121,7 @@ func TestCAPIE2E(t *testing.T) {
 	bootstrapClusterProxy = framework.NewClusterProxy("capxp-plane", p.Kubeconfig(), scheme,
 		framework.WithMachineLogCollector(logCollector{}))
 
-	RunSpecs(t, "CAPXP: Cluster API's e2e specs")
+	ginkgo.RunSpecs(t, "CAPXP: Cluster API's e2e specs")
 }
 
 // addFlavors adds the suite's flavors (data/) to the release's clusterctl
@@ -137,7 +137,7 @@ func addFlavors(dir string, variables map[string]string) error {
 		return err
 	}
 	for _, f := range flavors {
-		b, err := os.ReadFile(f) //nolint:gosec // the suite's own files.
+		b, err := os.ReadFile(f)
 		if err != nil {
 			return err
 		}
