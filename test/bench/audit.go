@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
+
+	"github.com/capxp/cluster-api-provider-crossplane/dev/localkube"
 )
 
 // auditEvent is what the counts read of one API server audit event.
@@ -34,7 +35,7 @@ type xrWrites []string
 // machine XR, who wrote it, in order ("crossplane status apply",
 // "bridge spec", ...), conflicts included as "... conflict".
 func machineXRWrites(path string) (map[string]xrWrites, error) {
-	f, err := os.Open(path)
+	f, err := localkube.OpenAuditLog(path)
 	if err != nil {
 		return nil, err
 	}

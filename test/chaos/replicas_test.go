@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/capxp/cluster-api-provider-crossplane/dev/localkube"
 	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 )
 
@@ -195,7 +195,7 @@ type auditEvent struct {
 // by anyone in between. Leases (leader election) and Events are not
 // objects' changes and are left out.
 func repeatedWrites(path string, since time.Time) (int, []string, error) {
-	f, err := os.Open(path)
+	f, err := localkube.OpenAuditLog(path)
 	if err != nil {
 		return 0, nil, err
 	}

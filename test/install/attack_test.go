@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,6 +27,7 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/localkube"
 	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 	"github.com/capxp/cluster-api-provider-crossplane/packages"
@@ -675,7 +675,7 @@ func objectsOf(ctx context.Context, t *testing.T, c client.Client) []unstructure
 // them then. granted counts the others, which shows the log records such
 // writes at all; examples names the first ungranted ones.
 func countManagedWrites(path string, start time.Time, allowed func(at time.Time, group, kind, name string) bool) (ungranted, granted int, examples []string, err error) {
-	f, err := os.Open(path)
+	f, err := localkube.OpenAuditLog(path)
 	if err != nil {
 		return 0, 0, nil, err
 	}

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/localkube"
 	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 	ctlsetup "github.com/capxp/cluster-api-provider-crossplane/test/clusterctl"
 )
@@ -388,7 +389,7 @@ func withoutBlockMove(ctx context.Context, t *testing.T, p *plane.Plane, ns stri
 // access reviews, which store nothing of the cluster's, aside).
 func createdOrDeleted(t *testing.T, path string, since time.Time) []string {
 	t.Helper()
-	f, err := os.Open(path)
+	f, err := localkube.OpenAuditLog(path)
 	if err != nil {
 		t.Fatal(err)
 	}
