@@ -16,6 +16,7 @@ import (
 	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kmeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +26,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -210,7 +212,7 @@ func (a *api) controlled(ctx context.Context, xr *composite.Unstructured) (contr
 		}
 		obj := &metav1.PartialObjectMetadata{}
 		obj.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
-		if err := a.tracker.Watch(log, obj, handler.EnqueueRequestForOwner(a.client.Scheme(), a.client.RESTMapper(), owner, handler.OnlyControllerOwner())); err != nil {
+		if err := a.tracker.Watch(log, obj, handler.EnqueueRequestForOwner(a.client.Scheme(), a.client.RESTMapper(), owner, handler.OnlyControllerOwner()), actedOn); err != nil {
 			return nil, nil, errors.Wrap(err, errWatchComposed)
 		}
 		if err := a.client.Get(ctx, types.NamespacedName{Namespace: xr.GetNamespace(), Name: ref.Name}, obj); err != nil {
@@ -229,6 +231,23 @@ func (a *api) controlled(ctx context.Context, xr *composite.Unstructured) (contr
 	sort.Strings(foreign)
 	return controlled, foreign, nil
 }
+
+// actedOn passes the changes of a composed resource the bridge reads:
+// whether it exists, its controller, its pause, hold and move guard, and
+// its deletion. A provider writes its resources' status on every poll;
+// Crossplane reflects what matters of it in the XR, whose own watch wakes
+// the bridge.
+var actedOn = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, n := e.ObjectOld, e.ObjectNew
+	if o == nil || n == nil {
+		return true
+	}
+	return !equality.Semantic.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
+		!equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
+		!equality.Semantic.DeepEqual(o.GetFinalizers(), n.GetFinalizers()) ||
+		!equality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) ||
+		!o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp())
+}}
 
 // unreadable says why the bridge does not read a resource reference, or ""
 // when it may: namespaced XRs compose only namespaced resources of their

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -400,4 +401,47 @@ type nopWatcher struct{}
 
 func (nopWatcher) Watch(logr.Logger, client.Object, handler.EventHandler, ...predicate.Predicate) error {
 	return nil
+}
+
+func TestActedOn(t *testing.T) {
+	now := metav1.Now()
+	base := func(edit func(*metav1.PartialObjectMetadata)) *metav1.PartialObjectMetadata {
+		o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+			Name: "db", ResourceVersion: "1", Generation: 1,
+			Annotations:     map[string]string{"crossplane.io/composition-resource-name": "db"},
+			Labels:          map[string]string{"crossplane.io/composite": "xr"},
+			OwnerReferences: []metav1.OwnerReference{{UID: "xr", Controller: ptr.To(true)}},
+		}}
+		if edit != nil {
+			edit(o)
+		}
+		return o
+	}
+	cases := map[string]struct {
+		edit func(*metav1.PartialObjectMetadata)
+		want bool
+	}{
+		"StatusOnly": {edit: func(o *metav1.PartialObjectMetadata) {
+			o.ResourceVersion = "2"
+			o.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "provider", Subresource: "status"}}
+		}},
+		"SpecOnly":  {edit: func(o *metav1.PartialObjectMetadata) { o.Generation = 2 }},
+		"Paused":    {edit: func(o *metav1.PartialObjectMetadata) { o.Annotations["crossplane.io/paused"] = "true" }, want: true},
+		"Labelled":  {edit: func(o *metav1.PartialObjectMetadata) { o.Labels["capxp.dev/revoked"] = "x" }, want: true},
+		"Guarded":   {edit: func(o *metav1.PartialObjectMetadata) { o.Finalizers = []string{"capxp.dev/move"} }, want: true},
+		"Disowned":  {edit: func(o *metav1.PartialObjectMetadata) { o.OwnerReferences = nil }, want: true},
+		"Deleting":  {edit: func(o *metav1.PartialObjectMetadata) { o.DeletionTimestamp = &now }, want: true},
+		"Unchanged": {},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := actedOn.Update(event.UpdateEvent{ObjectOld: base(nil), ObjectNew: base(tc.edit)})
+			if got != tc.want {
+				t.Errorf("actedOn.Update: got %t, want %t", got, tc.want)
+			}
+		})
+	}
+	if !actedOn.Create(event.CreateEvent{Object: base(nil)}) || !actedOn.Delete(event.DeleteEvent{Object: base(nil)}) {
+		t.Error("actedOn must pass creations and deletions: the tree's membership is read from them")
+	}
 }
