@@ -61,11 +61,22 @@ type CAPI struct {
 // CAPIOption adds controllers to the ones StartCAPI runs.
 type CAPIOption func(*capiOptions)
 
-type capiOptions struct{ topology, kubeadm bool }
+type capiOptions struct {
+	topology, kubeadm bool
+	gates             []string
+}
 
 // WithClusterTopology enables CAPI's ClusterTopology feature gate (for the
 // whole process) and runs the ClusterClass and managed topology reconcilers.
 func WithClusterTopology() CAPIOption { return func(o *capiOptions) { o.topology = true } }
+
+// WithFeatureGates enables CAPI feature gates by name (for the whole
+// process), as clusterctl's EXP_* variables do for a provider's manager:
+// for example MachineTaintPropagation, which CAPI's own e2e specs of
+// rollouts turn on.
+func WithFeatureGates(gates ...string) CAPIOption {
+	return func(o *capiOptions) { o.gates = append(o.gates, gates...) }
+}
 
 // WithKubeadm runs the kubeadm bootstrap (KubeadmConfig) and control plane
 // (KubeadmControlPlane) providers, each in a manager of its own as each
@@ -96,8 +107,11 @@ func (e *Environment) StartCAPI(ctx context.Context, opts ...CAPIOption) (*CAPI,
 		opt(&o)
 	}
 	if o.topology {
-		if err := feature.MutableGates.Set(string(feature.ClusterTopology) + "=true"); err != nil {
-			return nil, errors.Wrap(err, "cannot enable CAPI's ClusterTopology feature gate")
+		o.gates = append(o.gates, string(feature.ClusterTopology))
+	}
+	for _, g := range o.gates {
+		if err := feature.MutableGates.Set(g + "=true"); err != nil {
+			return nil, errors.Wrapf(err, "cannot enable CAPI's %s feature gate", g)
 		}
 	}
 	providers := []provider{{name: "capi-controller-manager", cache: setup.ManagerCacheOptions, client: setup.ManagerClientOptions(), clusterCache: setup.ClusterCacheCacheOptions(),

@@ -140,7 +140,7 @@ func (p *Plane) startCAPI(ctx context.Context) error {
 		return errors.Wrap(err, "cannot create CAPI's log")
 	}
 	ctrllog.SetLogger(zap.New(zap.WriteTo(f)))
-	if p.capi, err = p.mgmt.StartCAPI(ctx, localkube.WithClusterTopology(), localkube.WithKubeadm()); err != nil {
+	if p.capi, err = p.mgmt.StartCAPI(ctx, localkube.WithClusterTopology(), localkube.WithKubeadm(), localkube.WithFeatureGates(p.opts.CAPIFeatureGates...)); err != nil {
 		return err
 	}
 	if err := p.standInForKubelets(p.capi.Manager); err != nil {

@@ -102,6 +102,10 @@ type Options struct {
 	// AuditManagement makes the management API server log every write with
 	// its request (see ManagementAuditLog).
 	AuditManagement bool
+	// CAPIFeatureGates are CAPI feature gates to enable by name (for
+	// example MachineTaintPropagation), as clusterctl's EXP_* variables
+	// enable them for CAPI's managers.
+	CAPIFeatureGates []string
 	// Progress receives a line per step; nil discards them.
 	Progress func(format string, args ...any)
 }
@@ -277,7 +281,7 @@ func (p *Plane) start(ctx context.Context) error {
 		{"the management cluster (etcd, kube-apiserver)", p.startManagement},
 		{"the workload cluster (etcd, kube-apiserver)", p.startWorkload},
 		{"kwok (the workload cluster's Nodes)", p.startKwok},
-		{"kube-controller-manager (garbage collection)", p.startControllerManager},
+		{"kube-controller-manager (garbage collection, the workload's node lifecycle)", p.startControllerManager},
 		// provider-kubernetes before the functions: it cannot move its
 		// metrics listener off :8080, where the functions' SDK also tries
 		// (and, unlike the provider, tolerates failing).
@@ -479,18 +483,35 @@ func clusterctlLabelled(dir string, provider func(*extv1.CustomResourceDefinitio
 // startControllerManager runs kube-controller-manager's garbage collector
 // (composed resources are owned by their XRs), namespace controller, and
 // ClusterRole aggregation (the manager's aggregated role, when it runs with
-// the shipped RBAC).
+// the shipped RBAC); and, on the workload cluster the plane started, its
+// node lifecycle controller: the API server taints every new Node
+// not-ready (TaintNodesByCondition) and only that controller lifts the
+// taint once the Node is Ready, as on any real cluster.
 func (p *Plane) startControllerManager(ctx context.Context) error {
+	if err := p.runControllerManager(ctx, "kube-controller-manager", p.kubeconfig,
+		"garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller"); err != nil {
+		return err
+	}
+	if p.opts.Workload != nil {
+		return nil
+	}
+	return p.runControllerManager(ctx, "kube-controller-manager-workload", filepath.Join(p.dir, "workload.kubeconfig"), "node-lifecycle-controller")
+}
+
+// runControllerManager runs kube-controller-manager, under a name of the
+// plane's processes, with the controllers named, against the API server of
+// a kubeconfig.
+func (p *Plane) runControllerManager(ctx context.Context, name, kubeconfig, controllers string) error {
 	port, err := freePort()
 	if err != nil {
 		return err
 	}
-	proc, err := startProcess(p.dir, "kube-controller-manager", filepath.Join(p.inputs.assets, "kube-controller-manager"), nil,
-		"--kubeconfig="+p.kubeconfig, "--authentication-kubeconfig="+p.kubeconfig, "--authorization-kubeconfig="+p.kubeconfig,
-		"--controllers=garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller",
+	proc, err := startProcess(p.dir, name, filepath.Join(p.inputs.assets, "kube-controller-manager"), nil,
+		"--kubeconfig="+kubeconfig, "--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
+		"--controllers="+controllers,
 		"--leader-elect=false", "--use-service-account-credentials=false",
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
-		"--cert-dir="+filepath.Join(p.dir, "kube-controller-manager"))
+		"--cert-dir="+filepath.Join(p.dir, name))
 	if err != nil {
 		return err
 	}

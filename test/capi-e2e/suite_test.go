@@ -96,8 +96,11 @@ func TestCAPIE2E(t *testing.T) {
 	clusterctlConfigPath = ctlsetup.ConfigPath(dir)
 	p, err = plane.Start(setupCtx, plane.Options{
 		Dir: filepath.Join(dir, "plane"), ManagerBinary: bin, Clusterctl: true,
-		Tools:    tools.Dir(envtest.ToolsDir()),
-		Progress: func(f string, a ...any) { t.Logf("plane: "+f, a...) },
+		Tools: tools.Dir(envtest.ToolsDir()),
+		// CAPI's rollout specs check that Machines' taints reach their
+		// Nodes, as CAPI's own e2e configuration enables it.
+		CAPIFeatureGates: []string{"MachineTaintPropagation"},
+		Progress:         func(f string, a ...any) { t.Logf("plane: "+f, a...) },
 	})
 	if err != nil {
 		t.Fatal(err)
