@@ -1,3 +1,5 @@
+//go:build e2e
+
 package capie2e
 
 import (
@@ -40,6 +42,21 @@ var _ = ginkgo.Describe("When testing KCP and MachineDeployment rollout [e2e-kcp
 			SkipCleanup:            *skipCleanup,
 			InfrastructureProvider: ptr.To("crossplane"),
 			Flavor:                 "e2e-kcp-md-taints",
+			PostNamespaceCreated:   clusterSecrets,
+		}
+	})
+})
+
+var _ = ginkgo.Describe("When testing MachinePools [e2e-machine-pool]", func() {
+	capie2e.MachinePoolSpec(ctx, func() capie2e.MachinePoolInput {
+		return capie2e.MachinePoolInput{
+			E2EConfig:              e2eConfig,
+			ClusterctlConfigPath:   clusterctlConfigPath,
+			BootstrapClusterProxy:  bootstrapClusterProxy,
+			ArtifactFolder:         artifactFolder,
+			SkipCleanup:            *skipCleanup,
+			InfrastructureProvider: ptr.To("crossplane"),
+			Flavor:                 ptr.To("e2e-machine-pool"),
 			PostNamespaceCreated:   clusterSecrets,
 		}
 	})

@@ -1,3 +1,5 @@
+//go:build e2e
+
 // Package capie2e runs Cluster API's own end-to-end specs
 // (sigs.k8s.io/cluster-api/test/e2e), unchanged, against CAPXP on the local
 // plane: the plane is the management cluster, installed with clusterctl
