@@ -143,7 +143,7 @@ test-chaos: ## Run CAPXP under faults on the local plane: the manager killed out
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 30m -v ./test/chaos/ ./test/dev/
 
 .PHONY: test-aws
-test-aws: ## Provision, pause, roll out, scale a machine pool of, clusterctl-move and delete a cluster (network, load balancer, machines, an auto scaling group) on the aws backend with the real provider-upjet-aws family against moto_server, an AWS API emulator on loopback (~20 min; the providers' first build ~13-33 min and ~15 GB of Go build cache).
+test-aws: ## Provision, pause, roll out, scale a machine pool of, clusterctl-move and delete a cluster (network, load balancer, machines, an auto scaling group) on the aws backend with the real provider-upjet-aws family against moto_server, an AWS API emulator on loopback (~20 min; the providers' first build ~33 min and ~11 GB of Go build cache).
 	$(ENSURE_TOOLS) $(PLANE_TOOLS) provider-aws-runtime >/dev/null
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -timeout 60m -v ./test/aws/
 

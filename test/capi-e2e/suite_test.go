@@ -45,7 +45,7 @@ var (
 	bootstrapClusterProxy framework.ClusterProxy
 	artifactFolder        string
 	p                     *plane.Plane
-	skipCleanup           = flag.Bool("capxp.skip-cleanup", false, "leave each spec's clusters and the plane running after the spec")
+	skipCleanup           = flag.Bool("capxp.skip-cleanup", false, "leave each spec's cluster in place after the spec (the plane stops when the suite ends)")
 )
 
 func TestMain(m *testing.M) {
