@@ -377,7 +377,10 @@ const kwokProcess = "kwok"
 // the kubelets its Nodes stand for: every Node there is simulated, so kwok
 // manages them all. Nodes initialize and go Ready, heartbeat, and run the
 // pods bound to them; a Node labelled node-not-ready.stage.kwok.x-k8s.io:
-// "true" goes NotReady (kwok's chaos stage), as a failed host would. A plane
+// "true" goes NotReady (kwok's chaos stage), as a failed host would. Nodes
+// get kwok's server as their kubelet (address 127.0.0.1, its port), so the
+// workload API server's port-forwards to their Pods reach kwok, which
+// forwards the kube-apiserver Pods' port (serveAPIServerPods). A plane
 // given another's workload cluster (Options.Workload) leaves its Nodes to
 // the kwok of the plane that started it.
 func (p *Plane) startKwok(ctx context.Context) error {
@@ -392,10 +395,17 @@ func (p *Plane) startKwok(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	forward, err := p.serveAPIServerPods()
+	if err != nil {
+		return err
+	}
 	args := []string{
 		"--kubeconfig=" + filepath.Join(p.dir, "workload.kubeconfig"),
 		"--manage-all-nodes=true",
 		"--server-address=" + hostPort(port),
+		"--node-ip=127.0.0.1",
+		fmt.Sprintf("--node-port=%d", port),
+		"--config=" + forward,
 	}
 	for _, s := range stages {
 		args = append(args, "--config="+s)

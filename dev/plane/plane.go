@@ -18,6 +18,7 @@ package plane
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -141,6 +142,9 @@ type Plane struct {
 	managerMetrics, managerProfiler string
 	// awsEndpoint is the AWS API emulator's URL (Options.AWS).
 	awsEndpoint string
+	// apiServerPods serves the workload's kube-apiserver Pods' port
+	// (serveAPIServerPods).
+	apiServerPods *http.Server
 }
 
 // ManagerProfilerURL is where the manager serves Go's pprof endpoints
@@ -339,6 +343,9 @@ func (p *Plane) Stop() {
 	}
 	if p.registry != nil {
 		p.registry.Stop()
+	}
+	if p.apiServerPods != nil {
+		_ = p.apiServerPods.Close()
 	}
 	if p.Workload != nil && p.opts.Workload == nil {
 		_ = p.Workload.Stop()

@@ -27,7 +27,6 @@ var _ = ginkgo.Describe("When testing MachineDeployment scale out/in [e2e-local]
 			SkipCleanup:            *skipCleanup,
 			InfrastructureProvider: ptr.To("crossplane"),
 			Flavor:                 "e2e-local",
-			PostNamespaceCreated:   clusterSecrets,
 		}
 	})
 })
@@ -42,7 +41,6 @@ var _ = ginkgo.Describe("When testing KCP and MachineDeployment rollout [e2e-kcp
 			SkipCleanup:            *skipCleanup,
 			InfrastructureProvider: ptr.To("crossplane"),
 			Flavor:                 "e2e-kcp-md-taints",
-			PostNamespaceCreated:   clusterSecrets,
 		}
 	})
 })
@@ -57,7 +55,6 @@ var _ = ginkgo.Describe("When testing MachinePools [e2e-machine-pool]", func() {
 			SkipCleanup:            *skipCleanup,
 			InfrastructureProvider: ptr.To("crossplane"),
 			Flavor:                 ptr.To("e2e-machine-pool"),
-			PostNamespaceCreated:   clusterSecrets,
 		}
 	})
 })
@@ -78,7 +75,6 @@ var _ = ginkgo.Describe("When following the Cluster API deletion order [e2e-topo
 			InfrastructureProvider:   ptr.To("crossplane"),
 			Flavor:                   ptr.To(flavor),
 			ControlPlaneMachineCount: ptr.To[int64](1),
-			PostNamespaceCreated:     clusterSecrets,
 			// CAPI's order: the workers, then the control plane, then the
 			// cluster's infrastructure XR, each phase blocked by the test
 			// until it has seen the previous one gone.
@@ -124,7 +120,6 @@ var _ = ginkgo.Describe("When testing unhealthy machines remediation [e2e-md-rem
 			SkipCleanup:            *skipCleanup,
 			InfrastructureProvider: ptr.To("crossplane"),
 			Flavor:                 ptr.To("e2e-md-remediation"),
-			PostNamespaceCreated:   clusterSecrets,
 		}
 	})
 })
@@ -139,7 +134,6 @@ var _ = ginkgo.Describe("When testing ClusterClass changes [e2e-topology-local]"
 			SkipCleanup:            *skipCleanup,
 			InfrastructureProvider: ptr.To("crossplane"),
 			Flavor:                 flavor,
-			PostNamespaceCreated:   clusterSecrets,
 			// Set on the ClusterClass's templates after the Cluster is
 			// created; the spec waits for each to reach the objects of the
 			// topology.
@@ -156,12 +150,21 @@ var _ = ginkgo.Describe("When testing ClusterClass changes [e2e-topology-local]"
 	})
 })
 
-// Pending: KubeadmControlPlane annotates each control-plane KubeadmConfig with
-// its API server certificate's expiry, read over a port-forward to the
-// kube-apiserver Pod, which the simulated Nodes cannot serve; the spec
-// checks for the annotation (docs/development.md, "Cluster API's own e2e
-// specs").
-var _ = ginkgo.PDescribe("When testing ClusterClass rollouts [e2e-topology-taints]", func() {
+var _ = ginkgo.Describe("When testing KCP adoption [e2e-kcp-adoption]", func() {
+	capie2e.KCPAdoptionSpec(ctx, func() capie2e.KCPAdoptionSpecInput {
+		return capie2e.KCPAdoptionSpecInput{
+			E2EConfig:              e2eConfig,
+			ClusterctlConfigPath:   clusterctlConfigPath,
+			BootstrapClusterProxy:  bootstrapClusterProxy,
+			ArtifactFolder:         artifactFolder,
+			SkipCleanup:            *skipCleanup,
+			InfrastructureProvider: ptr.To("crossplane"),
+			Flavor:                 ptr.To("e2e-kcp-adoption"),
+		}
+	})
+})
+
+var _ = ginkgo.Describe("When testing ClusterClass rollouts [e2e-topology-taints]", func() {
 	capie2e.ClusterClassRolloutSpec(ctx, func() capie2e.ClusterClassRolloutSpecInput {
 		return capie2e.ClusterClassRolloutSpecInput{
 			E2EConfig:                      e2eConfig,
@@ -171,7 +174,6 @@ var _ = ginkgo.PDescribe("When testing ClusterClass rollouts [e2e-topology-taint
 			SkipCleanup:                    *skipCleanup,
 			InfrastructureProvider:         ptr.To("crossplane"),
 			Flavor:                         "e2e-topology-taints",
-			PostNamespaceCreated:           clusterSecrets,
 			FilterMetadataBeforeValidation: withoutEngineMetadata,
 		}
 	})

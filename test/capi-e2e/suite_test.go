@@ -20,9 +20,14 @@ import (
 
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/test/framework"
 	"sigs.k8s.io/cluster-api/test/framework/clusterctl"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
@@ -126,7 +131,67 @@ func TestCAPIE2E(t *testing.T) {
 	bootstrapClusterProxy = framework.NewClusterProxy("capxp-plane", p.Kubeconfig(), scheme,
 		framework.WithMachineLogCollector(logCollector{}))
 
+	secretsCtx, stopSecrets := context.WithCancel(t.Context())
+	secretsDone := make(chan struct{})
+	go func() {
+		defer close(secretsDone)
+		provideClusterSecrets(secretsCtx, bootstrapClusterProxy.GetClient())
+	}()
+	defer func() {
+		stopSecrets()
+		<-secretsDone
+	}()
+
 	ginkgo.RunSpecs(t, "CAPXP: Cluster API's e2e specs")
+}
+
+// provideClusterSecrets gives every Cluster the specs create, in whichever
+// namespace, what the local backend's kubeadm flavors ask to find before
+// they are applied (plane.KubeadmClusterSecrets: the workload cluster's
+// kubeconfig, its etcd's CA and client certificate), as a platform's own
+// automation would, until ctx ends. The specs name their clusters and
+// namespaces themselves, and not every spec takes a hook to run when its
+// namespace is created (KCPAdoptionSpec takes none).
+//
+// The etcd client certificate goes without the cluster-name label, as
+// Cluster API's book has a user create an external etcd's: the label marks
+// the Secrets of the cluster's own PKI (kubeadm's CAs and keys, which
+// KubeadmControlPlane adopts and KCPAdoptionSpec counts: four, one of them
+// the etcd CA), and CAPI's controllers read an unlabelled certificate
+// directly rather than from their cache.
+func provideClusterSecrets(ctx context.Context, c client.Client) {
+	done := map[types.UID]bool{}
+	log := ctrl.Log.WithName("cluster-secrets")
+	_ = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		clusters := &clusterv1.ClusterList{}
+		if err := c.List(ctx, clusters); err != nil {
+			log.Error(err, "cannot list Clusters; trying again")
+			return false, nil
+		}
+		for i := range clusters.Items {
+			cl := &clusters.Items[i]
+			if done[cl.UID] || !cl.DeletionTimestamp.IsZero() {
+				continue
+			}
+			secrets, err := p.KubeadmClusterSecrets(cl.Namespace, cl.Name)
+			if err != nil {
+				log.Error(err, "cannot make the Secrets of a Cluster; trying again", "cluster", client.ObjectKeyFromObject(cl))
+				continue
+			}
+			created := true
+			for _, s := range secrets {
+				if s.Name == cl.Name+"-apiserver-etcd-client" {
+					delete(s.Labels, clusterv1.ClusterNameLabel)
+				}
+				if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+					log.Error(err, "cannot create a Secret of a Cluster; trying again", "secret", client.ObjectKeyFromObject(s))
+					created = false
+				}
+			}
+			done[cl.UID] = created
+		}
+		return false, nil
+	})
 }
 
 // addFlavors adds the suite's flavors (data/) to the release's clusterctl
