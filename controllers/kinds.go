@@ -143,10 +143,12 @@ func (k *kindControllers) Ensure(ctx context.Context, name string, a xrd.Adaptat
 	if err != nil {
 		return err
 	}
+	scheme := k.mgr.GetScheme()
+	counting := countingTracker{watcher: tracker, scheme: scheme, kind: a.GVK.Kind}
 	r := &xrReconciler{
-		client: k.mgr.GetClient(), gvk: a.GVK, contract: sm, tracker: tracker, credentials: k.credentials,
+		client: k.mgr.GetClient(), gvk: a.GVK, contract: sm, tracker: counting, credentials: k.credentials,
 		recorder: k.mgr.GetEventRecorder(controllerName(a.GVK)), access: k.access,
-		composed: composed.New(k.mgr.GetClient(), tracker, k.access.missing, crdLabeller{client: k.mgr.GetClient(), labels: &k.crdLabels}),
+		composed: composed.New(k.mgr.GetClient(), counting, k.access.missing, crdLabeller{client: k.mgr.GetClient(), labels: &k.crdLabels}),
 	}
 	opts.Reconciler = r
 	c, err := controller.NewUnmanaged(controllerName(a.GVK), opts)
@@ -164,18 +166,18 @@ func (k *kindControllers) Ensure(ctx context.Context, name string, a xrd.Adaptat
 	if err := indexXRs(ctx, k.mgr.GetFieldIndexer(), xr); err != nil {
 		return err
 	}
-	if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), xr, &handler.EnqueueRequestForObject{}, filter, predicate.Funcs{UpdateFunc: r.xrChanged, DeleteFunc: r.xrDeleted})); err != nil {
+	if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), xr, counted(scheme, a.GVK.Kind, xr, &handler.EnqueueRequestForObject{}), filter, predicate.Funcs{UpdateFunc: r.xrChanged, DeleteFunc: r.xrDeleted})); err != nil {
 		return errors.Wrap(err, "cannot watch composite resources")
 	}
-	env := watchEnv{ctx: k.base, client: k.mgr.GetClient(), scheme: k.mgr.GetScheme(), log: k.mgr.GetLogger()}
+	env := watchEnv{ctx: k.base, client: k.mgr.GetClient(), scheme: scheme, log: k.mgr.GetLogger()}
 	for _, w := range sm.watches(env, a.GVK, xr) {
 		w.predicates = append(w.predicates, filter)
-		if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), w.obj, handler.EnqueueRequestsFromMapFunc(w.fn), w.predicates...)); err != nil {
+		if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), w.obj, counted(scheme, a.GVK.Kind, w.obj, handler.EnqueueRequestsFromMapFunc(w.fn)), w.predicates...)); err != nil {
 			return errors.Wrapf(err, "cannot watch %T", w.obj)
 		}
 	}
 	for _, w := range k.credentialWatches(a.GVK) {
-		if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), w.obj, handler.EnqueueRequestsFromMapFunc(w.fn))); err != nil {
+		if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), w.obj, counted(scheme, a.GVK.Kind, w.obj, handler.EnqueueRequestsFromMapFunc(w.fn)))); err != nil {
 			return errors.Wrapf(err, "cannot watch %T", w.obj)
 		}
 	}

@@ -57,7 +57,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(readyToProvisioned, writes, verdicts, credentialsRefusals, xrdStates, waiting)
+	metrics.Registry.MustRegister(readyToProvisioned, writes, verdicts, credentialsRefusals, xrdStates, waiting, wakeups)
 }
 
 // observeProvisioned records the time from an XR's Ready to its

@@ -266,22 +266,10 @@ func TestBenchPlane(t *testing.T) {
 		fmt.Fprintf(&b, "bridge live heap, %d more machines: %.1f MiB -> %.1f MiB over %d more cached objects: %.1f KiB per cached object (goal <= 8 KiB: %s)\n",
 			more, float64(heap1)/(1<<20), float64(heap2)/(1<<20), d, perObject, met(perObject <= 8))
 	}
-	var recs []string
-	for name, v := range rec1 {
-		if d := v - rec0[name]; d > 0 {
-			recs = append(recs, fmt.Sprintf("%s=%.1f", name, d/float64(n)))
-		}
-	}
-	sort.Strings(recs)
-	fmt.Fprintf(&b, "bridge reconciles per Machine: %s\n", strings.Join(recs, " "))
-	var reqs []string
-	for k, v := range at1.requests {
-		if d := v - at0.requests[k]; d > 0 {
-			reqs = append(reqs, fmt.Sprintf("%s=%.2f", k, d/float64(n)))
-		}
-	}
-	sort.Strings(reqs)
-	fmt.Fprintf(&b, "bridge requests per Machine (method and code): %s\n", strings.Join(reqs, " "))
+	fmt.Fprintf(&b, "bridge reconciles per Machine: %s\n", perMachine(rec0, rec1, n, "%s=%.1f"))
+	fmt.Fprintf(&b, "bridge requests per Machine (method and code): %s\n", perMachine(at0.requests, at1.requests, n, "%s=%.2f"))
+	fmt.Fprintf(&b, "bridge wake-ups per Machine (XR kind and the kind whose event queued it; the queue merges some): %s\n",
+		perMachine(at0.wakeups, at1.wakeups, n, "%s=%.2f"))
 	fmt.Fprintf(&b, "updates per Machine, all writers: %s\n", strings.Join(ups, " "))
 	xpReconciles := float64(at1.crossplane.reconciles-at0.crossplane.reconciles) / float64(n)
 	fmt.Fprintf(&b, "Crossplane: %.1f composite reconciles per Machine, watch circuit breaker opened %d times\n",
@@ -338,20 +326,22 @@ func liveHeap(ctx context.Context, profilerURL, url string) (int64, error) {
 	return int64(live), err
 }
 
+// perMachine is what each key of a counter grew by between two readings,
+// per Machine, as "key=value" in format, sorted.
+func perMachine(before, after map[string]float64, machines int, format string) string {
+	var out []string
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			out = append(out, fmt.Sprintf(format, k, d/float64(machines)))
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
 // managerReconciles reads the manager's reconciles so far, per controller.
 func managerReconciles(ctx context.Context, url string) (map[string]float64, error) {
-	out := map[string]float64{}
-	err := scrape(ctx, url, func(name, labels string, v float64) {
-		if name != "controller_runtime_reconcile_total" {
-			return
-		}
-		for _, l := range strings.Split(labels, ",") {
-			if c, ok := strings.CutPrefix(l, "controller="); ok {
-				out[strings.Trim(c, `"`)] += v
-			}
-		}
-	})
-	return out, err
+	return counterBy(ctx, url, "controller_runtime_reconcile_total", "controller")
 }
 
 // loopedReconciles is how many composite reconciles per Machine tell that
@@ -360,10 +350,12 @@ func managerReconciles(ctx context.Context, url string) (map[string]float64, err
 const loopedReconciles = 25
 
 // counters are what the benchmark counts at the start and the end of T_all:
-// the manager's requests (managerRequests), what Crossplane logged
-// (crossplaneLog), the watcher's CPU and the API servers' and etcd's.
+// the manager's requests and what woke its XR reconcilers (counterBy), what
+// Crossplane logged (crossplaneLog), the watcher's CPU and the API servers'
+// and etcd's.
 type counters struct {
 	requests   map[string]float64
+	wakeups    map[string]float64
 	crossplane crossplaneCounts
 	watcher    time.Duration
 	apiServers time.Duration
@@ -372,7 +364,11 @@ type counters struct {
 func snapshot(ctx context.Context, p *plane.Plane, w *watcher) (counters, error) {
 	var c counters
 	var err error
-	if c.requests, err = managerRequests(ctx, p.ManagerMetricsURL()); err != nil {
+	// client-go's requests by method and response code.
+	if c.requests, err = counterBy(ctx, p.ManagerMetricsURL(), "rest_client_requests_total", "method", "code"); err != nil {
+		return c, err
+	}
+	if c.wakeups, err = counterBy(ctx, p.ManagerMetricsURL(), "capxp_xr_wakeups_total", "kind", "source"); err != nil {
 		return c, err
 	}
 	if c.crossplane, err = crossplaneLog(filepath.Join(p.Dir(), "crossplane.log")); err != nil {
@@ -384,25 +380,24 @@ func snapshot(ctx context.Context, p *plane.Plane, w *watcher) (counters, error)
 	return c, err
 }
 
-// managerRequests reads the manager's API requests so far by method and
-// response code (client-go's rest_client_requests_total).
-func managerRequests(ctx context.Context, url string) (map[string]float64, error) {
+// counterBy reads one of the manager's counters so far, summed by the
+// values of the labels given, joined with "/".
+func counterBy(ctx context.Context, url, metric string, keys ...string) (map[string]float64, error) {
 	out := map[string]float64{}
 	err := scrape(ctx, url, func(name, labels string, v float64) {
-		if name != "rest_client_requests_total" {
+		if name != metric {
 			return
 		}
-		var method, code string
+		values := map[string]string{}
 		for _, l := range strings.Split(labels, ",") {
 			k, val, _ := strings.Cut(l, "=")
-			switch k {
-			case "method":
-				method = strings.Trim(val, `"`)
-			case "code":
-				code = strings.Trim(val, `"`)
-			}
+			values[k] = strings.Trim(val, `"`)
 		}
-		out[method+"/"+code] += v
+		key := make([]string, len(keys))
+		for i, k := range keys {
+			key[i] = values[k]
+		}
+		out[strings.Join(key, "/")] += v
 	})
 	return out, err
 }

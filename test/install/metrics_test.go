@@ -166,6 +166,8 @@ func scrapeMetrics(ctx context.Context, t *testing.T, p *plane.Plane) {
 			{"capxp_credentials_refusals_total", map[string]string{"namespace": plane.ExampleNamespace, "reason": "NotGranted"}, 1},
 			{"capxp_xrd_adaptation", map[string]string{"xrd": "crossplaneclusters.infrastructure.cluster.x-k8s.io", "state": "Adapted"}, 1},
 			{"capxp_xrd_adaptation", map[string]string{"xrd": "crossplanemachines.infrastructure.cluster.x-k8s.io", "state": "Adapted"}, 1},
+			{"capxp_xr_wakeups_total", map[string]string{"kind": "CrossplaneMachine", "source": "CrossplaneMachine"}, plane.ExampleMachines},
+			{"capxp_xr_wakeups_total", map[string]string{"kind": "CrossplaneMachine", "source": "Machine"}, plane.ExampleMachines},
 			{"controller_runtime_reconcile_time_seconds", map[string]string{"controller": "capxp-crossplanemachine.infrastructure.cluster.x-k8s.io"}, 1},
 			{"capxp_xrs_waiting", map[string]string{"kind": "CrossplaneCluster", "namespace": ns}, 1},
 			{"capxp_xr_waiting_oldest_seconds", map[string]string{"kind": "CrossplaneCluster", "namespace": ns}, 0},
