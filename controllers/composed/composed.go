@@ -233,21 +233,44 @@ func (a *api) controlled(ctx context.Context, xr *composite.Unstructured) (contr
 }
 
 // actedOn passes the changes of a composed resource the bridge reads:
-// whether it exists, its controller, its pause, hold and move guard, and
-// its deletion. A provider writes its resources' status on every poll;
-// Crossplane reflects what matters of it in the XR, whose own watch wakes
-// the bridge.
+// whether it exists, its controller, its deletion, and the metadata the
+// bridge itself writes on it (watchedAnnotations, watchedLabels, the move
+// guard), so that a pause, hold or guard someone else lifts is restored.
+// The rest is not the bridge's: a provider writes its resources' status
+// on every poll, and its own annotations (external name, create pending
+// and succeeded) and finalizer as it creates them; Crossplane reflects
+// what matters of them in the XR, whose own watch wakes the bridge.
 var actedOn = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	o, n := e.ObjectOld, e.ObjectNew
 	if o == nil || n == nil {
 		return true
 	}
-	return !equality.Semantic.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
-		!equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
-		!equality.Semantic.DeepEqual(o.GetFinalizers(), n.GetFinalizers()) ||
+	return changed(o.GetAnnotations(), n.GetAnnotations(), watchedAnnotations) ||
+		changed(o.GetLabels(), n.GetLabels(), watchedLabels) ||
+		controllerutil.ContainsFinalizer(o, infrav1.MoveGuardFinalizer) != controllerutil.ContainsFinalizer(n, infrav1.MoveGuardFinalizer) ||
 		!equality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) ||
 		!o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp())
 }}
+
+// The annotations and labels of a composed resource the bridge reads and
+// writes: Crossplane's pause and what paused it (the credentials' hold, a
+// move), and the mark of revoked credentials.
+var (
+	watchedAnnotations = []string{infrav1.CrossplanePausedAnnotation, infrav1.CredentialsHoldAnnotation, infrav1.PausedForMoveAnnotation}
+	watchedLabels      = []string{infrav1.CredentialsRevokedLabel}
+)
+
+// changed says whether any of keys was added, removed or changed.
+func changed(o, n map[string]string, keys []string) bool {
+	for _, k := range keys {
+		ov, oOK := o[k]
+		nv, nOK := n[k]
+		if oOK != nOK || ov != nv {
+			return true
+		}
+	}
+	return false
+}
 
 // unreadable says why the bridge does not read a resource reference, or ""
 // when it may: namespaced XRs compose only namespaced resources of their

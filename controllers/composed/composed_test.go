@@ -425,10 +425,24 @@ func TestActedOn(t *testing.T) {
 			o.ResourceVersion = "2"
 			o.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "provider", Subresource: "status"}}
 		}},
-		"SpecOnly":  {edit: func(o *metav1.PartialObjectMetadata) { o.Generation = 2 }},
-		"Paused":    {edit: func(o *metav1.PartialObjectMetadata) { o.Annotations["crossplane.io/paused"] = "true" }, want: true},
-		"Labelled":  {edit: func(o *metav1.PartialObjectMetadata) { o.Labels["capxp.dev/revoked"] = "x" }, want: true},
-		"Guarded":   {edit: func(o *metav1.PartialObjectMetadata) { o.Finalizers = []string{"capxp.dev/move"} }, want: true},
+		"SpecOnly": {edit: func(o *metav1.PartialObjectMetadata) { o.Generation = 2 }},
+		"ProviderAnnotations": {edit: func(o *metav1.PartialObjectMetadata) {
+			o.Annotations["crossplane.io/external-name"] = "db"
+			o.Annotations["crossplane.io/external-create-succeeded"] = "2026-11-28T00:00:00Z"
+		}},
+		"ProviderFinalizer": {edit: func(o *metav1.PartialObjectMetadata) {
+			o.Finalizers = []string{"finalizer.managedresource.crossplane.io"}
+		}},
+		"OtherLabel":    {edit: func(o *metav1.PartialObjectMetadata) { o.Labels["team"] = "a" }},
+		"Paused":        {edit: func(o *metav1.PartialObjectMetadata) { o.Annotations["crossplane.io/paused"] = "true" }, want: true},
+		"Held":          {edit: func(o *metav1.PartialObjectMetadata) { o.Annotations[infrav1.CredentialsHoldAnnotation] = "true" }, want: true},
+		"PausedForMove": {edit: func(o *metav1.PartialObjectMetadata) { o.Annotations[infrav1.PausedForMoveAnnotation] = "" }, want: true},
+		"Revoked": {edit: func(o *metav1.PartialObjectMetadata) {
+			o.Labels[infrav1.CredentialsRevokedLabel] = infrav1.CredentialsRevokedPaused
+		}, want: true},
+		"Guarded": {edit: func(o *metav1.PartialObjectMetadata) {
+			o.Finalizers = []string{"finalizer.managedresource.crossplane.io", infrav1.MoveGuardFinalizer}
+		}, want: true},
 		"Disowned":  {edit: func(o *metav1.PartialObjectMetadata) { o.OwnerReferences = nil }, want: true},
 		"Deleting":  {edit: func(o *metav1.PartialObjectMetadata) { o.DeletionTimestamp = &now }, want: true},
 		"Unchanged": {},
