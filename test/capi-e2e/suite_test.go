@@ -20,6 +20,7 @@ import (
 
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -160,6 +161,10 @@ func TestCAPIE2E(t *testing.T) {
 // the etcd CA), and CAPI's controllers read an unlabelled certificate
 // directly rather than from their cache.
 func provideClusterSecrets(ctx context.Context, c client.Client) {
+	// made keeps a Cluster's Secrets from their first making: made again
+	// after a partial failure, the etcd CA kept and the client certificate
+	// created would not match.
+	made := map[types.UID][]*corev1.Secret{}
 	done := map[types.UID]bool{}
 	log := ctrl.Log.WithName("cluster-secrets")
 	_ = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
@@ -173,17 +178,23 @@ func provideClusterSecrets(ctx context.Context, c client.Client) {
 			if done[cl.UID] || !cl.DeletionTimestamp.IsZero() {
 				continue
 			}
-			secrets, err := p.KubeadmClusterSecrets(cl.Namespace, cl.Name)
-			if err != nil {
-				log.Error(err, "cannot make the Secrets of a Cluster; trying again", "cluster", client.ObjectKeyFromObject(cl))
-				continue
+			secrets, ok := made[cl.UID]
+			if !ok {
+				var err error
+				if secrets, err = p.KubeadmClusterSecrets(cl.Namespace, cl.Name); err != nil {
+					log.Error(err, "cannot make the Secrets of a Cluster; trying again", "cluster", client.ObjectKeyFromObject(cl))
+					continue
+				}
+				for _, s := range secrets {
+					if s.Name == cl.Name+"-apiserver-etcd-client" {
+						delete(s.Labels, clusterv1.ClusterNameLabel)
+					}
+				}
+				made[cl.UID] = secrets
 			}
 			created := true
 			for _, s := range secrets {
-				if s.Name == cl.Name+"-apiserver-etcd-client" {
-					delete(s.Labels, clusterv1.ClusterNameLabel)
-				}
-				if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+				if err := c.Create(ctx, s.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
 					log.Error(err, "cannot create a Secret of a Cluster; trying again", "secret", client.ObjectKeyFromObject(s))
 					created = false
 				}

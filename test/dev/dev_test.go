@@ -282,10 +282,20 @@ func stat(pid int) (state, start string, ok bool) {
 
 // alive reports whether the process still runs: it exists, is the same
 // process, and is neither a zombie nor dead (those hold no port and no
-// memory).
+// memory). A killed process's main thread can be a zombie while its other
+// threads are still exiting, and they still hold its files (its listening
+// sockets among them) until the last one is gone: a zombie with threads
+// left is alive.
 func (p process) alive() bool {
 	state, start, ok := stat(p.pid)
-	return ok && start == p.start && state != "Z" && state != "X"
+	if !ok || start != p.start || state == "X" {
+		return false
+	}
+	if state != "Z" {
+		return true
+	}
+	threads, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", p.pid))
+	return err == nil && len(threads) > 1
 }
 
 // processes are the live processes carrying this run's mark (a zombie's
