@@ -148,7 +148,7 @@ func (k *kindControllers) Ensure(ctx context.Context, name string, a xrd.Adaptat
 	r := &xrReconciler{
 		client: k.mgr.GetClient(), gvk: a.GVK, contract: sm, tracker: counting, credentials: k.credentials,
 		recorder: k.mgr.GetEventRecorder(controllerName(a.GVK)), access: k.access,
-		composed: composed.New(k.mgr.GetClient(), counting, k.access.missing, crdLabeller{client: k.mgr.GetClient(), labels: &k.crdLabels}),
+		composed: composed.New(k.mgr.GetClient(), a.GVK, counting, k.access.missing, crdLabeller{client: k.mgr.GetClient(), labels: &k.crdLabels}),
 	}
 	opts.Reconciler = r
 	c, err := controller.NewUnmanaged(controllerName(a.GVK), opts)

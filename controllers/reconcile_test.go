@@ -382,7 +382,7 @@ func reconcileWith(t *testing.T, creds credentials.Resolver, res composed.Resour
 		contract = controlPlane{infraCluster: infraCluster{client: c}, infra: infraMachine{client: c, access: access}}
 	}
 	if res == nil {
-		res = composed.New(c, nopWatcher{}, access.missing, crdLabeller{client: c, labels: &crdLabels{}})
+		res = composed.New(c, xr.GroupVersionKind(), nopWatcher{}, access.missing, crdLabeller{client: c, labels: &crdLabels{}})
 	}
 	r := &xrReconciler{
 		client: c, gvk: xr.GroupVersionKind(), contract: contract, recorder: rec,

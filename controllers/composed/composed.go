@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
 	"github.com/go-logr/logr"
@@ -29,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
@@ -131,17 +133,25 @@ type Labeller interface {
 // may get, list and watch it.
 type MissingAccess func(ctx context.Context, gr schema.GroupResource) ([]string, error)
 
-// New returns the Resources of the API server c reads, whose reads of a kind
-// the bridge lacks access to are refused by missing.
-func New(c client.Client, w Watcher, missing MissingAccess, l Labeller) Resources {
-	return &api{client: c, tracker: w, missing: missing, labels: l}
+// New returns the Resources of the XRs of kind xr on the API server c
+// reads, whose reads of a kind the bridge lacks access to are refused by
+// missing.
+func New(c client.Client, xr schema.GroupVersionKind, w Watcher, missing MissingAccess, l Labeller) Resources {
+	return &api{client: c, kind: xr, tracker: w, missing: missing, labels: l, nested: map[schema.GroupKind]schema.GroupVersionKind{}}
 }
 
 type api struct {
 	client  client.Client
+	kind    schema.GroupVersionKind
 	tracker Watcher
 	missing MissingAccess
 	labels  Labeller
+
+	// nested are the kinds of the XRs Observe found composed, as it read
+	// them: a composed resource's event wakes the XR it belongs to through
+	// them (xrsOf).
+	mu     sync.RWMutex
+	nested map[schema.GroupKind]schema.GroupVersionKind
 }
 
 // Observe walks the XR's resource references, and those of the XRs it
@@ -198,8 +208,6 @@ func (a *api) Observe(ctx context.Context, xr *composite.Unstructured) (*Tree, e
 // exists.
 func (a *api) controlled(ctx context.Context, xr *composite.Unstructured) (controlled []*metav1.PartialObjectMetadata, foreign []string, err error) {
 	log := ctrl.LoggerFrom(ctx)
-	owner := &unstructured.Unstructured{}
-	owner.SetGroupVersionKind(xr.GroupVersionKind())
 	for _, ref := range xr.GetResourceReferences() {
 		why, err := a.unreadable(ctx, xr, ref)
 		if err != nil {
@@ -212,7 +220,7 @@ func (a *api) controlled(ctx context.Context, xr *composite.Unstructured) (contr
 		}
 		obj := &metav1.PartialObjectMetadata{}
 		obj.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
-		if err := a.tracker.Watch(log, obj, handler.EnqueueRequestForOwner(a.client.Scheme(), a.client.RESTMapper(), owner, handler.OnlyControllerOwner()), actedOn); err != nil {
+		if err := a.tracker.Watch(log, obj, handler.EnqueueRequestsFromMapFunc(a.xrsOf), actedOn); err != nil {
 			return nil, nil, errors.Wrap(err, errWatchComposed)
 		}
 		if err := a.client.Get(ctx, types.NamespacedName{Namespace: xr.GetNamespace(), Name: ref.Name}, obj); err != nil {
@@ -230,6 +238,47 @@ func (a *api) controlled(ctx context.Context, xr *composite.Unstructured) (contr
 	}
 	sort.Strings(foreign)
 	return controlled, foreign, nil
+}
+
+// xrsOf maps a composed resource to the XRs of the reconciler's kind it
+// belongs to: its controller, and up the controllers of the nested XRs that
+// composed it, MaxNesting levels at most. One handler serves every composed
+// kind, whichever XR's walk started its watch (the tracker keeps the first
+// handler of a kind): a resource a nested XR composed wakes the XR at the
+// top of the tree, which observes, holds and guards it. The walk reads only
+// XRs of kinds Observe already read, from the cache.
+func (a *api) xrsOf(ctx context.Context, obj client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	ref := metav1.GetControllerOf(obj)
+	for depth := 0; ref != nil && depth <= MaxNesting; depth++ {
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err != nil {
+			return reqs
+		}
+		gk := schema.GroupKind{Group: gv.Group, Kind: ref.Kind}
+		gvk, ok := a.nestedKind(gk)
+		if gk == a.kind.GroupKind() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}})
+			gvk, ok = a.kind, true
+		}
+		if !ok {
+			return reqs
+		}
+		parent := &unstructured.Unstructured{}
+		parent.SetGroupVersionKind(gvk)
+		if err := a.client.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}, parent); err != nil || parent.GetUID() != ref.UID {
+			return reqs
+		}
+		ref = metav1.GetControllerOf(parent)
+	}
+	return reqs
+}
+
+func (a *api) nestedKind(gk schema.GroupKind) (schema.GroupVersionKind, bool) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	gvk, ok := a.nested[gk]
+	return gvk, ok
 }
 
 // actedOn passes the changes of a composed resource the bridge reads:
@@ -317,6 +366,11 @@ func (a *api) nestedXR(ctx context.Context, obj *metav1.PartialObjectMetadata) (
 	xr := composite.New(composite.WithGroupVersionKind(gvk))
 	if err := a.client.Get(ctx, client.ObjectKeyFromObject(obj), &xr.Unstructured); err != nil {
 		return nil, errors.Wrapf(client.IgnoreNotFound(err), "%s %s %s", errGetComposed, gvk.Kind, obj.GetName())
+	}
+	if _, ok := a.nestedKind(gvk.GroupKind()); !ok {
+		a.mu.Lock()
+		a.nested[gvk.GroupKind()] = gvk
+		a.mu.Unlock()
 	}
 	return xr, nil
 }

@@ -36,6 +36,7 @@ var (
 	cmGVK     = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	secretGVK = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
 	nsGVK     = schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}
+	subnetGVK = schema.GroupVersionKind{Group: "example.org", Version: "v1", Kind: "XSubnet"}
 )
 
 // xrOf is an XR of team-a with uid, controlled by owner when it is set, whose
@@ -96,6 +97,7 @@ func newAPI(t *testing.T, denied []string, l Labeller, objs ...client.Object) (R
 	mapper.Add(cmGVK, kmeta.RESTScopeNamespace)
 	mapper.Add(secretGVK, kmeta.RESTScopeNamespace)
 	mapper.Add(nsGVK, kmeta.RESTScopeRoot)
+	mapper.Add(subnetGVK, kmeta.RESTScopeNamespace)
 	var writes []sentTo
 	c := fake.NewClientBuilder().WithScheme(s).WithRESTMapper(mapper).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
@@ -117,7 +119,7 @@ func newAPI(t *testing.T, denied []string, l Labeller, objs ...client.Object) (R
 		}
 		return nil, nil
 	}
-	return New(c, nopWatcher{}, missing, l), &writes
+	return New(c, xrGVK, nopWatcher{}, missing, l), &writes
 }
 
 func names(objs []*metav1.PartialObjectMetadata) []string {
@@ -209,6 +211,103 @@ func TestObserve(t *testing.T) {
 }
 
 var cmpEmpty = cmp.Comparer(slices.Equal[[]string])
+
+func TestXRsOf(t *testing.T) {
+	controlledBy := func(gvk schema.GroupVersionKind, name string, uid types.UID) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: name, UID: uid, Controller: ptr.To(true)}}
+	}
+	xrOfKind := func(gvk schema.GroupVersionKind, name string, uid types.UID, owner []metav1.OwnerReference, refs ...corev1.ObjectReference) *composite.Unstructured {
+		x := composite.New(composite.WithGroupVersionKind(gvk))
+		x.SetNamespace("team-a")
+		x.SetName(name)
+		x.SetUID(uid)
+		x.SetOwnerReferences(owner)
+		x.SetResourceReferences(refs)
+		return x
+	}
+	refTo := func(gvk schema.GroupVersionKind, name string) corev1.ObjectReference {
+		return corev1.ObjectReference{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: name}
+	}
+	cm := func(name string, owner []metav1.OwnerReference) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, OwnerReferences: owner}}
+	}
+	// top composes a subnet (another XR kind) and an XNetwork of its own
+	// kind; each of those composes a ConfigMap; loop-a and loop-b control
+	// each other.
+	top := xrOfKind(xrGVK, "top", "top-uid", nil, refTo(subnetGVK, "subnet"), refTo(xrGVK, "inner"))
+	subnet := xrOfKind(subnetGVK, "subnet", "subnet-uid", controlledBy(xrGVK, "top", "top-uid"), refTo(cmGVK, "subnet-cm"))
+	inner := xrOfKind(xrGVK, "inner", "inner-uid", controlledBy(xrGVK, "top", "top-uid"))
+	loopA := xrOfKind(xrGVK, "loop-a", "loop-a-uid", controlledBy(subnetGVK, "loop-b", "loop-b-uid"))
+	loopB := xrOfKind(subnetGVK, "loop-b", "loop-b-uid", controlledBy(xrGVK, "loop-a", "loop-a-uid"))
+	objs := []client.Object{
+		&xpextv2.CompositeResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "xsubnets.example.org"}},
+		&xpextv2.CompositeResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "xnetworks.example.org"}},
+		&top.Unstructured, &subnet.Unstructured, &inner.Unstructured, &loopA.Unstructured, &loopB.Unstructured,
+		cm("subnet-cm", controlledBy(subnetGVK, "subnet", "subnet-uid")),
+	}
+	cases := map[string]struct {
+		reason string
+		obj    client.Object
+		want   []string
+	}{
+		"Direct": {
+			reason: "a resource the XR controls wakes it",
+			obj:    cm("mine", controlledBy(xrGVK, "top", "top-uid")),
+			want:   []string{"top"},
+		},
+		"NestedOtherKind": {
+			reason: "a resource a nested XR of another kind controls wakes the XR at the top of the tree",
+			obj:    cm("subnet-cm", controlledBy(subnetGVK, "subnet", "subnet-uid")),
+			want:   []string{"top"},
+		},
+		"NestedSameKind": {
+			reason: "a nested XR of the reconciler's kind is woken, and so is the XR above it",
+			obj:    cm("inner-cm", controlledBy(xrGVK, "inner", "inner-uid")),
+			want:   []string{"inner", "top"},
+		},
+		"NotController": {
+			reason: "an owner that is not the controller wakes nothing",
+			obj: cm("owned", []metav1.OwnerReference{{
+				APIVersion: xrGVK.GroupVersion().String(), Kind: xrGVK.Kind, Name: "top", UID: "top-uid",
+			}}),
+		},
+		"UnknownKind": {
+			reason: "a controller of a kind no observed tree holds is not read",
+			obj:    cm("other", controlledBy(schema.GroupVersionKind{Group: "other.org", Version: "v1", Kind: "XOther"}, "o", "o-uid")),
+		},
+		"StaleUID": {
+			reason: "a nested XR that is not the one the reference names ends the walk",
+			obj:    cm("stale", controlledBy(subnetGVK, "subnet", "old-uid")),
+		},
+		"Gone": {
+			reason: "a nested XR that is gone ends the walk",
+			obj:    cm("orphan", controlledBy(subnetGVK, "gone", "gone-uid")),
+		},
+		"Loop": {
+			reason: "XRs that control each other are walked MaxNesting levels at most",
+			obj:    cm("loop-cm", controlledBy(subnetGVK, "loop-b", "loop-b-uid")),
+			want:   slices.Repeat([]string{"loop-a"}, (MaxNesting+1)/2),
+		},
+	}
+	r, _ := newAPI(t, nil, nil, objs...)
+	if _, err := r.Observe(t.Context(), top); err != nil {
+		t.Fatalf("Observe(top): %v", err)
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for _, req := range r.(*api).xrsOf(t.Context(), tc.obj) {
+				if req.Namespace != "team-a" {
+					t.Errorf("xrsOf: request in namespace %q, want team-a", req.Namespace)
+				}
+				got = append(got, req.Name)
+			}
+			if diff := cmp.Diff(tc.want, got, cmpEmpty); diff != "" {
+				t.Errorf("%s\nxrsOf: -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
 
 func TestActs(t *testing.T) {
 	held := func(c *corev1.ConfigMap) {

@@ -79,6 +79,26 @@ func TestARevokedGrantPausesWhatNestedXRsComposed(t *testing.T) {
 	}, 5*time.Second, interval).Should(Succeed(), "what the nested XR composed is paused within 5 s")
 	t.Logf("the nested XR's Stub paused %s after the grant was revoked", time.Since(revokedAt).Round(time.Millisecond))
 
+	// Someone lifts the hold on the Stub: its own event wakes the XR at
+	// the top of the tree, which holds it again.
+	lifted := &unstructured.Unstructured{}
+	lifted.SetGroupVersionKind(envtest.StubGVK)
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(&stub), lifted)).To(Succeed())
+	orig := lifted.DeepCopy()
+	annotations := lifted.GetAnnotations()
+	delete(annotations, infrav1.CrossplanePausedAnnotation)
+	delete(annotations, infrav1.CredentialsHoldAnnotation)
+	lifted.SetAnnotations(annotations)
+	g.Expect(env.Client.Patch(ctx, lifted, client.MergeFrom(orig))).To(Succeed())
+	liftedAt := time.Now()
+	g.Eventually(func(g Gomega) {
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(envtest.StubGVK)
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(&stub), got)).To(Succeed())
+		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CredentialsHoldAnnotation, "true"))
+	}, 5*time.Second, interval).Should(Succeed(), "a hold lifted on what the nested XR composed is set again within 5 s")
+	t.Logf("the Stub held again %s after its hold was lifted", time.Since(liftedAt).Round(time.Millisecond))
+
 	grantTo(t, config+"-again", config, infrav1.AllowedNamespaces{Names: []string{ns}})
 	g.Eventually(func(g Gomega) {
 		got := &unstructured.Unstructured{}
