@@ -68,22 +68,25 @@ func TestARevokedGrantPausesWhatNestedXRsComposed(t *testing.T) {
 		g.Expect(metav1.GetControllerOf(&stub)).To(HaveField("Kind", "InnerNet"))
 	}, timeout, interval).Should(Succeed())
 
-	g.Expect(env.Client.Delete(ctx, grant)).To(Succeed())
-	revokedAt := time.Now()
-	g.Eventually(func(g Gomega) {
+	// stubNow reads the Stub as it is now.
+	stubNow := func(g Gomega) *unstructured.Unstructured {
 		got := &unstructured.Unstructured{}
 		got.SetGroupVersionKind(envtest.StubGVK)
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(&stub), got)).To(Succeed())
-		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
-		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CredentialsHoldAnnotation, "true"))
+		return got
+	}
+	g.Expect(env.Client.Delete(ctx, grant)).To(Succeed())
+	revokedAt := time.Now()
+	g.Eventually(func(g Gomega) {
+		got := stubNow(g).GetAnnotations()
+		g.Expect(got).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+		g.Expect(got).To(HaveKeyWithValue(infrav1.CredentialsHoldAnnotation, "true"))
 	}, 5*time.Second, interval).Should(Succeed(), "what the nested XR composed is paused within 5 s")
 	t.Logf("the nested XR's Stub paused %s after the grant was revoked", time.Since(revokedAt).Round(time.Millisecond))
 
 	// Someone lifts the hold on the Stub: its own event wakes the XR at
 	// the top of the tree, which holds it again.
-	lifted := &unstructured.Unstructured{}
-	lifted.SetGroupVersionKind(envtest.StubGVK)
-	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(&stub), lifted)).To(Succeed())
+	lifted := stubNow(g)
 	orig := lifted.DeepCopy()
 	annotations := lifted.GetAnnotations()
 	delete(annotations, infrav1.CrossplanePausedAnnotation)
@@ -92,19 +95,13 @@ func TestARevokedGrantPausesWhatNestedXRsComposed(t *testing.T) {
 	g.Expect(env.Client.Patch(ctx, lifted, client.MergeFrom(orig))).To(Succeed())
 	liftedAt := time.Now()
 	g.Eventually(func(g Gomega) {
-		got := &unstructured.Unstructured{}
-		got.SetGroupVersionKind(envtest.StubGVK)
-		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(&stub), got)).To(Succeed())
-		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CredentialsHoldAnnotation, "true"))
+		g.Expect(stubNow(g).GetAnnotations()).To(HaveKeyWithValue(infrav1.CredentialsHoldAnnotation, "true"))
 	}, 5*time.Second, interval).Should(Succeed(), "a hold lifted on what the nested XR composed is set again within 5 s")
 	t.Logf("the Stub held again %s after its hold was lifted", time.Since(liftedAt).Round(time.Millisecond))
 
 	grantTo(t, config+"-again", config, infrav1.AllowedNamespaces{Names: []string{ns}})
 	g.Eventually(func(g Gomega) {
-		got := &unstructured.Unstructured{}
-		got.SetGroupVersionKind(envtest.StubGVK)
-		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(&stub), got)).To(Succeed())
-		g.Expect(got.GetAnnotations()).NotTo(HaveKey(infrav1.CrossplanePausedAnnotation))
+		g.Expect(stubNow(g).GetAnnotations()).NotTo(HaveKey(infrav1.CrossplanePausedAnnotation))
 	}, timeout, interval).Should(Succeed(), "granted again, it resumes")
 }
 
