@@ -29,6 +29,7 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/xrd"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/composed"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/contracts"
 )
 
 // kindControllers runs one controller per adapted XRD. Controllers are started and
@@ -99,21 +100,6 @@ func (k *kindControllers) Start(ctx context.Context) error {
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
 func (k *kindControllers) NeedLeaderElection() bool { return true }
 
-// newSeam picks the contract's seam: the one place the contracts differ.
-func newSeam(c client.Client, access *readAccess, contract string) (seam, error) {
-	switch contract {
-	case infrav1.ContractInfraCluster:
-		return infraCluster{client: c}, nil
-	case infrav1.ContractInfraMachine:
-		return infraMachine{client: c, access: access}, nil
-	case infrav1.ContractInfraMachinePool:
-		return infraMachinePool{infraMachine{client: c, access: access}}, nil
-	case infrav1.ContractControlPlane:
-		return controlPlane{infraCluster: infraCluster{client: c}, infra: infraMachine{client: c, access: access}}, nil
-	}
-	return nil, errors.Errorf("unknown contract %s", contract)
-}
-
 // Ensure runs a controller for an adapted XRD, once; a changed kind, version
 // or contract replaces the running one.
 func (k *kindControllers) Ensure(ctx context.Context, name string, a xrd.Adaptation) error {
@@ -139,7 +125,9 @@ func (k *kindControllers) Ensure(ctx context.Context, name string, a xrd.Adaptat
 		return log.WithValues(a.GVK.Kind, req.String())
 	}
 	tracker := &external.ObjectTracker{Cache: k.mgr.GetCache(), Scheme: k.mgr.GetScheme(), PredicateLogger: &log}
-	sm, err := newSeam(k.mgr.GetClient(), k.access, a.Contract)
+	sm, err := contracts.New(a.Contract, contracts.Options{Client: k.mgr.GetClient(), Missing: k.access.missing, KubeconfigWritten: func(kind string) {
+		writes.WithLabelValues(targetKubeconfig, kind).Inc()
+	}})
 	if err != nil {
 		return err
 	}
@@ -169,16 +157,16 @@ func (k *kindControllers) Ensure(ctx context.Context, name string, a xrd.Adaptat
 	if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), xr, counted(scheme, a.GVK.Kind, xr, &handler.EnqueueRequestForObject{}), filter, predicate.Funcs{UpdateFunc: r.xrChanged, DeleteFunc: r.xrDeleted})); err != nil {
 		return errors.Wrap(err, "cannot watch composite resources")
 	}
-	env := watchEnv{ctx: k.base, client: k.mgr.GetClient(), scheme: scheme, log: k.mgr.GetLogger()}
-	for _, w := range sm.watches(env, a.GVK, xr) {
-		w.predicates = append(w.predicates, filter)
-		if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), w.obj, counted(scheme, a.GVK.Kind, w.obj, handler.EnqueueRequestsFromMapFunc(w.fn)), w.predicates...)); err != nil {
-			return errors.Wrapf(err, "cannot watch %T", w.obj)
+	env := contracts.WatchEnv{Ctx: k.base, Client: k.mgr.GetClient(), Scheme: scheme, Log: k.mgr.GetLogger()}
+	for _, w := range sm.Watches(env, a.GVK, xr) {
+		w.Predicates = append(w.Predicates, filter)
+		if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), w.Object, counted(scheme, a.GVK.Kind, w.Object, handler.EnqueueRequestsFromMapFunc(w.Map)), w.Predicates...)); err != nil {
+			return errors.Wrapf(err, "cannot watch %T", w.Object)
 		}
 	}
 	for _, w := range k.credentialWatches(a.GVK) {
-		if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), w.obj, counted(scheme, a.GVK.Kind, w.obj, handler.EnqueueRequestsFromMapFunc(w.fn)))); err != nil {
-			return errors.Wrapf(err, "cannot watch %T", w.obj)
+		if err := c.Watch(source.Kind[client.Object](k.mgr.GetCache(), w.Object, counted(scheme, a.GVK.Kind, w.Object, handler.EnqueueRequestsFromMapFunc(w.Map)))); err != nil {
+			return errors.Wrapf(err, "cannot watch %T", w.Object)
 		}
 	}
 
@@ -221,24 +209,16 @@ func controllerName(gvk schema.GroupVersionKind) string {
 	return fmt.Sprintf("capxp-%s.%s", strings.ToLower(gvk.Kind), gvk.Group)
 }
 
-// watch is a kind of object whose changes concern XRs, and how to map one to
-// them.
-type watch struct {
-	obj        client.Object
-	fn         handler.MapFunc
-	predicates []predicate.Predicate
-}
-
 // credentialWatches wake the XRs whose use of shared credentials a grant
 // given or revoked, or a namespace relabelled, changes: a grant of a config
 // those that name a cluster-scoped config of its group and name, a grant of
 // an ambient source every XR naming credentials of its group (a namespaced
 // ProviderConfig may use the source), a namespace every XR in it that names
 // credentials.
-func (k *kindControllers) credentialWatches(gvk schema.GroupVersionKind) []watch {
+func (k *kindControllers) credentialWatches(gvk schema.GroupVersionKind) []contracts.Watch {
 	c := k.mgr.GetClient()
-	return []watch{
-		{obj: &infrav1.ClusterProviderConfigGrant{}, fn: func(ctx context.Context, o client.Object) []reconcile.Request {
+	return []contracts.Watch{
+		{Object: &infrav1.ClusterProviderConfigGrant{}, Map: func(ctx context.Context, o client.Object) []reconcile.Request {
 			g, ok := o.(*infrav1.ClusterProviderConfigGrant)
 			if !ok {
 				return nil
@@ -251,7 +231,7 @@ func (k *kindControllers) credentialWatches(gvk schema.GroupVersionKind) []watch
 			}
 			return nil
 		}},
-		{obj: &corev1.Namespace{}, fn: func(ctx context.Context, o client.Object) []reconcile.Request {
+		{Object: &corev1.Namespace{}, Map: func(ctx context.Context, o client.Object) []reconcile.Request {
 			return referencing(ctx, c, gvk, o.GetName(), refAny)
 		}},
 	}

@@ -48,15 +48,15 @@ const (
 // nodes, so an XR not yet provisioned cannot be moved, and a machine costs
 // no write of its own for the annotation.
 func (r *xrReconciler) blockMove(ctx context.Context, s *scope, due bool) {
-	if len(s.xr.GetResourceReferences()) == 0 {
+	if len(s.XR.GetResourceReferences()) == 0 {
 		return
 	}
 	r.labelComposedCRDs(ctx, s)
-	if _, ok := s.xr.GetAnnotations()[infrav1.BlockMoveAnnotation]; ok {
+	if _, ok := s.XR.GetAnnotations()[infrav1.BlockMoveAnnotation]; ok {
 		return
 	}
-	if due || !equality.Semantic.DeepEqual(s.before.Object, s.xr.Object) {
-		meta.AddAnnotations(s.xr, map[string]string{infrav1.BlockMoveAnnotation: ""})
+	if due || !equality.Semantic.DeepEqual(s.before.Object, s.XR.Object) {
+		meta.AddAnnotations(s.XR, map[string]string{infrav1.BlockMoveAnnotation: ""})
 	}
 }
 
@@ -68,8 +68,8 @@ func (r *xrReconciler) blockMove(ctx context.Context, s *scope, due bool) {
 // resources behind.
 func (r *xrReconciler) labelComposedCRDs(ctx context.Context, s *scope) {
 	for _, err := range r.composed.LabelCRDs(ctx, s.tree) {
-		s.event(corev1.EventTypeWarning, "MoveBlocked", err.Error())
-		meta.AddAnnotations(s.xr, map[string]string{infrav1.BlockMoveAnnotation: ""})
+		s.Event(corev1.EventTypeWarning, "MoveBlocked", err.Error())
+		meta.AddAnnotations(s.XR, map[string]string{infrav1.BlockMoveAnnotation: ""})
 	}
 }
 

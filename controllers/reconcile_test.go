@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -34,6 +36,7 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/composed"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/contracts"
 )
 
 // sent is one write the reconciler sent: its verb, the object's kind and
@@ -217,8 +220,22 @@ func clusterCRD() *extv1.CustomResourceDefinition {
 // adminKubeconfig is the Secret testControlPlaneXR's composition names.
 func adminKubeconfig() *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo-admin"},
-		Data: map[string][]byte{"kubeconfig": []byte(testKubeconfig)}}
+		Data: map[string][]byte{"kubeconfig": adminConfig}}
 }
+
+// adminConfig is a usable kubeconfig of the control plane at 10.0.0.1.
+var adminConfig = func() []byte {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["demo"] = &clientcmdapi.Cluster{Server: "https://10.0.0.1:6443"}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: "t0"}
+	cfg.Contexts["demo"] = &clientcmdapi.Context{Cluster: "demo", AuthInfo: "admin"}
+	cfg.CurrentContext = "demo"
+	raw, err := clientcmd.Write(*cfg)
+	if err != nil {
+		panic(err)
+	}
+	return raw
+}()
 
 // testMachine is Machine demo-md-0 of Cluster demo; with bootstrap data it
 // names its secret.
@@ -372,14 +389,15 @@ func reconcileWith(t *testing.T, creds credentials.Resolver, res composed.Resour
 	access.ok[schema.GroupResource{Resource: "configmaps"}] = true
 	access.ok[schema.GroupResource{Group: infrav1.GroupVersion.Group, Resource: "crossplaneclusters"}] = true
 	rec := events.NewFakeRecorder(10)
-	var contract seam = infraCluster{client: c}
-	switch xr.GetKind() {
-	case infrav1.CrossplaneMachineKind:
-		contract = infraMachine{client: c, access: access}
-	case infrav1.CrossplaneMachinePoolKind:
-		contract = infraMachinePool{infraMachine{client: c, access: access}}
-	case infrav1.CrossplaneControlPlaneKind:
-		contract = controlPlane{infraCluster: infraCluster{client: c}, infra: infraMachine{client: c, access: access}}
+	name := map[string]string{
+		infrav1.CrossplaneClusterKind:      infrav1.ContractInfraCluster,
+		infrav1.CrossplaneMachineKind:      infrav1.ContractInfraMachine,
+		infrav1.CrossplaneMachinePoolKind:  infrav1.ContractInfraMachinePool,
+		infrav1.CrossplaneControlPlaneKind: infrav1.ContractControlPlane,
+	}[xr.GetKind()]
+	contract, err := contracts.New(name, contracts.Options{Client: c, Missing: access.missing})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if res == nil {
 		res = composed.New(c, xr.GroupVersionKind(), nopWatcher{}, access.missing, crdLabeller{client: c, labels: &crdLabels{}})

@@ -42,9 +42,9 @@ const SelectorAnnotation = "capxp.dev/composition-selector"
 // are Crossplane's to delete. A compositionRef changed by hand, under an
 // unchanged selector, is the user's explicit choice and is left alone (as
 // is one with no selector). Machine XRs are replaced, never re-templated,
-// so only InfraClusters are concerned (the seam's reselects).
+// so only InfraClusters are concerned (the Contract's Reselects).
 func (r *xrReconciler) reselect(ctx context.Context, s *scope) error {
-	sel, ref := s.xr.GetCompositionSelector(), s.xr.GetCompositionReference()
+	sel, ref := s.XR.GetCompositionSelector(), s.XR.GetCompositionReference()
 	if sel == nil || ref == nil || ref.Name == "" {
 		return nil
 	}
@@ -52,8 +52,8 @@ func (r *xrReconciler) reselect(ctx context.Context, s *scope) error {
 	if err != nil {
 		return nil //nolint:nilerr // Crossplane reports an invalid selector on the XR.
 	}
-	recorded, seen := s.xr.GetAnnotations()[SelectorAnnotation]
-	meta.AddAnnotations(s.xr, map[string]string{SelectorAnnotation: selector.String()})
+	recorded, seen := s.XR.GetAnnotations()[SelectorAnnotation]
+	meta.AddAnnotations(s.XR, map[string]string{SelectorAnnotation: selector.String()})
 	if !seen || recorded == selector.String() {
 		return nil
 	}
@@ -68,16 +68,16 @@ func (r *xrReconciler) reselect(ctx context.Context, s *scope) error {
 		return nil
 	}
 	key := ref.Name + "/" + selector.String()
-	if r.memory.release(s.xr.GetUID(), key) {
+	if r.memory.release(s.XR.GetUID(), key) {
 		return nil
 	}
-	p := fieldpath.Pave(s.xr.Object)
+	p := fieldpath.Pave(s.XR.Object)
 	for _, f := range []string{"spec.crossplane.compositionRef", "spec.crossplane.compositionRevisionRef"} {
 		if err := p.DeleteField(f); err != nil {
 			return errors.Wrapf(err, "cannot remove %s", f)
 		}
 	}
-	s.event(corev1.EventTypeNormal, ReselectedReason,
+	s.Event(corev1.EventTypeNormal, ReselectedReason,
 		fmt.Sprintf("Composition %s does not match spec.crossplane.compositionSelector (%s): released it for Crossplane to select again", ref.Name, selector))
 	return nil
 }

@@ -5,17 +5,13 @@ import (
 	"time"
 	"unique"
 
-	xpextv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
-	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
-	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/ptr"
@@ -30,6 +26,7 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/contracts"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/leanjson"
 )
 
@@ -51,15 +48,11 @@ type Options struct {
 	Webhook *WebhookClientConfig
 }
 
-// NewScheme returns the scheme the manager needs.
+// NewScheme returns the scheme the manager needs: the kinds the
+// Contracts read are all it reads.
 func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(extv1.AddToScheme(s))
-	utilruntime.Must(clusterv1.AddToScheme(s))
-	utilruntime.Must(xpextv1.AddToScheme(s))
-	utilruntime.Must(xpextv2.AddToScheme(s))
-	utilruntime.Must(infrav1.AddToScheme(s))
+	utilruntime.Must(contracts.AddToScheme(s))
 	return s
 }
 

@@ -8,14 +8,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -37,6 +34,7 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/composed"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/contracts"
 )
 
 const (
@@ -57,55 +55,6 @@ const (
 	annotationTrue = "true"
 )
 
-// seam is what differs between the InfraCluster, InfraMachine and
-// ControlPlane contracts; everything else about an adapted XR (finalizer,
-// pause, credentials, deletion, the one deferred write) is the
-// xrReconciler's.
-type seam interface {
-	// conditionType is the condition of the owner the verdict goes to.
-	conditionType() string
-	// owner returns the CAPI object that owns the XR (a Cluster or a
-	// Machine) and its Cluster; a nil owner while CAPI has not set the
-	// owner reference or the owner is gone.
-	owner(ctx context.Context, xr *composite.Unstructured) (client.Object, *clusterv1.Cluster, error)
-	// pauseUnowned says whether an XR that has no CAPI owner yet must be
-	// paused; nil leaves the annotation as it is.
-	pauseUnowned(xr *composite.Unstructured) *bool
-	// prepare readies a not paused, not deleting XR for composition: it
-	// returns a verdict to hold the XR paused with, or nil to go on. It may
-	// inject spec fields into s.xr.
-	prepare(ctx context.Context, s *scope) (*verdict.Verdict, error)
-	// outputs maps the composition's outputs: their field errors, and the
-	// spec fields to set once the XR satisfies its contract, with an event
-	// message for the first time it does (none when empty).
-	outputs(s *scope) (set func(*unstructured.Unstructured), provisioned string, errs field.ErrorList)
-	// milestone is the contract's status once the XR satisfies it: the
-	// milestone that never goes back, and what goes with it.
-	milestone(xr *unstructured.Unstructured) map[string]any
-	// publish writes what the contract asks of the provider besides the
-	// XR, once the XR satisfies its contract: a verdict while it cannot,
-	// and when to look again.
-	publish(ctx context.Context, s *scope) (*verdict.Verdict, ctrl.Result, error)
-	// reselects says whether a changed compositionSelector re-selects the
-	// Composition: CAPI re-templates the XR in place rather than replacing
-	// it.
-	reselects() bool
-	// waitBeforeDelete names what must be gone before the XR's own
-	// composed resources go; nil when nothing.
-	waitBeforeDelete(ctx context.Context, xr *composite.Unstructured) (*verdict.Verdict, error)
-	// watches are the CAPI objects whose changes concern XRs of the kind.
-	watches(k watchEnv, gvk schema.GroupVersionKind, xr *unstructured.Unstructured) []watch
-}
-
-// watchEnv is what a seam's watches need of the manager: the context they
-// live in, its client, scheme and logger.
-type watchEnv struct {
-	ctx    context.Context //nolint:containedctx // the watches' map functions outlive any one call.
-	client client.Client
-	scheme *runtime.Scheme
-	log    logr.Logger
-}
-
 // watcher starts a watch once per kind, as the reconciler learns of kinds
 // (composed kinds, credentials kinds): CAPI's external.ObjectTracker.
 type watcher interface {
@@ -113,11 +62,11 @@ type watcher interface {
 }
 
 // xrReconciler makes the XRs of one kind CAPI infrastructure objects, of the
-// contract its seam implements.
+// contract its contracts.Contract implements.
 type xrReconciler struct {
 	client      client.Client
 	gvk         schema.GroupVersionKind
-	contract    seam
+	contract    contracts.Contract
 	recorder    events.EventRecorder
 	tracker     watcher
 	credentials credentials.Resolver
@@ -136,22 +85,20 @@ func (r *xrReconciler) forget(uid types.UID) {
 	waiting.set(uid, waitingXR{}, false)
 }
 
-// scope is one reconcile's working state. Phases change xr (metadata and
-// spec) and say what to write; write sends it all once, at the end.
+// scope is one reconcile's working state: what the contract sees
+// (contracts.Scope: the working copy of the XR, its owner and Cluster, the
+// events to record) and what the reconciler adds. Phases change the working
+// copy (metadata and spec) and say what to write; write sends it all once,
+// at the end.
 type scope struct {
-	// xr is the working copy; before is what was read.
-	xr     *composite.Unstructured
+	contracts.Scope
+	// before is what was read.
 	before *unstructured.Unstructured
-	// owner is the CAPI Cluster or Machine; nil when none.
-	owner   client.Object
-	cluster *clusterv1.Cluster
 	// verdict goes to the owner's CrossplaneInfrastructureReady condition
 	// and, when it changes, to an event on the XR; nil leaves it.
 	verdict *verdict.Verdict
 	// status holds the contract status fields to apply; nil applies none.
 	status *statusApply
-	// events are recorded on the XR once the writes succeed.
-	events []xrEvent
 	// mirror is what was read with only the outputs copied into its spec,
 	// and observed the generation Crossplane had observed Ready and Synced:
 	// when the spec patch changes nothing else, its new generation is the
@@ -165,15 +112,6 @@ type scope struct {
 	paused bool
 	// tree is what the XR composed, read once.
 	tree *composed.Tree
-	// endpointFromControlPlane: the Cluster's control plane is a managed
-	// one that provides the endpoint, so its infrastructure XR need not.
-	endpointFromControlPlane bool
-}
-
-type xrEvent struct{ kind, reason, message string }
-
-func (s *scope) event(kind, reason, message string) {
-	s.events = append(s.events, xrEvent{kind, reason, message})
 }
 
 // heldForCredentials says whether the XR was read held for its credentials.
@@ -188,22 +126,22 @@ func (s *scope) edit(e lifecycle.Edit) {
 	case lifecycle.PauseHold:
 		// Marked, so that the bridge knows to lift this hold, and only
 		// this one, once the credentials may be used.
-		meta.AddAnnotations(s.xr, map[string]string{infrav1.CrossplanePausedAnnotation: annotationTrue, infrav1.CredentialsHoldAnnotation: annotationTrue})
+		meta.AddAnnotations(s.XR, map[string]string{infrav1.CrossplanePausedAnnotation: annotationTrue, infrav1.CredentialsHoldAnnotation: annotationTrue})
 	case lifecycle.PauseSet:
-		meta.RemoveAnnotations(s.xr, infrav1.CredentialsHoldAnnotation)
-		meta.AddAnnotations(s.xr, map[string]string{meta.AnnotationKeyReconciliationPaused: annotationTrue})
+		meta.RemoveAnnotations(s.XR, infrav1.CredentialsHoldAnnotation)
+		meta.AddAnnotations(s.XR, map[string]string{meta.AnnotationKeyReconciliationPaused: annotationTrue})
 	case lifecycle.PauseLift:
-		meta.RemoveAnnotations(s.xr, infrav1.CredentialsHoldAnnotation, meta.AnnotationKeyReconciliationPaused)
+		meta.RemoveAnnotations(s.XR, infrav1.CredentialsHoldAnnotation, meta.AnnotationKeyReconciliationPaused)
 	}
 	switch e.Finalizer {
 	case lifecycle.FinalizerLeave:
 	case lifecycle.FinalizerAdd:
-		controllerutil.AddFinalizer(s.xr, infrav1.Finalizer)
+		controllerutil.AddFinalizer(s.XR, infrav1.Finalizer)
 	case lifecycle.FinalizerRemove:
-		controllerutil.RemoveFinalizer(s.xr, infrav1.Finalizer)
+		controllerutil.RemoveFinalizer(s.XR, infrav1.Finalizer)
 	}
 	if e.DropBlockMove {
-		meta.RemoveAnnotations(s.xr, infrav1.BlockMoveAnnotation)
+		meta.RemoveAnnotations(s.XR, infrav1.BlockMoveAnnotation)
 	}
 }
 
@@ -224,7 +162,7 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 	log := ctrl.LoggerFrom(ctx).WithValues(r.gvk.Kind, klog.KObj(xr))
 	ctx = ctrl.LoggerInto(ctx, log)
 
-	s := &scope{xr: xr, before: xr.Unstructured.DeepCopy()}
+	s := &scope{Scope: contracts.Scope{XR: xr}, before: xr.Unstructured.DeepCopy()}
 	defer func() {
 		if err := r.write(ctx, s); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
@@ -248,8 +186,8 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if s.owner != nil {
-		ctx = ctrl.LoggerInto(ctx, log.WithValues(s.owner.GetObjectKind().GroupVersionKind().Kind, klog.KObj(s.owner)))
+	if s.Owner != nil {
+		ctx = ctrl.LoggerInto(ctx, log.WithValues(s.Owner.GetObjectKind().GroupVersionKind().Kind, klog.KObj(s.Owner)))
 	}
 	return r.act(ctx, s, lifecycle.Decide(o))
 }
@@ -261,7 +199,7 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 // inherits its cluster's credentials), so the credentials are read after
 // it.
 func (r *xrReconciler) observe(ctx context.Context, s *scope) (lifecycle.Observed, error) {
-	xr := s.xr
+	xr := s.XR
 	f := lifecycle.Facts{
 		Deleting:           !xr.GetDeletionTimestamp().IsZero(),
 		ExternallyManaged:  annotations.IsExternallyManaged(xr),
@@ -270,8 +208,8 @@ func (r *xrReconciler) observe(ctx context.Context, s *scope) (lifecycle.Observe
 		CrossplanePaused:   meta.IsPaused(s.before),
 		PauseAcknowledged:  readiness.Condition(s.before.Object, xpv2.TypeSynced).Reason == xpv2.ReasonReconcilePaused,
 		HeldForCredentials: s.heldForCredentials(),
-		PauseUnowned:       r.contract.pauseUnowned(xr),
-		Reselects:          r.contract.reselects(),
+		PauseUnowned:       r.contract.PauseUnowned(xr),
+		Reselects:          r.contract.Reselects(),
 	}
 	_, f.BlockMove = xr.GetAnnotations()[infrav1.BlockMoveAnnotation]
 	var err error
@@ -281,11 +219,11 @@ func (r *xrReconciler) observe(ctx context.Context, s *scope) (lifecycle.Observe
 	if f.ExternallyManaged {
 		f.Paused = annotations.HasPaused(xr)
 	} else {
-		if s.owner, s.cluster, err = r.contract.owner(ctx, xr); err != nil {
+		if err := r.contract.Owner(ctx, &s.Scope); err != nil {
 			return lifecycle.Observed{}, err
 		}
-		f.Owned = s.owner != nil
-		f.Paused = annotations.HasPaused(xr) || s.cluster != nil && annotations.IsPaused(s.cluster, xr)
+		f.Owned = s.Owner != nil
+		f.Paused = annotations.HasPaused(xr) || s.Cluster != nil && annotations.IsPaused(s.Cluster, xr)
 		s.paused = f.Paused
 	}
 	o := lifecycle.Observed{Facts: f, Own: s.tree.OwnNames()}
@@ -303,11 +241,11 @@ func (r *xrReconciler) observe(ctx context.Context, s *scope) (lifecycle.Observe
 		if !f.Finalizer {
 			return o, nil
 		}
-		if o.WaitBeforeDelete, err = r.contract.waitBeforeDelete(ctx, xr); err != nil || o.WaitBeforeDelete != nil {
+		if o.WaitBeforeDelete, err = r.contract.WaitBeforeDelete(ctx, xr); err != nil || o.WaitBeforeDelete != nil {
 			return o, err
 		}
 	case lifecycle.Active:
-		if o.Gate, err = r.contract.prepare(ctx, s); err != nil || o.Gate != nil {
+		if o.Gate, err = r.contract.Prepare(ctx, &s.Scope); err != nil || o.Gate != nil {
 			return o, err
 		}
 	}
@@ -326,7 +264,7 @@ func (r *xrReconciler) act(ctx context.Context, s *scope, p lifecycle.Plan) (ctr
 	s.edit(p.Before)
 	s.verdict = p.Verdict
 	for _, e := range p.Events {
-		s.event(e.Type, e.Reason, e.Message)
+		s.Event(e.Type, e.Reason, e.Message)
 	}
 	if err := r.actOnComposed(ctx, s, p.Composed); err != nil {
 		return ctrl.Result{}, err
@@ -339,9 +277,9 @@ func (r *xrReconciler) act(ctx context.Context, s *scope, p lifecycle.Plan) (ctr
 	s.edit(p.After)
 	if p.Forget {
 		log.Info("Every composed resource is gone; releasing the composite resource")
-		r.forget(s.xr.GetUID())
-		if s.owner != nil {
-			r.forget(s.owner.GetUID())
+		r.forget(s.XR.GetUID())
+		if s.Owner != nil {
+			r.forget(s.Owner.GetUID())
 		}
 	}
 	result := ctrl.Result{RequeueAfter: p.RequeueAfter}
@@ -370,7 +308,7 @@ func (r *xrReconciler) actOnComposed(ctx context.Context, s *scope, c lifecycle.
 	}
 	if c.Guard {
 		if err := r.composed.Guard(ctx, s.tree, true); err != nil {
-			s.event(corev1.EventTypeWarning, "MoveBlocked", err.Error())
+			s.Event(corev1.EventTypeWarning, "MoveBlocked", err.Error())
 			return err
 		}
 	}
@@ -421,14 +359,14 @@ func conflicted(err error) bool {
 // contract, and records the verdict and the provisioned milestone.
 func (r *xrReconciler) mapContract(ctx context.Context, s *scope) (ctrl.Result, error) {
 	var result ctrl.Result
-	u := &s.xr.Unstructured
-	set, provisioned, errs := r.contract.outputs(s)
+	u := &s.XR.Unstructured
+	set, provisioned, errs := r.contract.Outputs(&s.Scope)
 	// The newest Ready and Synced read, not one Crossplane put back from a
 	// stale read (readiness.Replaced).
 	c := r.memory.read(u)
-	v := contract.Evaluate(readiness.ObserveConditions(u.GetGeneration(), false, c.synced, c.ready, r.memory.mirror(s.xr.GetUID())), errs)
+	v := contract.Evaluate(readiness.ObserveConditions(u.GetGeneration(), false, c.synced, c.ready, r.memory.mirror(s.XR.GetUID())), errs)
 	if v.Ready {
-		held, again, err := r.contract.publish(ctx, s)
+		held, again, err := r.contract.Publish(ctx, &s.Scope)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -447,7 +385,7 @@ func (r *xrReconciler) mapContract(ctx context.Context, s *scope) (ctrl.Result, 
 	// A cache behind the bridge's own write of the milestone still shows
 	// the XR not provisioned: it is, and is neither written nor announced
 	// again.
-	stale := !isProvisioned(u) && r.memory.already(s.xr, partProvisioned, "true")
+	stale := !isProvisioned(u) && r.memory.already(s.XR, partProvisioned, "true")
 	was := isProvisioned(u) || stale
 	now := contract.Provisioned(was, v)
 	r.blockMove(ctx, s, now)
@@ -455,13 +393,13 @@ func (r *xrReconciler) mapContract(ctx context.Context, s *scope) (ctrl.Result, 
 		// Every field, always: a server-side apply that leaves one out
 		// releases it. Nothing is written before provisioning: absent is
 		// not provisioned, and provisioned never goes back to false.
-		s.status = &statusApply{fields: r.contract.milestone(u)}
+		s.status = &statusApply{fields: r.contract.Milestone(u)}
 		if !was && c.ready.Status == corev1.ConditionTrue {
 			s.readySince = c.ready.LastTransitionTime.Time
 		}
 	}
 	if now && !was && provisioned != "" {
-		s.event(corev1.EventTypeNormal, "Provisioned", provisioned)
+		s.Event(corev1.EventTypeNormal, "Provisioned", provisioned)
 	}
 	return result, nil
 }

@@ -105,7 +105,7 @@ var crossplaneOwnNothing = crossplaneOwn{}
 // crossplaneOwn is what the bridge need not wake for on this kind: an
 // InfraCluster's Composition reference is read to re-select it (reselect).
 func (r *xrReconciler) crossplaneOwn() crossplaneOwn {
-	return crossplaneOwn{keys: true, compositionRefs: !r.contract.reselects()}
+	return crossplaneOwn{keys: true, compositionRefs: !r.contract.Reselects()}
 }
 
 // metadata is the metadata of u the bridge reads.

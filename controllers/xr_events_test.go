@@ -11,6 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/contracts"
 )
 
 func TestXRChanged(t *testing.T) {
@@ -163,9 +166,9 @@ func TestXRChanged(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			r := &xrReconciler{contract: infraMachine{}}
+			r := &xrReconciler{contract: mustContract(infrav1.ContractInfraMachine)}
 			if tc.cluster {
-				r.contract = infraCluster{}
+				r.contract = mustContract(infrav1.ContractInfraCluster)
 			}
 			if got := r.xrChanged(event.UpdateEvent{ObjectOld: xr(tc.old), ObjectNew: xr(tc.mutate)}); got != tc.want {
 				t.Errorf("xrChanged() = %v, want %v", got, tc.want)
@@ -205,7 +208,7 @@ func TestXRChangedIgnoresReplacedConditions(t *testing.T) {
 		{"ANewGeneration", xr(6, newGeneration, synced), true},
 		{"TheOldGenerationPutBack", xr(6, available, synced), false},
 	}
-	r := &xrReconciler{contract: infraMachine{}}
+	r := &xrReconciler{contract: mustContract(infrav1.ContractInfraMachine)}
 	prev := xr(5, cond("Ready", "Unknown", "", "", 0, ""), stalePause)
 	for _, s := range steps {
 		if got := r.xrChanged(event.UpdateEvent{ObjectOld: prev, ObjectNew: s.xr}); got != s.want {
@@ -248,7 +251,7 @@ func TestXRChangedIgnoresTheBridgesOwnWrite(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			r := &xrReconciler{contract: infraMachine{}}
+			r := &xrReconciler{contract: mustContract(infrav1.ContractInfraMachine)}
 			// The bridge patched version 10 of XR 1 into version 11.
 			r.memory.record(xr("10", nil), "11", partPatch, `{"spec":{"providerID":"aws:///i-1"}}`)
 			if got := r.xrChanged(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
@@ -281,4 +284,13 @@ func TestConflicted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mustContract is the Contract of a name, reading nothing.
+func mustContract(name string) contracts.Contract {
+	c, err := contracts.New(name, contracts.Options{})
+	if err != nil {
+		panic(err)
+	}
+	return c
 }

@@ -26,11 +26,11 @@ import (
 func (r *xrReconciler) write(ctx context.Context, s *scope) error {
 	var errs []error
 	gen := s.before.GetGeneration()
-	mirrorOnly := s.mirror != nil && equality.Semantic.DeepEqual(s.mirror.Object["spec"], s.xr.Object["spec"])
-	kind := s.xr.GetKind()
+	mirrorOnly := s.mirror != nil && equality.Semantic.DeepEqual(s.mirror.Object["spec"], s.XR.Object["spec"])
+	kind := s.XR.GetKind()
 	rv := s.before.GetResourceVersion()
 	// The working copy is what is wanted: no copy of it to mutate.
-	if err := patchTo(ctx, r.client, &r.memory, s.before, &unstructured.Unstructured{Object: s.xr.Object}); err != nil {
+	if err := patchTo(ctx, r.client, &r.memory, s.before, &unstructured.Unstructured{Object: s.XR.Object}); err != nil {
 		// Nothing else is written on a stale read.
 		return err
 	}
@@ -38,10 +38,10 @@ func (r *xrReconciler) write(ctx context.Context, s *scope) error {
 		writes.WithLabelValues(targetXR, kind).Inc()
 	}
 	if mirrorOnly && s.before.GetGeneration() != gen && s.observed != 0 {
-		r.memory.mirrored(s.xr.GetUID(), readiness.Mirror{From: s.observed, To: s.before.GetGeneration()})
+		r.memory.mirrored(s.XR.GetUID(), readiness.Mirror{From: s.observed, To: s.before.GetGeneration()})
 	}
 	if s.status != nil {
-		made, err := s.status.apply(ctx, r.client, &s.xr.Unstructured)
+		made, err := s.status.apply(ctx, r.client, &s.XR.Unstructured)
 		if err == nil && made != "" {
 			r.memory.record(s.before, made, partProvisioned, "true")
 			writes.WithLabelValues(targetXRStatus, kind).Inc()
@@ -49,11 +49,11 @@ func (r *xrReconciler) write(ctx context.Context, s *scope) error {
 		}
 		errs = append(errs, err)
 	}
-	if s.verdict != nil && s.owner != nil {
+	if s.verdict != nil && s.Owner != nil {
 		errs = append(errs, r.writeVerdict(ctx, s))
 	}
-	for _, e := range s.events {
-		r.recorder.Eventf(s.xr, nil, e.kind, e.reason, actionReconcile, "%s", e.message)
+	for _, e := range s.Events {
+		r.recorder.Eventf(s.XR, nil, e.Type, e.Reason, actionReconcile, "%s", e.Message)
 	}
 	return kerrors.NewAggregate(errs)
 }
@@ -62,7 +62,7 @@ func (r *xrReconciler) write(ctx context.Context, s *scope) error {
 // CrossplaneInfrastructureReady condition when it says something new, and
 // records the change as an event on the XR.
 func (r *xrReconciler) writeVerdict(ctx context.Context, s *scope) error {
-	old, found := ownerCondition(s.owner, r.contract.conditionType())
+	old, found := ownerCondition(s.Owner, r.contract.ConditionType())
 	if found && s.verdict.Same(&old) {
 		// The verdict is about the XR: a new generation of the owner (CAPI
 		// copying providerID or the bootstrap data secret name into its
@@ -74,15 +74,15 @@ func (r *xrReconciler) writeVerdict(ctx context.Context, s *scope) error {
 		// the first verdict they do not, and follows every verdict after.
 		return nil
 	}
-	c := s.verdict.Condition(s.owner.GetGeneration())
-	c.Type = r.contract.conditionType()
-	if r.memory.already(s.owner, partVerdict, verdictValue(c)) {
+	c := s.verdict.Condition(s.Owner.GetGeneration())
+	c.Type = r.contract.ConditionType()
+	if r.memory.already(s.Owner, partVerdict, verdictValue(c)) {
 		// The cache has not caught up with this very write yet: it was
 		// sent, and its event recorded, already.
 		return nil
 	}
 	// Converted only to be written: most reconciles write no verdict.
-	owner, err := toUnstructured(r.client, s.owner)
+	owner, err := toUnstructured(r.client, s.Owner)
 	if err != nil {
 		return errors.Wrap(err, errWriteOwner)
 	}
@@ -95,12 +95,12 @@ func (r *xrReconciler) writeVerdict(ctx context.Context, s *scope) error {
 	// Only a verdict someone must act on becomes an event too; progress is
 	// the condition's to say (and Provisioned, once, the XR's).
 	if (!found || !s.verdict.Same(&old)) && s.verdict.Warning() {
-		r.recorder.Eventf(s.xr, nil, corev1.EventTypeWarning, s.verdict.Reason, actionReconcile, "%s", s.verdict.Message)
+		r.recorder.Eventf(s.XR, nil, corev1.EventTypeWarning, s.verdict.Reason, actionReconcile, "%s", s.verdict.Message)
 	}
-	r.memory.record(s.owner, made, partVerdict, verdictValue(c))
+	r.memory.record(s.Owner, made, partVerdict, verdictValue(c))
 	if made != "" {
-		writes.WithLabelValues(targetOwnerCondition, s.xr.GetKind()).Inc()
-		verdicts.WithLabelValues(c.Reason, s.xr.GetKind()).Inc()
+		writes.WithLabelValues(targetOwnerCondition, s.XR.GetKind()).Inc()
+		verdicts.WithLabelValues(c.Reason, s.XR.GetKind()).Inc()
 	}
 	return nil
 }

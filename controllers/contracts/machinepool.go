@@ -1,4 +1,4 @@
-package controllers
+package contracts
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/gate"
@@ -36,43 +35,44 @@ type infraMachinePool struct {
 	infraMachine
 }
 
-// owner is the MachinePool that owns the XR, and its Cluster; none until
+// Owner is the MachinePool that owns the XR, and its Cluster; none until
 // that Cluster exists, except for a deleting XR.
-func (m infraMachinePool) owner(ctx context.Context, xr *composite.Unstructured) (client.Object, *clusterv1.Cluster, error) {
-	mp, err := util.GetOwnerMachinePool(ctx, m.client, ownedBy(xr))
+func (m infraMachinePool) Owner(ctx context.Context, s *Scope) error {
+	mp, err := util.GetOwnerMachinePool(ctx, m.client, ownedBy(s.XR))
 	if err = client.IgnoreNotFound(err); err != nil || mp == nil {
-		return nil, nil, errors.Wrap(err, errGetOwnerMachinePool)
+		return errors.Wrap(err, errGetOwnerMachinePool)
 	}
 	cluster, err := util.GetClusterByName(ctx, m.client, mp.Namespace, mp.Spec.ClusterName)
 	if client.IgnoreNotFound(err) != nil {
-		return nil, nil, errors.Wrap(err, errGetPoolCluster)
+		return errors.Wrap(err, errGetPoolCluster)
 	}
-	if cluster == nil && xr.GetDeletionTimestamp().IsZero() {
-		return nil, nil, nil
+	if cluster == nil && s.XR.GetDeletionTimestamp().IsZero() {
+		return nil
 	}
-	return mp, cluster, nil
+	s.Owner, s.Pool, s.Cluster = mp, mp, cluster
+	return nil
 }
 
-// prepare runs the pool's gate: closed, it returns why; open, it injects
+// Prepare runs the pool's gate: closed, it returns why; open, it injects
 // what changed of the MachinePool, and on the first opening the cluster's
 // network and credentials, which the one deferred patch sends together
 // with the unpause.
-func (m infraMachinePool) prepare(ctx context.Context, s *scope) (*verdict.Verdict, error) {
-	mp, ok := s.owner.(*clusterv1.MachinePool)
-	if !ok {
-		return nil, errors.Errorf("owner %T is not a MachinePool", s.owner)
+func (m infraMachinePool) Prepare(ctx context.Context, s *Scope) (*verdict.Verdict, error) {
+	mp := s.Pool
+	if mp == nil {
+		return nil, errors.New("the XR has no owner MachinePool")
 	}
-	clusterXR, forbidden, err := m.clusterInfrastructure(ctx, s.cluster)
+	clusterXR, forbidden, err := m.clusterInfrastructure(ctx, s.Cluster)
 	if err != nil || forbidden != nil {
 		return forbidden, err
 	}
-	return inject(s, gate.DecidePool(gate.PoolInputs{MachinePool: mp, Cluster: s.cluster, ClusterXR: clusterXR, XR: &s.xr.Unstructured}))
+	return inject(s, gate.DecidePool(gate.PoolInputs{MachinePool: mp, Cluster: s.Cluster, ClusterXR: clusterXR, XR: &s.XR.Unstructured}))
 }
 
 // outputs maps providerIDList. A pool's provisioning is CAPI's to report on
 // the MachinePool, as a machine's is on the Machine.
-func (infraMachinePool) outputs(s *scope) (func(*unstructured.Unstructured), string, field.ErrorList) {
-	xr := &s.xr.Unstructured
+func (infraMachinePool) Outputs(s *Scope) (func(*unstructured.Unstructured), string, field.ErrorList) {
+	xr := &s.XR.Unstructured
 	out, errs := outputs.MapMachinePool(xr)
 	set := func(u *unstructured.Unstructured) {
 		ids := make([]any, 0, len(out.ProviderIDList))
@@ -84,27 +84,27 @@ func (infraMachinePool) outputs(s *scope) (func(*unstructured.Unstructured), str
 	return set, "", errs
 }
 
-func (infraMachinePool) conditionType() string {
+func (infraMachinePool) ConditionType() string {
 	return infrav1.CrossplaneInfrastructureReadyCondition
 }
 
 // milestone is provisioned, v1beta1's ready (which CAPI's MachinePool
 // controller reads), and the replicas: the machines spec.providerIDList
 // names, so that CAPI never reads a count and a list that disagree.
-func (infraMachinePool) milestone(xr *unstructured.Unstructured) map[string]any {
+func (infraMachinePool) Milestone(xr *unstructured.Unstructured) map[string]any {
 	ids, _, _ := unstructured.NestedSlice(xr.Object, "spec", "providerIDList")
 	return map[string]any{"status.initialization.provisioned": true, "status.ready": true, "status.replicas": int64(len(ids))}
 }
 
-func (infraMachinePool) watches(k watchEnv, gvk schema.GroupVersionKind, _ *unstructured.Unstructured) []watch {
-	return []watch{
+func (infraMachinePool) Watches(k WatchEnv, gvk schema.GroupVersionKind, _ *unstructured.Unstructured) []Watch {
+	return []Watch{
 		// The MachinePool's spec (replicas, template, failure domains), its
 		// deletion and the bridge's verdict on it; not CAPI's status writes
 		// (node references, ready replicas).
-		{obj: &clusterv1.MachinePool{}, fn: util.MachinePoolToInfrastructureMapFunc(k.ctx, gvk),
-			predicates: []predicate.Predicate{predicate.Funcs{UpdateFunc: ownerChanged}}},
+		{Object: &clusterv1.MachinePool{}, Map: util.MachinePoolToInfrastructureMapFunc(k.Ctx, gvk),
+			Predicates: []predicate.Predicate{predicate.Funcs{UpdateFunc: ownerChanged}}},
 		// A pool whose instances need no bootstrap data waits for the
 		// control plane.
-		clusterGates(k, gvk, predicates.ClusterControlPlaneInitialized(k.scheme, k.log)),
+		clusterGates(k, gvk, predicates.ClusterControlPlaneInitialized(k.Scheme, k.Log)),
 	}
 }

@@ -1,4 +1,4 @@
-package controllers
+package contracts
 
 import (
 	"context"
@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/predicates"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -33,6 +32,7 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/outputs"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/xrd"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/composed"
 )
 
 const (
@@ -46,60 +46,61 @@ const (
 // providerID output goes to spec.providerID.
 type infraMachine struct {
 	client client.Client
-	// access says which kinds the bridge may get, list and watch. The
+	// missing says which verbs the bridge lacks on a kind. The
 	// cluster's infrastructure is read through the manager's cache, whose
 	// informer for a kind the bridge may not list never syncs: a read would
 	// wait for it, holding a worker, with nothing said.
-	access *readAccess
+	missing composed.MissingAccess
 }
 
 // pauseUnowned keeps a machine XR without its Machine paused: the admission
 // policy paused it at creation; one it did not catch (created before its
 // kind was adapted) is paused here, unless Crossplane composed it already.
-func (infraMachine) pauseUnowned(xr *composite.Unstructured) *bool {
+func (infraMachine) PauseUnowned(xr *composite.Unstructured) *bool {
 	if len(xr.GetResourceReferences()) == 0 {
 		return ptr.To(true)
 	}
 	return nil
 }
 
-// owner is the Machine that owns the XR, and the Machine's Cluster; none
+// Owner is the Machine that owns the XR, and the Machine's Cluster; none
 // until that Cluster exists, except for a deleting XR.
-func (m infraMachine) owner(ctx context.Context, xr *composite.Unstructured) (client.Object, *clusterv1.Cluster, error) {
-	machine, err := util.GetOwnerMachine(ctx, m.client, ownedBy(xr))
+func (m infraMachine) Owner(ctx context.Context, s *Scope) error {
+	machine, err := util.GetOwnerMachine(ctx, m.client, ownedBy(s.XR))
 	if err = client.IgnoreNotFound(err); err != nil || machine == nil {
-		return nil, nil, errors.Wrap(err, errGetOwnerMachine)
+		return errors.Wrap(err, errGetOwnerMachine)
 	}
 	cluster, err := util.GetClusterFromMetadata(ctx, m.client, machine.ObjectMeta)
 	if client.IgnoreNotFound(err) != nil {
-		return nil, nil, errors.Wrap(err, errGetCluster)
+		return errors.Wrap(err, errGetCluster)
 	}
-	if cluster == nil && xr.GetDeletionTimestamp().IsZero() {
+	if cluster == nil && s.XR.GetDeletionTimestamp().IsZero() {
 		// Nothing to compose for until the Cluster exists.
-		return nil, nil, nil
+		return nil
 	}
-	return machine, cluster, nil
+	s.Owner, s.Machine, s.Cluster = machine, machine, cluster
+	return nil
 }
 
-// prepare runs the gate: closed, it returns why; open, it injects into the
+// Prepare runs the gate: closed, it returns why; open, it injects into the
 // working copy what the composition needs (the bootstrap data reference, the
 // failure domain, the cluster's network and credentials), which the one
 // deferred patch sends together with the unpause, so Crossplane never
 // composes a half-configured machine.
-func (m infraMachine) prepare(ctx context.Context, s *scope) (*verdict.Verdict, error) {
-	machine, ok := s.owner.(*clusterv1.Machine)
-	if !ok {
-		return nil, errors.Errorf("owner %T is not a Machine", s.owner)
+func (m infraMachine) Prepare(ctx context.Context, s *Scope) (*verdict.Verdict, error) {
+	machine := s.Machine
+	if machine == nil {
+		return nil, errors.New("the XR has no owner Machine")
 	}
-	clusterXR, forbidden, err := m.clusterInfrastructure(ctx, s.cluster)
+	clusterXR, forbidden, err := m.clusterInfrastructure(ctx, s.Cluster)
 	if err != nil || forbidden != nil {
 		return forbidden, err
 	}
-	in := gate.Inputs{Machine: machine, Cluster: s.cluster, ClusterXR: clusterXR, XR: &s.xr.Unstructured}
+	in := gate.Inputs{Machine: machine, Cluster: s.Cluster, ClusterXR: clusterXR, XR: &s.XR.Unstructured}
 	d := gate.Decide(in)
 	if d.Ready && len(d.Spec) > 0 {
 		// Opening: with the provider ID the Composition declares, if any.
-		in.ProviderID, in.ProviderIDFrom, err = providerIDTemplate(ctx, m.client, s.xr)
+		in.ProviderID, in.ProviderIDFrom, err = providerIDTemplate(ctx, m.client, s.XR)
 		if err != nil {
 			return nil, err
 		}
@@ -149,16 +150,16 @@ func (m infraMachine) clusterInfrastructure(ctx context.Context, cluster *cluste
 // the working copy: a map field completes what the XR holds (the network a
 // template named), nil removes one, any other replaces it. The injection's sources go to an
 // annotation, for users to see where each field came from.
-func inject(s *scope, d gate.Decision) (*verdict.Verdict, error) {
+func inject(s *Scope, d gate.Decision) (*verdict.Verdict, error) {
 	if !d.Ready {
 		return &verdict.Verdict{Reason: d.Reason, Message: d.Message}, nil
 	}
 	for k, v := range d.Spec {
 		if v == nil {
-			unstructured.RemoveNestedField(s.xr.Object, "spec", k)
+			unstructured.RemoveNestedField(s.XR.Object, "spec", k)
 			continue
 		}
-		own, _, _ := unstructured.NestedFieldNoCopy(s.xr.Object, "spec", k)
+		own, _, _ := unstructured.NestedFieldNoCopy(s.XR.Object, "spec", k)
 		mine, isMap := own.(map[string]any)
 		fields, ok := v.(map[string]any)
 		if isMap && ok {
@@ -167,12 +168,12 @@ func inject(s *scope, d gate.Decision) (*verdict.Verdict, error) {
 			}
 			continue
 		}
-		if err := unstructured.SetNestedField(s.xr.Object, v, "spec", k); err != nil {
+		if err := unstructured.SetNestedField(s.XR.Object, v, "spec", k); err != nil {
 			return nil, errors.Wrapf(err, "cannot inject spec.%s", k)
 		}
 	}
 	if len(d.Sources) > 0 {
-		meta.AddAnnotations(&s.xr.Unstructured, map[string]string{infrav1.InjectedFromAnnotation: injectedFrom(s.xr.GetAnnotations()[infrav1.InjectedFromAnnotation], d.Sources)})
+		meta.AddAnnotations(&s.XR.Unstructured, map[string]string{infrav1.InjectedFromAnnotation: injectedFrom(s.XR.GetAnnotations()[infrav1.InjectedFromAnnotation], d.Sources)})
 	}
 	return nil, nil
 }
@@ -197,14 +198,14 @@ func (m infraMachine) mayRead(ctx context.Context, gk schema.GroupKind) ([]strin
 	if err != nil {
 		return nil, errors.Wrapf(err, "cannot find the resource of %s", gk)
 	}
-	return m.access.missing(ctx, mapping.Resource.GroupResource())
+	return m.missing(ctx, mapping.Resource.GroupResource())
 }
 
 // outputs maps providerID. A machine's provisioning is recorded by no event
 // of the bridge's: CAPI reports it on the Machine (its phase and
 // InfrastructureReady), and an event per machine of a fleet is noise.
-func (infraMachine) outputs(s *scope) (func(*unstructured.Unstructured), string, field.ErrorList) {
-	xr := &s.xr.Unstructured
+func (infraMachine) Outputs(s *Scope) (func(*unstructured.Unstructured), string, field.ErrorList) {
+	xr := &s.XR.Unstructured
 	out, errs := outputs.MapMachine(xr)
 	set := func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(u.Object, out.ProviderID, "spec", "providerID")
@@ -212,28 +213,28 @@ func (infraMachine) outputs(s *scope) (func(*unstructured.Unstructured), string,
 	return set, "", errs
 }
 
-func (infraMachine) conditionType() string { return infrav1.CrossplaneInfrastructureReadyCondition }
+func (infraMachine) ConditionType() string { return infrav1.CrossplaneInfrastructureReadyCondition }
 
 // milestone is provisioned, and v1beta1's ready while CAPI reads it.
-func (infraMachine) milestone(*unstructured.Unstructured) map[string]any {
+func (infraMachine) Milestone(*unstructured.Unstructured) map[string]any {
 	return map[string]any{"status.initialization.provisioned": true, "status.ready": true}
 }
 
-func (infraMachine) publish(context.Context, *scope) (*verdict.Verdict, ctrl.Result, error) {
-	return nil, ctrl.Result{}, nil
+func (infraMachine) Publish(context.Context, *Scope) (*verdict.Verdict, reconcile.Result, error) {
+	return nil, reconcile.Result{}, nil
 }
 
-func (infraMachine) waitBeforeDelete(context.Context, *composite.Unstructured) (*verdict.Verdict, error) {
+func (infraMachine) WaitBeforeDelete(context.Context, *composite.Unstructured) (*verdict.Verdict, error) {
 	return nil, nil
 }
 
-func (infraMachine) watches(k watchEnv, gvk schema.GroupVersionKind, _ *unstructured.Unstructured) []watch {
-	return []watch{
+func (infraMachine) Watches(k WatchEnv, gvk schema.GroupVersionKind, _ *unstructured.Unstructured) []Watch {
+	return []Watch{
 		// The Machine's spec (bootstrap data, failure domain), its deletion
 		// and the bridge's verdict on it; CAPI's many status writes are
 		// none of the XR's business.
-		{obj: &clusterv1.Machine{}, fn: util.MachineToInfrastructureMapFunc(gvk),
-			predicates: []predicate.Predicate{predicate.Funcs{UpdateFunc: ownerChanged}}},
+		{Object: &clusterv1.Machine{}, Map: util.MachineToInfrastructureMapFunc(gvk),
+			Predicates: []predicate.Predicate{predicate.Funcs{UpdateFunc: ownerChanged}}},
 		clusterGates(k, gvk),
 	}
 }
@@ -243,12 +244,12 @@ func (infraMachine) watches(k watchEnv, gvk schema.GroupVersionKind, _ *unstruct
 // other transitions given (a pool's gate also waits for the control
 // plane); a Cluster's status changes as its machines do, and each would
 // wake them all.
-func clusterGates(k watchEnv, gvk schema.GroupVersionKind, also ...predicate.Funcs) watch {
-	log := k.log
-	update := predicates.Any(k.scheme, log,
-		append([]predicate.Funcs{predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(k.scheme, log)}, also...)...)
-	return watch{obj: &clusterv1.Cluster{}, fn: listByCluster(k.client, gvk),
-		predicates: []predicate.Predicate{predicate.Funcs{
+func clusterGates(k WatchEnv, gvk schema.GroupVersionKind, also ...predicate.Funcs) Watch {
+	log := k.Log
+	update := predicates.Any(k.Scheme, log,
+		append([]predicate.Funcs{predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(k.Scheme, log)}, also...)...)
+	return Watch{Object: &clusterv1.Cluster{}, Map: listByCluster(k.Client, gvk),
+		Predicates: []predicate.Predicate{predicate.Funcs{
 			UpdateFunc:  update.Update,
 			DeleteFunc:  func(event.DeleteEvent) bool { return false },
 			GenericFunc: func(event.GenericEvent) bool { return false },
@@ -291,4 +292,4 @@ func listByCluster(c client.Client, gvk schema.GroupVersionKind) func(context.Co
 }
 
 // reselects: its XRs are replaced, never re-templated.
-func (infraMachine) reselects() bool { return false }
+func (infraMachine) Reselects() bool { return false }

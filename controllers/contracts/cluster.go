@@ -1,4 +1,4 @@
-package controllers
+package contracts
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/annotations"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -38,12 +37,13 @@ type infraCluster struct {
 	client client.Client
 }
 
-func (c infraCluster) owner(ctx context.Context, xr *composite.Unstructured) (client.Object, *clusterv1.Cluster, error) {
-	cluster, err := util.GetOwnerCluster(ctx, c.client, ownedBy(xr))
+func (c infraCluster) Owner(ctx context.Context, s *Scope) error {
+	cluster, err := util.GetOwnerCluster(ctx, c.client, ownedBy(s.XR))
 	if err = client.IgnoreNotFound(err); err != nil || cluster == nil {
-		return nil, nil, errors.Wrap(err, errGetOwnerCluster)
+		return errors.Wrap(err, errGetOwnerCluster)
 	}
-	return cluster, cluster, nil
+	s.Owner, s.Cluster = cluster, cluster
+	return nil
 }
 
 // ownedBy is what CAPI's owner lookups read of an XR: its namespace and
@@ -58,7 +58,7 @@ func ownedBy(xr *composite.Unstructured) metav1.ObjectMeta {
 // `clusterctl move` just created arrives paused, with its owner reference
 // set and its composed resources still to come, and must not compose before
 // they do.
-func (infraCluster) pauseUnowned(xr *composite.Unstructured) *bool {
+func (infraCluster) PauseUnowned(xr *composite.Unstructured) *bool {
 	if len(xr.GetOwnerReferences()) > 0 || len(xr.GetResourceReferences()) > 0 {
 		return nil
 	}
@@ -67,9 +67,9 @@ func (infraCluster) pauseUnowned(xr *composite.Unstructured) *bool {
 
 // prepare learns whether the Cluster's control plane provides the
 // endpoint: a managed control plane, an XR of a ControlPlane XRD, does.
-func (c infraCluster) prepare(ctx context.Context, s *scope) (*verdict.Verdict, error) {
-	managed, err := c.managedControlPlane(ctx, s.cluster)
-	s.endpointFromControlPlane = managed
+func (c infraCluster) Prepare(ctx context.Context, s *Scope) (*verdict.Verdict, error) {
+	managed, err := c.managedControlPlane(ctx, s.Cluster)
+	s.EndpointFromControlPlane = managed
 	return nil, err
 }
 
@@ -97,9 +97,9 @@ func (c infraCluster) managedControlPlane(ctx context.Context, cluster *clusterv
 // control plane the service's endpoint is the cluster's: the
 // infrastructure's is neither required nor copied, so that CAPI takes the
 // control plane's (it copies an infrastructure endpoint first).
-func (infraCluster) outputs(s *scope) (func(*unstructured.Unstructured), string, field.ErrorList) {
-	out, errs := outputs.MapCluster(&s.xr.Unstructured)
-	if s.endpointFromControlPlane {
+func (infraCluster) Outputs(s *Scope) (func(*unstructured.Unstructured), string, field.ErrorList) {
+	out, errs := outputs.MapCluster(&s.XR.Unstructured)
+	if s.EndpointFromControlPlane {
 		return func(*unstructured.Unstructured) {}, "Infrastructure provisioned; the managed control plane provides the endpoint", outputs.EndpointNotRequired(errs)
 	}
 	set := func(u *unstructured.Unstructured) {
@@ -108,21 +108,21 @@ func (infraCluster) outputs(s *scope) (func(*unstructured.Unstructured), string,
 	return set, fmt.Sprintf("Infrastructure provisioned; control plane endpoint %s:%d", out.Endpoint.Host, out.Endpoint.Port), errs
 }
 
-func (infraCluster) conditionType() string { return infrav1.CrossplaneInfrastructureReadyCondition }
+func (infraCluster) ConditionType() string { return infrav1.CrossplaneInfrastructureReadyCondition }
 
 // milestone is provisioned, and v1beta1's ready while CAPI reads it.
-func (infraCluster) milestone(*unstructured.Unstructured) map[string]any {
+func (infraCluster) Milestone(*unstructured.Unstructured) map[string]any {
 	return map[string]any{"status.initialization.provisioned": true, "status.ready": true}
 }
 
-func (infraCluster) publish(context.Context, *scope) (*verdict.Verdict, ctrl.Result, error) {
-	return nil, ctrl.Result{}, nil
+func (infraCluster) Publish(context.Context, *Scope) (*verdict.Verdict, reconcile.Result, error) {
+	return nil, reconcile.Result{}, nil
 }
 
 // waitBeforeDelete holds a cluster XR's deletion while Machines of its
 // cluster exist: each Machine waits for its machine XR, so networking never
 // goes before the machines that use it.
-func (c infraCluster) waitBeforeDelete(ctx context.Context, xr *composite.Unstructured) (*verdict.Verdict, error) {
+func (c infraCluster) WaitBeforeDelete(ctx context.Context, xr *composite.Unstructured) (*verdict.Verdict, error) {
 	name := xr.GetLabels()[clusterv1.ClusterNameLabel]
 	if name == "" {
 		return nil, nil
@@ -142,16 +142,16 @@ func (c infraCluster) waitBeforeDelete(ctx context.Context, xr *composite.Unstru
 	return &verdict.Verdict{Reason: infrav1.WaitingForMachinesReason, Message: contract.Waiting("Machines of Cluster "+name, names)}, nil
 }
 
-func (infraCluster) watches(k watchEnv, gvk schema.GroupVersionKind, xr *unstructured.Unstructured) []watch {
-	return []watch{
+func (infraCluster) Watches(k WatchEnv, gvk schema.GroupVersionKind, xr *unstructured.Unstructured) []Watch {
+	return []Watch{
 		// The Cluster's pause and ownership, on every Cluster event.
 		// Narrowed to CAPI's pause and provisioning transitions, a deleting
 		// XR once missed the deletion of a composed resource (the metadata
 		// watch the ObjectTracker started delivered no event) and waited for
 		// the resync; until that is understood, every Cluster event wakes
 		// the XR.
-		{obj: &clusterv1.Cluster{}, fn: util.ClusterToInfrastructureMapFunc(k.ctx, gvk, k.client, xr)},
-		machineDeletions(k.client, infrastructureRef, gvk),
+		{Object: &clusterv1.Cluster{}, Map: util.ClusterToInfrastructureMapFunc(k.Ctx, gvk, k.Client, xr)},
+		machineDeletions(k.Client, infrastructureRef, gvk),
 	}
 }
 
@@ -162,9 +162,9 @@ func infrastructureRef(c *clusterv1.Cluster) clusterv1.ContractVersionedObjectRe
 // machineDeletions wakes the XR a Cluster references (ref says which
 // reference) when one of the cluster's Machines is deleted: a deleting XR
 // waits for them to go; nothing else about a Machine concerns it.
-func machineDeletions(c client.Client, ref func(*clusterv1.Cluster) clusterv1.ContractVersionedObjectReference, gvk schema.GroupVersionKind) watch {
-	return watch{obj: &clusterv1.Machine{}, fn: machineToCluster(c, ref, gvk),
-		predicates: []predicate.Predicate{predicate.Funcs{
+func machineDeletions(c client.Client, ref func(*clusterv1.Cluster) clusterv1.ContractVersionedObjectReference, gvk schema.GroupVersionKind) Watch {
+	return Watch{Object: &clusterv1.Machine{}, Map: machineToCluster(c, ref, gvk),
+		Predicates: []predicate.Predicate{predicate.Funcs{
 			CreateFunc:  func(event.CreateEvent) bool { return false },
 			UpdateFunc:  func(event.UpdateEvent) bool { return false },
 			GenericFunc: func(event.GenericEvent) bool { return false },
@@ -197,4 +197,4 @@ func machineToCluster(c client.Client, ref func(*clusterv1.Cluster) clusterv1.Co
 }
 
 // reselects: an InfraCluster created from a ClusterClass is re-templated in place.
-func (infraCluster) reselects() bool { return true }
+func (infraCluster) Reselects() bool { return true }

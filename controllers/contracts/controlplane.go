@@ -1,4 +1,4 @@
-package controllers
+package contracts
 
 import (
 	"bytes"
@@ -45,30 +45,32 @@ type controlPlane struct {
 	infraCluster
 	// infra reads the cluster's infrastructure as for machines.
 	infra infraMachine
+	// written counts a write of the kubeconfig Secret, by the XR's kind.
+	written func(kind string)
 }
 
 // pauseUnowned keeps a control plane XR without its Cluster paused, as a
 // machine's: the service is placed in the cluster's network, which the
 // gate injects once the Cluster owns it.
-func (c controlPlane) pauseUnowned(xr *composite.Unstructured) *bool {
-	return c.infra.pauseUnowned(xr)
+func (c controlPlane) PauseUnowned(xr *composite.Unstructured) *bool {
+	return c.infra.PauseUnowned(xr)
 }
 
 // prepare runs the control plane's gate: closed until the cluster's
 // infrastructure is provisioned; open, it injects the cluster's network
 // once, which the one deferred patch sends together with the unpause.
-func (c controlPlane) prepare(ctx context.Context, s *scope) (*verdict.Verdict, error) {
-	clusterXR, forbidden, err := c.infra.clusterInfrastructure(ctx, s.cluster)
+func (c controlPlane) Prepare(ctx context.Context, s *Scope) (*verdict.Verdict, error) {
+	clusterXR, forbidden, err := c.infra.clusterInfrastructure(ctx, s.Cluster)
 	if err != nil || forbidden != nil {
 		return forbidden, err
 	}
-	return inject(s, gate.DecideControlPlane(gate.ControlPlaneInputs{Cluster: s.cluster, ClusterXR: clusterXR, XR: &s.xr.Unstructured}))
+	return inject(s, gate.DecideControlPlane(gate.ControlPlaneInputs{Cluster: s.Cluster, ClusterXR: clusterXR, XR: &s.XR.Unstructured}))
 }
 
-func (controlPlane) conditionType() string { return infrav1.CrossplaneControlPlaneReadyCondition }
+func (controlPlane) ConditionType() string { return infrav1.CrossplaneControlPlaneReadyCondition }
 
-func (controlPlane) outputs(s *scope) (func(*unstructured.Unstructured), string, field.ErrorList) {
-	xr := &s.xr.Unstructured
+func (controlPlane) Outputs(s *Scope) (func(*unstructured.Unstructured), string, field.ErrorList) {
+	xr := &s.XR.Unstructured
 	out, errs := outputs.MapControlPlane(xr)
 	set := func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedMap(u.Object, map[string]any{"host": out.Endpoint.Host, "port": int64(out.Endpoint.Port)}, "spec", "controlPlaneEndpoint")
@@ -79,7 +81,7 @@ func (controlPlane) outputs(s *scope) (func(*unstructured.Unstructured), string,
 // milestone is the ControlPlane contract's status: initialized, managed by
 // a service (no control-plane Machines), and the version the service serves
 // while it reports a valid one.
-func (controlPlane) milestone(xr *unstructured.Unstructured) map[string]any {
+func (controlPlane) Milestone(xr *unstructured.Unstructured) map[string]any {
 	f := map[string]any{"status.initialization.controlPlaneInitialized": true, "status.externalManagedControlPlane": true}
 	if out, _ := outputs.MapControlPlane(xr); out.Version != "" {
 		f["status.version"] = out.Version
@@ -92,13 +94,13 @@ func (controlPlane) milestone(xr *unstructured.Unstructured) map[string]any {
 // XR's namespace, and again whenever that changes. A verdict says why it
 // cannot yet; until it can, the control plane is not initialized, as CAPI
 // would connect to the cluster with the kubeconfig at once.
-func (c controlPlane) publish(ctx context.Context, s *scope) (*verdict.Verdict, reconcile.Result, error) {
+func (c controlPlane) Publish(ctx context.Context, s *Scope) (*verdict.Verdict, reconcile.Result, error) {
 	again := reconcile.Result{RequeueAfter: kubeconfigRecheck}
-	out, errs := outputs.MapControlPlane(&s.xr.Unstructured)
-	if len(errs) > 0 || s.cluster == nil {
+	out, errs := outputs.MapControlPlane(&s.XR.Unstructured)
+	if len(errs) > 0 || s.Cluster == nil {
 		return nil, reconcile.Result{}, nil
 	}
-	ns := s.xr.GetNamespace()
+	ns := s.XR.GetNamespace()
 	src := &corev1.Secret{}
 	err := c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: out.Kubeconfig.Name}, src)
 	switch {
@@ -118,9 +120,9 @@ func (c controlPlane) publish(ctx context.Context, s *scope) (*verdict.Verdict, 
 			Message: fmt.Sprintf("Secret %s key %s named by status.outputs.kubeconfig holds no usable kubeconfig: %v", out.Kubeconfig.Name, out.Kubeconfig.Key, err)}, again, nil
 	}
 
-	owner := metav1.OwnerReference{APIVersion: s.xr.GetAPIVersion(), Kind: s.xr.GetKind(), Name: s.xr.GetName(), UID: s.xr.GetUID(),
+	owner := metav1.OwnerReference{APIVersion: s.XR.GetAPIVersion(), Kind: s.XR.GetKind(), Name: s.XR.GetName(), UID: s.XR.GetUID(),
 		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
-	want := kubeconfig.GenerateSecretWithOwner(client.ObjectKeyFromObject(s.cluster), raw, owner)
+	want := kubeconfig.GenerateSecretWithOwner(client.ObjectKeyFromObject(s.Cluster), raw, owner)
 	have := &corev1.Secret{}
 	err = c.client.Get(ctx, client.ObjectKeyFromObject(want), have)
 	unchanged := err == nil && bytes.Equal(have.Data[secret.KubeconfigDataName], raw)
@@ -143,27 +145,27 @@ func (c controlPlane) publish(ctx context.Context, s *scope) (*verdict.Verdict, 
 		if err := c.client.Create(ctx, want, client.FieldOwner(fieldManager)); err != nil {
 			return nil, reconcile.Result{}, errors.Wrapf(err, "cannot create the cluster's kubeconfig Secret %s", want.Name)
 		}
-		writes.WithLabelValues(targetKubeconfig, s.xr.GetKind()).Inc()
-		s.event(corev1.EventTypeNormal, "KubeconfigWritten", fmt.Sprintf("Wrote Secret %s from Secret %s", want.Name, out.Kubeconfig.Name))
+		c.written(s.XR.GetKind())
+		s.Event(corev1.EventTypeNormal, "KubeconfigWritten", fmt.Sprintf("Wrote Secret %s from Secret %s", want.Name, out.Kubeconfig.Name))
 		return nil, again, nil
 	case err != nil:
 		return nil, reconcile.Result{}, errors.Wrapf(err, "cannot get the cluster's kubeconfig Secret %s", want.Name)
-	case !metav1.IsControlledBy(have, s.xr):
+	case !metav1.IsControlledBy(have, s.XR):
 		return &verdict.Verdict{Reason: infrav1.KubeconfigNotControlledReason,
-			Message: fmt.Sprintf("Secret %s exists and is not controlled by %s %s: the bridge does not overwrite it", want.Name, s.xr.GetKind(), s.xr.GetName())}, reconcile.Result{}, nil
-	case bytes.Equal(have.Data[secret.KubeconfigDataName], raw) && have.Labels[clusterv1.ClusterNameLabel] == s.cluster.Name:
+			Message: fmt.Sprintf("Secret %s exists and is not controlled by %s %s: the bridge does not overwrite it", want.Name, s.XR.GetKind(), s.XR.GetName())}, reconcile.Result{}, nil
+	case bytes.Equal(have.Data[secret.KubeconfigDataName], raw) && have.Labels[clusterv1.ClusterNameLabel] == s.Cluster.Name:
 		return nil, again, nil
 	}
 	have.Data = want.Data
 	if have.Labels == nil {
 		have.Labels = map[string]string{}
 	}
-	have.Labels[clusterv1.ClusterNameLabel] = s.cluster.Name
+	have.Labels[clusterv1.ClusterNameLabel] = s.Cluster.Name
 	if err := c.client.Update(ctx, have, client.FieldOwner(fieldManager)); err != nil {
 		return nil, reconcile.Result{}, errors.Wrapf(err, "cannot update the cluster's kubeconfig Secret %s", want.Name)
 	}
-	writes.WithLabelValues(targetKubeconfig, s.xr.GetKind()).Inc()
-	s.event(corev1.EventTypeNormal, "KubeconfigRotated", fmt.Sprintf("Updated Secret %s from Secret %s", want.Name, out.Kubeconfig.Name))
+	c.written(s.XR.GetKind())
+	s.Event(corev1.EventTypeNormal, "KubeconfigRotated", fmt.Sprintf("Updated Secret %s from Secret %s", want.Name, out.Kubeconfig.Name))
 	return nil, again, nil
 }
 
@@ -181,15 +183,15 @@ func usableKubeconfig(raw []byte) error {
 // watches are an InfraCluster's, through the Cluster's controlPlaneRef:
 // the Cluster on every event, its Machines' deletions while the XR waits
 // for them (the control plane never goes before the machines that use it).
-func (controlPlane) watches(k watchEnv, gvk schema.GroupVersionKind, _ *unstructured.Unstructured) []watch {
-	return []watch{
-		{obj: &clusterv1.Cluster{}, fn: func(_ context.Context, o client.Object) []reconcile.Request {
+func (controlPlane) Watches(k WatchEnv, gvk schema.GroupVersionKind, _ *unstructured.Unstructured) []Watch {
+	return []Watch{
+		{Object: &clusterv1.Cluster{}, Map: func(_ context.Context, o client.Object) []reconcile.Request {
 			if cluster, ok := o.(*clusterv1.Cluster); ok {
 				return referenced(cluster, controlPlaneRef(cluster), gvk)
 			}
 			return nil
 		}},
-		machineDeletions(k.client, controlPlaneRef, gvk),
+		machineDeletions(k.Client, controlPlaneRef, gvk),
 	}
 }
 
@@ -217,4 +219,4 @@ func lockedSecret(ctx context.Context, c client.Reader, ns, name string) (bool, 
 }
 
 // reselects: a control plane's Composition is chosen once (only InfraClusters are re-templated in place).
-func (controlPlane) reselects() bool { return false }
+func (controlPlane) Reselects() bool { return false }

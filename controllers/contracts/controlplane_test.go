@@ -1,4 +1,4 @@
-package controllers
+package contracts
 
 import (
 	"context"
@@ -88,7 +88,7 @@ func TestControlPlanePublish(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := fake.NewClientBuilder().WithScheme(NewScheme()).WithObjects(tc.objs...).Build()
+			c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(tc.objs...).Build()
 			xr := composite.New()
 			xr.SetAPIVersion("infrastructure.cluster.x-k8s.io/v1alpha1")
 			xr.SetKind("CrossplaneControlPlane")
@@ -100,8 +100,9 @@ func TestControlPlanePublish(t *testing.T) {
 				"version":              "v1.36.5",
 				"kubeconfig":           map[string]any{"name": "eks-conn", "key": "kubeconfig"},
 			}}
-			s := &scope{xr: xr, cluster: &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo"}}}
-			v, again, err := controlPlane{infraCluster: infraCluster{client: c}}.publish(context.Background(), s)
+			s := &Scope{XR: xr, Cluster: &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo"}}}
+			written := 0
+			v, again, err := controlPlane{infraCluster: infraCluster{client: c}, written: func(string) { written++ }}.Publish(context.Background(), s)
 			if err != nil {
 				t.Fatalf("%s\npublish(...): %v", tc.reason, err)
 			}
@@ -130,11 +131,14 @@ func TestControlPlanePublish(t *testing.T) {
 				}
 			}
 			var events []string
-			for _, e := range s.events {
-				events = append(events, e.reason)
+			for _, e := range s.Events {
+				events = append(events, e.Reason)
 			}
 			if tc.event != "" && (len(events) != 1 || events[0] != tc.event) || tc.event == "" && len(events) > 0 {
 				t.Errorf("%s\nevents: want [%s], got %v", tc.reason, tc.event, events)
+			}
+			if written != len(events) {
+				t.Errorf("%s\nkubeconfig writes counted: %d, want one per write (%v)", tc.reason, written, events)
 			}
 		})
 	}

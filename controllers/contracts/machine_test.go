@@ -1,11 +1,10 @@
-package controllers
+package contracts
 
 import (
 	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -65,19 +64,19 @@ func TestMachineGateNeedsTheClusterXR(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{clusterGVK.GroupVersion()})
 			mapper.Add(clusterGVK, meta.RESTScopeNamespace)
-			c := fake.NewClientBuilder().WithScheme(NewScheme()).WithRESTMapper(mapper).WithObjects(clusterXR.DeepCopy(), crd.DeepCopy()).
+			c := fake.NewClientBuilder().WithScheme(scheme()).WithRESTMapper(mapper).WithObjects(clusterXR.DeepCopy(), crd.DeepCopy()).
 				WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 					if tc.getErr != nil && obj.GetObjectKind().GroupVersionKind().Kind == clusterGVK.Kind {
 						return tc.getErr
 					}
 					return c.Get(ctx, key, obj, opts...)
-				}, Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-					if r, ok := obj.(*authorizationv1.SelfSubjectAccessReview); ok {
-						r.Status.Allowed = !tc.denied
-						return nil
-					}
-					return c.Create(ctx, obj, opts...)
 				}}).Build()
+			missing := func(context.Context, schema.GroupResource) ([]string, error) {
+				if tc.denied {
+					return []string{"get", "list", "watch"}, nil
+				}
+				return nil, nil
+			}
 			cluster := &clusterv1.Cluster{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
 				Spec:       clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: clusterGVK.Group, Kind: clusterGVK.Kind, Name: "c"}},
@@ -94,9 +93,10 @@ func TestMachineGateNeedsTheClusterXR(t *testing.T) {
 			xr := composite.New(composite.WithGroupVersionKind(infrav1.GroupVersion.WithKind(infrav1.CrossplaneMachineKind)))
 			xr.SetNamespace("ns")
 			xr.SetName("m")
-			s := &scope{xr: xr, before: xr.Unstructured.DeepCopy(), owner: machine, cluster: cluster}
+			before := xr.Unstructured.DeepCopy()
+			s := &Scope{XR: xr, Owner: machine, Machine: machine, Cluster: cluster}
 
-			v, err := infraMachine{client: c, access: newReadAccess(c)}.prepare(context.Background(), s)
+			v, err := infraMachine{client: c, missing: missing}.Prepare(context.Background(), s)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("prepare(...): error %v, want error %v", err, tc.wantErr)
 			}
@@ -111,7 +111,7 @@ func TestMachineGateNeedsTheClusterXR(t *testing.T) {
 				t.Errorf("prepare(...): verdict %+v, want reason %q", v, tc.wantReason)
 			}
 			if !tc.wantOpen {
-				if diff := cmp.Diff(s.before.Object, xr.Object); diff != "" {
+				if diff := cmp.Diff(before.Object, xr.Object); diff != "" {
 					t.Errorf("prepare(...) changed the XR on error: -before, +after:\n%s", diff)
 				}
 			}

@@ -1,4 +1,4 @@
-package controllers
+package contracts
 
 import (
 	"testing"
@@ -128,7 +128,7 @@ func TestProviderIDTemplate(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := fake.NewClientBuilder().WithScheme(NewScheme()).WithObjects(tc.objs...).Build()
+			c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(tc.objs...).Build()
 			got, by, err := providerIDTemplate(t.Context(), c, tc.xr)
 			if err != nil {
 				t.Fatal(err)

@@ -1,4 +1,4 @@
-package controllers
+package contracts
 
 import (
 	"context"
@@ -16,6 +16,11 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+)
+
+const (
+	errGetXRD         = "cannot get CompositeResourceDefinition"
+	errGetComposition = "cannot get the Composition the composite resource composes with"
 )
 
 // providerIDTemplate is the provider ID template (infrav1.ProviderIDAnnotation)
