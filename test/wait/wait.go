@@ -1,11 +1,14 @@
 // Package wait is how the plane suites (e2e, chaos, install) wait for what
-// they check: a condition polled until it holds or its time is up, and a
-// condition that must hold for a while.
+// they check: gomega's Eventually and Consistently over a check that
+// returns an error, with the suite's polling interval, a line saying how
+// long a condition took, and where the suite's logs are when it fails.
 package wait
 
 import (
 	"testing"
 	"time"
+
+	"github.com/onsi/gomega"
 )
 
 // Options say how a suite waits.
@@ -25,11 +28,13 @@ func (o Options) every() time.Duration {
 	return o.Every
 }
 
-func (o Options) logs() string {
+// description is what a failure says: what was waited for, and where the
+// logs are.
+func (o Options) description(what string) string {
 	if o.Logs == nil {
-		return ""
+		return what
 	}
-	return " (logs in " + o.Logs() + ")"
+	return what + " (logs in " + o.Logs() + ")"
 }
 
 // Eventually polls f until it returns nil and says how long that took; it
@@ -37,18 +42,9 @@ func (o Options) logs() string {
 func (o Options) Eventually(t testing.TB, what string, within time.Duration, f func() error) {
 	t.Helper()
 	start := time.Now()
-	for {
-		err := f()
-		if err == nil {
-			if !o.Quiet {
-				t.Logf("%s: after %s", what, time.Since(start).Round(100*time.Millisecond))
-			}
-			return
-		}
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %s: %v%s", what, within, err, o.logs())
-		}
-		time.Sleep(o.every())
+	gomega.NewWithT(t).Eventually(f).WithTimeout(within).WithPolling(o.every()).Should(gomega.Succeed(), o.description(what))
+	if !o.Quiet {
+		t.Logf("%s: after %s", what, time.Since(start).Round(100*time.Millisecond))
 	}
 }
 
@@ -56,9 +52,5 @@ func (o Options) Eventually(t testing.TB, what string, within time.Duration, f f
 // error.
 func (o Options) Consistently(t testing.TB, what string, d time.Duration, f func() error) {
 	t.Helper()
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(o.every()) {
-		if err := f(); err != nil {
-			t.Fatalf("%s: %v%s", what, err, o.logs())
-		}
-	}
+	gomega.NewWithT(t).Consistently(f).WithTimeout(d).WithPolling(o.every()).Should(gomega.Succeed(), o.description(what))
 }
