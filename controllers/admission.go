@@ -19,6 +19,7 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
 )
 
 // Names of the credentials admission webhook.
@@ -118,16 +119,6 @@ func managerOwners(ctx context.Context, c client.Client, cc *WebhookClientConfig
 	return []metav1.OwnerReference{{APIVersion: "v1", Kind: "Namespace", Name: ns.Name, UID: ns.UID}}, nil
 }
 
-// admissionLabels labels every admission object the bridge maintains as the
-// provider's. Not with clusterctl's label: `clusterctl upgrade` deletes what
-// carries it before it installs the new version, and the machine gate must
-// hold while the new manager starts. `clusterctl delete
-// --include-namespace` removes them through their owner, the manager's
-// namespace (managerOwners).
-func admissionLabels() map[string]string {
-	return map[string]string{infrav1.ProviderLabel: infrav1.ProviderName}
-}
-
 // ensureCredentialsWebhook applies the ValidatingWebhookConfiguration for
 // every adapted XR kind, and deletes it when there is none.
 func ensureCredentialsWebhook(ctx context.Context, c client.Client, live client.Reader, cc *WebhookClientConfig, owners []metav1.OwnerReference, resources []schema.GroupResource) error {
@@ -136,7 +127,7 @@ func ensureCredentialsWebhook(ctx context.Context, c client.Client, live client.
 	}
 	cfg := &admissionregv1.ValidatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregv1.SchemeGroupVersion.String(), Kind: "ValidatingWebhookConfiguration"},
-		ObjectMeta: metav1.ObjectMeta{Name: CredentialsWebhookName, Labels: admissionLabels(), OwnerReferences: owners},
+		ObjectMeta: metav1.ObjectMeta{Name: CredentialsWebhookName, Labels: policies.Labels(), OwnerReferences: owners},
 	}
 	if cc.CAInjectionFrom != "" {
 		cfg.Annotations = map[string]string{CAInjectionAnnotation: cc.CAInjectionFrom}
@@ -145,7 +136,7 @@ func ensureCredentialsWebhook(ctx context.Context, c client.Client, live client.
 		return errors.Wrap(client.IgnoreNotFound(c.Delete(ctx, cfg)), "cannot delete the credentials webhook configuration")
 	}
 	var rules []admissionregv1.RuleWithOperations
-	for _, r := range namespacedRules(resources) {
+	for _, r := range policies.NamespacedRules(resources) {
 		rules = append(rules, admissionregv1.RuleWithOperations{
 			Operations: []admissionregv1.OperationType{admissionregv1.Create, admissionregv1.Update}, Rule: r,
 		})

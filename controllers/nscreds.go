@@ -38,6 +38,7 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
 )
 
 const (
@@ -588,7 +589,7 @@ func (r *nsCredentials) write(ctx context.Context, ns string, rec *infrav1.Names
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	if rec == nil {
 		rec = &infrav1.NamespaceCredentials{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: infrav1.NamespaceCredentialsName, Labels: admissionLabels()},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: infrav1.NamespaceCredentialsName, Labels: policies.Labels()},
 			Spec:       spec,
 		}
 		if pending {

@@ -32,6 +32,7 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
 )
 
 // listPageSize is how many objects an uncached list reads at a time: the
@@ -109,7 +110,7 @@ func (r *nsCredentials) managedKinds(ctx context.Context) ([]managedKind, error)
 }
 
 func isCredentialsKind(kind string) bool {
-	for _, k := range credentialsKinds {
+	for _, k := range policies.CredentialsKinds {
 		if k == kind {
 			return true
 		}

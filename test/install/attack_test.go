@@ -26,7 +26,7 @@ import (
 	ctrlenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
-	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
 	"github.com/capxp/cluster-api-provider-crossplane/dev/localkube"
 	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
@@ -279,10 +279,10 @@ func attackAsTenant(ctx context.Context, t *testing.T, p *plane.Plane) {
 				return err
 			}
 			msg := conditionMessage(got, "Synced")
-			if !strings.Contains(msg, controllers.CredentialsPolicyName) || !strings.Contains(msg, why) {
+			if !strings.Contains(msg, policies.CredentialsPolicyName) || !strings.Contains(msg, why) {
 				return fmt.Errorf("Synced says %q", msg)
 			}
-			outcome = "composed nothing: Synced=False, " + controllers.CredentialsPolicyName + " refused the managed resource: " + why
+			outcome = "composed nothing: Synced=False, " + policies.CredentialsPolicyName + " refused the managed resource: " + why
 			return nil
 		})
 		record(name, outcome)

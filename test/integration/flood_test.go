@@ -16,6 +16,7 @@ import (
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
 )
 
 // A tenant floods its namespace with ProviderConfigs: hundreds naming
@@ -25,7 +26,7 @@ import (
 func TestAFloodedNamespaceIsStillJudgedAndRevoked(t *testing.T) {
 	stackWith(t, controllers.Options{CredentialsProviders: []credentials.Provider{testProvider}})
 	t.Cleanup(func() {
-		for _, n := range []string{controllers.CredentialsPolicyName, controllers.LockPolicyName} {
+		for _, n := range []string{policies.CredentialsPolicyName, policies.LockPolicyName} {
 			_ = env.Client.Delete(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: n}})
 			_ = env.Client.Delete(ctx, &admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: n}})
 		}

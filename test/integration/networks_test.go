@@ -13,6 +13,7 @@ import (
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
 	"github.com/capxp/cluster-api-provider-crossplane/packages"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
@@ -46,7 +47,7 @@ func TestMachinesJoinOnlyTheirNamespacesNetworks(t *testing.T) {
 	aws := credentials.DefaultProviders[0]
 	stackWith(t, controllers.Options{CredentialsProviders: []credentials.Provider{aws}})
 	t.Cleanup(func() {
-		for _, n := range []string{controllers.CredentialsPolicyName, controllers.LockPolicyName, controllers.NetworkPolicyName} {
+		for _, n := range []string{policies.CredentialsPolicyName, policies.LockPolicyName, policies.NetworkPolicyName} {
 			_ = env.Client.Delete(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: n}})
 			_ = env.Client.Delete(ctx, &admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: n}})
 		}

@@ -14,6 +14,7 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
 )
 
 // A restarted manager keeps every admission protection in place from its
@@ -40,7 +41,7 @@ func TestARestartKeepsAdmissionProtection(t *testing.T) {
 	}
 	g.Eventually(func(g Gomega) {
 		p := &admissionv1.MutatingAdmissionPolicy{}
-		g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: controllers.HoldPolicyName}, p)).To(Succeed())
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: policies.HoldPolicyName}, p)).To(Succeed())
 		var rules []admissionv1.RuleWithOperations
 		for _, r := range p.Spec.MatchConstraints.ResourceRules {
 			rules = append(rules, r.RuleWithOperations)
@@ -52,9 +53,9 @@ func TestARestartKeepsAdmissionProtection(t *testing.T) {
 	// them, covering CAPXP's kinds.
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())
-	policies, err := wc.Watch(ctx, &admissionv1.MutatingAdmissionPolicyList{}, client.MatchingFields{"metadata.name": controllers.HoldPolicyName})
+	holds, err := wc.Watch(ctx, &admissionv1.MutatingAdmissionPolicyList{}, client.MatchingFields{"metadata.name": policies.HoldPolicyName})
 	g.Expect(err).NotTo(HaveOccurred())
-	defer policies.Stop()
+	defer holds.Stop()
 	webhooks, err := wc.Watch(ctx, &admissionv1.ValidatingWebhookConfigurationList{}, client.MatchingFields{"metadata.name": controllers.CredentialsWebhookName})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer webhooks.Stop()
@@ -69,7 +70,7 @@ func TestARestartKeepsAdmissionProtection(t *testing.T) {
 	deadline := time.After(5 * time.Second)
 	for done := false; !done; {
 		select {
-		case e := <-policies.ResultChan():
+		case e := <-holds.ResultChan():
 			p, _ := e.Object.(*admissionv1.MutatingAdmissionPolicy)
 			var rules []admissionv1.RuleWithOperations
 			if p != nil {

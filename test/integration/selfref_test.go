@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
-	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
 )
 
 // One XR against everyone: a tenant's XR whose resource references name
@@ -82,11 +82,11 @@ func TestASelfReferencingXRIsBounded(t *testing.T) {
 		return tc.Update(ctx, got)
 	}
 	g.Eventually(func() error { return update(self(5000)) }, timeout, interval).Should(
-		MatchError(ContainSubstring(fmt.Sprintf("spec.crossplane.resourceRefs: at most %d composed resources per composite resource, 5000 given", controllers.MaxResourceRefs))))
+		MatchError(ContainSubstring(fmt.Sprintf("spec.crossplane.resourceRefs: at most %d composed resources per composite resource, 5000 given", policies.MaxResourceRefs))))
 	long := self(1)
 	long[0].(map[string]any)["name"] = strings.Repeat("x", 4000)
 	g.Eventually(func() error { return update(long) }, timeout, interval).Should(MatchError(ContainSubstring("spec.crossplane.resourceRefs: each reference names an object")))
-	g.Eventually(func() error { return update(self(controllers.MaxResourceRefs)) }, timeout, interval).Should(Succeed())
+	g.Eventually(func() error { return update(self(policies.MaxResourceRefs)) }, timeout, interval).Should(Succeed())
 	// Nor may a selector hold more than a label selector does.
 	g.Eventually(func() error {
 		got := getXR(g, loop)

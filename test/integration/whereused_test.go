@@ -15,6 +15,7 @@ import (
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
 
@@ -47,10 +48,10 @@ func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
 	t.Cleanup(func() {
 		// Other tests run bridges that do not enforce the test provider.
 		for _, o := range []client.Object{
-			&admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: controllers.CredentialsPolicyName}},
-			&admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: controllers.CredentialsPolicyName}},
-			&admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: controllers.LockPolicyName}},
-			&admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: controllers.LockPolicyName}},
+			&admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: policies.CredentialsPolicyName}},
+			&admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: policies.CredentialsPolicyName}},
+			&admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: policies.LockPolicyName}},
+			&admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: policies.LockPolicyName}},
 		} {
 			_ = env.Client.Delete(ctx, o)
 		}
@@ -162,7 +163,7 @@ func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
 		g.Eventually(func(g Gomega) {
 			synced := xrCondition(getXR(g, xr), "Synced")
 			g.Expect(synced).To(HaveKeyWithValue("status", "False"), "%s: Crossplane reports the refusal", xr.GetName())
-			g.Expect(synced["message"]).To(And(ContainSubstring(controllers.CredentialsPolicyName), ContainSubstring("spec.providerConfigRef: namespace "+ns+" may not use "), ContainSubstring(why)),
+			g.Expect(synced["message"]).To(And(ContainSubstring(policies.CredentialsPolicyName), ContainSubstring("spec.providerConfigRef: namespace "+ns+" may not use "), ContainSubstring(why)),
 				"%s: the refusal names the field and why", xr.GetName())
 		}, timeout, interval).Should(Succeed())
 	}
@@ -204,7 +205,7 @@ func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
 	} {
 		g.Expect(tc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mine"}, try.obj)).To(Succeed())
 		try.edit(try.obj)
-		g.Expect(tc.Update(ctx, try.obj)).To(MatchError(And(ContainSubstring(controllers.LockPolicyName), ContainSubstring("is locked"))), "a tenant may not change %s", try.what)
+		g.Expect(tc.Update(ctx, try.obj)).To(MatchError(And(ContainSubstring(policies.LockPolicyName), ContainSubstring("is locked"))), "a tenant may not change %s", try.what)
 	}
 	mine := pcObject()
 	g.Expect(tc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mine"}, mine)).To(Succeed())

@@ -1,4 +1,4 @@
-package controllers
+package policies
 
 import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -20,14 +20,14 @@ const TemplatePolicyName = "capxp-immutable-templates"
 // and then creates a new template rather than change this one.
 var notATopologyDryRun = `!(request.dryRun == true && has(object.metadata.annotations) && '` + clusterv1.TopologyDryRunAnnotation + `' in object.metadata.annotations)`
 
-// templatePolicy returns the ValidatingAdmissionPolicy and binding that
+// Template returns the ValidatingAdmissionPolicy and binding that
 // refuse a changed spec of the given template kinds, CAPXP's own and those of
 // every adapted XRD, but for CAPI's topology dry-runs. Immutability is a
 // policy, not a rule in the templates' schemas, because CEL in a schema sees
 // neither the dry-run nor the annotation. Resources are plural.group names.
-func templatePolicy(resources []schema.GroupResource) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
+func Template(resources []schema.GroupResource) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
 	rules := make([]admissionv1.NamedRuleWithOperations, 0, len(resources))
-	for _, r := range namespacedRules(resources) {
+	for _, r := range NamespacedRules(resources) {
 		rules = append(rules, admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{
 			Operations: []admissionv1.OperationType{admissionv1.Update}, Rule: r,
 		}})
