@@ -32,8 +32,7 @@ func isProvisioned(u *unstructured.Unstructured) bool {
 // finalizer, owner references, deletion), its status but for the
 // conditions, and what Crossplane's Ready and Synced tell the bridge
 // (readiness.Observe, given the XR's mirror, and whether Crossplane
-// acknowledged a pause, while the XR blocks a move; neither while the XR
-// stays paused, but that acknowledgement); the rest of the status (the outputs) only while
+// acknowledged a pause); the rest of the status (the outputs) only while
 // Crossplane says the XR Ready, before or after the update, since the
 // bridge reads outputs only then. Crossplane updates an XR some 30 times while
 // composing it; updates that only move Responsive, a transition time, a
@@ -81,16 +80,7 @@ func (r *xrReconciler) xrChanged(e event.UpdateEvent) bool {
 	}
 	m := r.memory.mirror(n.GetUID())
 	so, sn := statusRead(o, o.GetGeneration(), before, m), statusRead(n, gen, now, m)
-	if !deleting && meta.IsPaused(o) && meta.IsPaused(n) {
-		// Crossplane's conditions and the outputs of an XR that stays
-		// paused are read once the bridge lifts the pause (only the active
-		// path maps the contract, and lifts it); only clusterctl move
-		// waits for Crossplane to acknowledge a pause, while the XR blocks
-		// it (lifecycle's paused path).
-		_, blocks := n.GetAnnotations()[infrav1.BlockMoveAnnotation]
-		return blocks && so.pauseAcknowledged != sn.pauseAcknowledged
-	}
-	if so.observed != sn.observed {
+	if so.observed != sn.observed || so.pauseAcknowledged != sn.pauseAcknowledged {
 		return true
 	}
 	// The outputs are read only once Crossplane says Ready: until then

@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/contracts"
@@ -21,7 +20,7 @@ func TestXRChanged(t *testing.T) {
 	xr := func(mutate func(u *unstructured.Unstructured)) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{
 			"metadata": map[string]any{"name": "a", "generation": int64(2), "resourceVersion": "10",
-				"finalizers":    []any{"capxp.dev/bridge"},
+				"annotations": map[string]any{"crossplane.io/paused": "true"}, "finalizers": []any{"capxp.dev/bridge"},
 				"managedFields": []any{map[string]any{"manager": "crossplane", "time": "2026-11-22T21:00:00Z"}}},
 			"spec": map[string]any{"parameters": map[string]any{"size": "small"}},
 			"status": map[string]any{
@@ -44,17 +43,6 @@ func TestXRChanged(t *testing.T) {
 		_ = unstructured.SetNestedSlice(u.Object, cs, "status", "conditions")
 	}
 	unpaused := func(u *unstructured.Unstructured) { u.SetAnnotations(nil) }
-	paused := func(u *unstructured.Unstructured) {
-		meta.AddAnnotations(u, map[string]string{infrav1.CrossplanePausedAnnotation: "true"})
-	}
-	pausedAndDeleting := func(u *unstructured.Unstructured) {
-		paused(u)
-		_ = unstructured.SetNestedField(u.Object, "2026-11-22T21:03:00Z", "metadata", "deletionTimestamp")
-	}
-	blocksMove := func(u *unstructured.Unstructured) {
-		paused(u)
-		meta.AddAnnotations(u, map[string]string{infrav1.BlockMoveAnnotation: "capxp.dev"})
-	}
 	compositionRef := func(u *unstructured.Unstructured) {
 		u.SetGeneration(3)
 		_ = unstructured.SetNestedField(u.Object, "local", "spec", "crossplane", "compositionRef", "name")
@@ -122,22 +110,7 @@ func TestXRChanged(t *testing.T) {
 				_ = unstructured.SetNestedField(u.Object, true, "status", "initialization", "provisioned")
 			}, want: true,
 		},
-		"ThePause":       {mutate: paused, want: true},
-		"ThePauseLifted": {old: paused, want: true},
-		"ReadyWhilePaused": {
-			old: paused,
-			mutate: func(u *unstructured.Unstructured) {
-				paused(u)
-				condition(u, 0, "status", "True")
-			}, want: false,
-		},
-		"ReadyWhilePausedAndDeleting": {
-			old: pausedAndDeleting,
-			mutate: func(u *unstructured.Unstructured) {
-				pausedAndDeleting(u)
-				condition(u, 0, "status", "True")
-			}, want: true,
-		},
+		"ThePause":   {mutate: func(u *unstructured.Unstructured) { u.SetAnnotations(nil) }, want: true},
 		"AFinalizer": {mutate: func(u *unstructured.Unstructured) { u.SetFinalizers(nil) }, want: true},
 		"AnOwner": {mutate: func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"kind": "Machine"}}, "metadata", "ownerReferences")
@@ -181,21 +154,8 @@ func TestXRChanged(t *testing.T) {
 		"ReadysMessage": {
 			mutate: func(u *unstructured.Unstructured) { condition(u, 0, "message", "Unready resources: node") }, want: true,
 		},
-		// A paused XR's conditions and outputs are read once the bridge
-		// lifts the pause; only a move waits for Crossplane to acknowledge
-		// one.
 		"APauseAcknowledged": {
-			old: paused,
 			mutate: func(u *unstructured.Unstructured) {
-				paused(u)
-				condition(u, 1, "status", "False")
-				condition(u, 1, "reason", "ReconcilePaused")
-			}, want: false,
-		},
-		"APauseAcknowledgedBeforeAMove": {
-			old: blocksMove,
-			mutate: func(u *unstructured.Unstructured) {
-				blocksMove(u)
 				condition(u, 1, "status", "False")
 				condition(u, 1, "reason", "ReconcilePaused")
 			}, want: true,
