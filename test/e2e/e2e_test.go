@@ -94,13 +94,13 @@ func TestLocalCluster(t *testing.T) {
 		{"RemediationReplacesBrokenWorkers", remediate},
 		{"DeleteLeavesNothing", deleteCluster},
 	}
-	revisions := watchRevisions(t)
+	revisions, writes := watchRevisions(t), watchWriters(t, plane.ExampleNamespace)
 	for _, s := range steps {
 		if !t.Run(s.name, func(t *testing.T) {
 			s.run(t)
 			// Every step ends with Crossplane responsive on every XR, and
 			// no running machine XR moved to another Composition revision.
-			responsive(t)
+			responsive(t, plane.ExampleNamespace, writes)
 			revisions.inPlace(t)
 		}) {
 			return // later steps build on this one

@@ -36,13 +36,7 @@ type revisionWatch struct {
 // watchRevisions starts a revisionWatch for the rest of the test.
 func watchRevisions(t *testing.T) *revisionWatch {
 	t.Helper()
-	dc, err := dynamic.NewForConfig(p.Management().Config)
-	if err != nil {
-		t.Fatal(err)
-	}
 	w := &revisionWatch{first: map[types.UID]string{}}
-	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dc, time.Minute, plane.ExampleNamespace, nil)
-	inf := f.ForResource(schema.GroupVersionResource{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Resource: "crossplanemachines"}).Informer()
 	see := func(obj any) {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
@@ -62,17 +56,33 @@ func watchRevisions(t *testing.T) *revisionWatch {
 			w.first[u.GetUID()] = rev
 		}
 	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	watchXRs(t, plane.ExampleNamespace, cache.ResourceEventHandlerFuncs{
 		AddFunc:    see,
 		UpdateFunc: func(_, obj any) { see(obj) },
-	}); err != nil {
+	}, "crossplanemachines")
+	return w
+}
+
+// watchXRs runs h on the events of the XRs of the given resources (plural,
+// lower case, of CAPXP's infrastructure group) in namespace ns, from a
+// synced cache, for the rest of the test.
+func watchXRs(t *testing.T, ns string, h cache.ResourceEventHandler, resources ...string) {
+	t.Helper()
+	dc, err := dynamic.NewForConfig(p.Management().Config)
+	if err != nil {
 		t.Fatal(err)
+	}
+	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dc, 0, ns, nil)
+	for _, r := range resources {
+		gvr := schema.GroupVersionResource{Group: infrav1.GroupVersion.Group, Version: infrav1.GroupVersion.Version, Resource: r}
+		if _, err := f.ForResource(gvr).Informer().AddEventHandler(h); err != nil {
+			t.Fatal(err)
+		}
 	}
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
 	f.Start(stop)
 	f.WaitForCacheSync(stop)
-	return w
 }
 
 // inPlace fails the test for every machine XR moved to another revision.

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 )
 
 // TestClusterClass runs examples/topology: a Cluster of the release's
@@ -25,9 +26,14 @@ import (
 // template for each, and a machine of the new size).
 func TestClusterClass(t *testing.T) {
 	ctx := t.Context()
+	topology, err := plane.ExampleNamed("topology")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := topology.Namespace()
+	writes := watchWriters(t, ns)
 	e := provisionedExample(t, "topology", 3*time.Minute)
 	waitForExampleAvailable(t, e, e.Machines, time.Minute)
-	ns := e.Namespace()
 
 	cluster := &clusterv1.Cluster{}
 	if err := mgmt().Get(ctx, client.ObjectKey{Namespace: ns, Name: e.Cluster}, cluster); err != nil {
@@ -210,7 +216,7 @@ func TestClusterClass(t *testing.T) {
 			t.Errorf("Machine %s was not replaced", name)
 		}
 	}
-	responsive(t)
+	responsive(t, ns, writes)
 
 	// Deleting the Cluster deletes everything the topology created.
 	deleteExampleCluster(t, e, 2*time.Minute, func() error {
