@@ -107,7 +107,7 @@ func (g *xrdStateGauge) forget(xrd string) {
 // or deleting.
 func (r *xrReconciler) countWaiting(s *scope) {
 	u := s.before
-	provisioned := isProvisioned(u) || s.status != nil || r.memory.already(u, partProvisioned, "true")
+	provisioned := isProvisioned(u) || s.status != nil || s.recalled.provisioned
 	waits := !provisioned && !s.paused && u.GetDeletionTimestamp().IsZero() && !annotations.IsExternallyManaged(u)
 	waiting.set(u.GetUID(), waitingXR{kind: u.GetKind(), namespace: u.GetNamespace(), since: u.GetCreationTimestamp().Time}, waits)
 }

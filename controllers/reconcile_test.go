@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	xpextv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
 	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
@@ -115,6 +116,27 @@ func provisioned(u *unstructured.Unstructured) {
 	_ = unstructured.SetNestedField(u.Object, true, "status", "initialization", "provisioned")
 	_ = unstructured.SetNestedField(u.Object, true, "status", "ready")
 	_ = unstructured.SetNestedMap(u.Object, map[string]any{"host": "lb.example.org", "port": int64(6443)}, "spec", "controlPlaneEndpoint")
+}
+
+// selecting makes the XR select Compositions labelled backend=backend, compose
+// with Composition ref (a revision of it), and record recorded as the
+// selector it was last checked against ("": none recorded).
+func selecting(backend, ref, recorded string) func(u *unstructured.Unstructured) {
+	return func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedMap(u.Object, map[string]any{
+			"compositionSelector":    map[string]any{"matchLabels": map[string]any{"backend": backend}},
+			"compositionRef":         map[string]any{"name": ref},
+			"compositionRevisionRef": map[string]any{"name": ref + "-1"},
+		}, "spec", "crossplane")
+		if recorded != "" {
+			annotate(SelectorAnnotation, recorded)(u)
+		}
+	}
+}
+
+// composition is Composition name, labelled backend=backend.
+func composition(name, backend string) *xpextv1.Composition {
+	return &xpextv1.Composition{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"backend": backend}}}
 }
 
 func unowned(u *unstructured.Unstructured) { u.SetOwnerReferences(nil) }
@@ -509,6 +531,34 @@ func TestReconcile(t *testing.T) {
 			creds:  granted,
 			xr:     testXR(finalizers(infrav1.Finalizer), provisioned),
 			objs:   []client.Object{testCluster(false)},
+		},
+		"SelectorRecorded": {
+			reason: "the selector a cluster XR composes with is recorded, so that a later change of it is seen",
+			creds:  granted,
+			xr:     testXR(finalizers(infrav1.Finalizer), provisioned, selecting("byo", "local", "")),
+			objs:   []client.Object{testCluster(false), composition("local", "local")},
+			writes: []want{
+				{"patch", "CrossplaneCluster", "demo", []string{`"capxp.dev/composition-selector":"backend=byo"`}},
+			},
+		},
+		"Reselected": {
+			reason: "a changed selector that its Composition no longer matches releases the Composition for Crossplane to select again (a Cluster rebased onto another class)",
+			creds:  granted,
+			xr:     testXR(finalizers(infrav1.Finalizer), provisioned, selecting("byo", "local", "backend=local")),
+			objs:   []client.Object{testCluster(false), composition("local", "local")},
+			writes: []want{
+				{"patch", "CrossplaneCluster", "demo", []string{`"capxp.dev/composition-selector":"backend=byo"`, `"compositionRef":null`, `"compositionRevisionRef":null`}},
+			},
+			events: []string{"Normal CompositionReselected Composition local does not match spec.crossplane.compositionSelector (backend=byo): released it for Crossplane to select again"},
+		},
+		"ReselectedStillMatching": {
+			reason: "a changed selector that its Composition still matches keeps it",
+			creds:  granted,
+			xr:     testXR(finalizers(infrav1.Finalizer), provisioned, selecting("byo", "byo", "backend=local")),
+			objs:   []client.Object{testCluster(false), composition("byo", "byo")},
+			writes: []want{
+				{"patch", "CrossplaneCluster", "demo", []string{`"capxp.dev/composition-selector":"backend=byo"`}},
+			},
 		},
 		"ReadyAgainAfterAVerdict": {
 			reason: "a Cluster that was told its infrastructure is not ready is told it is again",

@@ -14,6 +14,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 )
 
 // Compositions: whether the one an XR composes with still matches its
@@ -43,32 +44,17 @@ const SelectorAnnotation = "capxp.dev/composition-selector"
 // unchanged selector, is the user's explicit choice and is left alone (as
 // is one with no selector). Machine XRs are replaced, never re-templated,
 // so only InfraClusters are concerned (the Contract's Reselects).
-func (r *xrReconciler) reselect(ctx context.Context, s *scope) error {
-	sel, ref := s.XR.GetCompositionSelector(), s.XR.GetCompositionReference()
-	if sel == nil || ref == nil || ref.Name == "" {
+func (r *xrReconciler) reselect(s *scope) error {
+	sel := s.selection
+	if sel == nil {
 		return nil
 	}
-	selector, err := metav1.LabelSelectorAsSelector(sel)
-	if err != nil {
-		return nil //nolint:nilerr // Crossplane reports an invalid selector on the XR.
-	}
-	recorded, seen := s.XR.GetAnnotations()[SelectorAnnotation]
-	meta.AddAnnotations(s.XR, map[string]string{SelectorAnnotation: selector.String()})
-	if !seen || recorded == selector.String() {
+	meta.AddAnnotations(s.XR, map[string]string{SelectorAnnotation: sel.selector.String()})
+	if sel.composition == nil || sel.selector.Matches(labels.Set(sel.composition.GetLabels())) {
 		return nil
 	}
-	comp := &xpextv1.Composition{}
-	if err := r.client.Get(ctx, client.ObjectKey{Name: ref.Name}, comp); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil // Crossplane reports a missing Composition on the XR.
-		}
-		return errors.Wrap(err, errGetComposition)
-	}
-	if selector.Matches(labels.Set(comp.GetLabels())) {
-		return nil
-	}
-	key := ref.Name + "/" + selector.String()
-	if r.memory.release(s.XR.GetUID(), key) {
+	ref := sel.composition.GetName()
+	if r.memory.release(s.XR.GetUID(), ref+"/"+sel.selector.String()) {
 		return nil
 	}
 	p := fieldpath.Pave(s.XR.Object)
@@ -78,6 +64,43 @@ func (r *xrReconciler) reselect(ctx context.Context, s *scope) error {
 		}
 	}
 	s.Event(corev1.EventTypeNormal, ReselectedReason,
-		fmt.Sprintf("Composition %s does not match spec.crossplane.compositionSelector (%s): released it for Crossplane to select again", ref.Name, selector))
+		fmt.Sprintf("Composition %s does not match spec.crossplane.compositionSelector (%s): released it for Crossplane to select again", ref, sel.selector))
 	return nil
+}
+
+// reselection is what reselect decides on: the XR's selector, and the
+// Composition it composes with when the selector changed since it was
+// recorded (nil otherwise, and when that Composition is gone:
+// Crossplane reports a missing Composition on the XR).
+type reselection struct {
+	selector    labels.Selector
+	composition *xpextv1.Composition
+}
+
+// observeSelection reads what reselect decides on; nil when the XR has no
+// valid selector or no selected Composition (Crossplane reports an invalid
+// selector on the XR).
+func (r *xrReconciler) observeSelection(ctx context.Context, xr *composite.Unstructured) (*reselection, error) {
+	sel, ref := xr.GetCompositionSelector(), xr.GetCompositionReference()
+	if sel == nil || ref == nil || ref.Name == "" {
+		return nil, nil
+	}
+	selector, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return nil, nil //nolint:nilerr // Crossplane reports an invalid selector on the XR.
+	}
+	s := &reselection{selector: selector}
+	recorded, seen := xr.GetAnnotations()[SelectorAnnotation]
+	if !seen || recorded == selector.String() {
+		return s, nil
+	}
+	comp := &xpextv1.Composition{}
+	if err := r.client.Get(ctx, client.ObjectKey{Name: ref.Name}, comp); err != nil {
+		if apierrors.IsNotFound(err) {
+			return s, nil
+		}
+		return nil, errors.Wrap(err, errGetComposition)
+	}
+	s.composition = comp
+	return s, nil
 }

@@ -112,6 +112,25 @@ type scope struct {
 	paused bool
 	// tree is what the XR composed, read once.
 	tree *composed.Tree
+	// recalled is what the bridge's memory held of the XR when it was read.
+	recalled recalled
+	// selection is what a re-selection decides on; nil when there is none.
+	selection *reselection
+	// refused is why the credentials were refused ("" when they may be
+	// used); nil when they were not checked.
+	refused *string
+}
+
+// recalled is what a reconcile reads of the bridge's memory of the XR, once,
+// as it observes.
+type recalled struct {
+	// conditions are the newest Synced and Ready read of the XR.
+	conditions xrConditions
+	// mirror is the bridge's last copy of the outputs into the spec.
+	mirror readiness.Mirror
+	// provisioned: the bridge wrote the provisioned milestone over this
+	// version of the XR or an older one.
+	provisioned bool
 }
 
 // heldForCredentials says whether the XR was read held for its credentials.
@@ -200,6 +219,11 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 // it.
 func (r *xrReconciler) observe(ctx context.Context, s *scope) (lifecycle.Observed, error) {
 	xr := s.XR
+	s.recalled = recalled{
+		conditions:  r.memory.read(s.before),
+		mirror:      r.memory.mirror(xr.GetUID()),
+		provisioned: r.memory.already(s.before, partProvisioned, "true"),
+	}
 	f := lifecycle.Facts{
 		Deleting:           !xr.GetDeletionTimestamp().IsZero(),
 		ExternallyManaged:  annotations.IsExternallyManaged(xr),
@@ -248,8 +272,15 @@ func (r *xrReconciler) observe(ctx context.Context, s *scope) (lifecycle.Observe
 		if o.Gate, err = r.contract.Prepare(ctx, &s.Scope); err != nil || o.Gate != nil {
 			return o, err
 		}
+		if err := r.contract.ObservePublished(ctx, &s.Scope); err != nil {
+			return o, err
+		}
 	}
-	o.Denied, o.DeniedRecheck, err = r.checkCredentials(ctx, xr)
+	o.Denied, o.DeniedRecheck, s.refused, err = r.checkCredentials(ctx, xr)
+	if err != nil || o.Denied != nil || !f.Reselects || f.Path() != lifecycle.Active {
+		return o, err
+	}
+	s.selection, err = r.observeSelection(ctx, xr)
 	return o, err
 }
 
@@ -261,6 +292,7 @@ func (r *xrReconciler) observe(ctx context.Context, s *scope) (lifecycle.Observe
 func (r *xrReconciler) act(ctx context.Context, s *scope, p lifecycle.Plan) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	log.V(4).Info("Reconciling composite resource", "path", p.Path)
+	r.countRefusal(s)
 	s.edit(p.Before)
 	s.verdict = p.Verdict
 	for _, e := range p.Events {
@@ -270,7 +302,7 @@ func (r *xrReconciler) act(ctx context.Context, s *scope, p lifecycle.Plan) (ctr
 		return ctrl.Result{}, err
 	}
 	if p.Reselect {
-		if err := r.reselect(ctx, s); err != nil {
+		if err := r.reselect(s); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -318,8 +350,6 @@ func (r *xrReconciler) actOnComposed(ctx context.Context, s *scope, c lifecycle.
 	return nil
 }
 
-// conflicted reports whether err is a conflict, or aggregates (as the
-// deferred write's error does) only conflicts.
 // spent reports whether err is only that the namespace spent its budget of
 // Secret reads, and when to try again.
 func spent(err error) (time.Duration, bool) {
@@ -342,6 +372,8 @@ func spent(err error) (time.Duration, bool) {
 	return 0, false
 }
 
+// conflicted reports whether err is a conflict, or aggregates (as the
+// deferred write's error does) only conflicts.
 func conflicted(err error) bool {
 	var agg kerrors.Aggregate
 	if errors.As(err, &agg) {
@@ -363,8 +395,8 @@ func (r *xrReconciler) mapContract(ctx context.Context, s *scope) (ctrl.Result, 
 	set, provisioned, errs := r.contract.Outputs(&s.Scope)
 	// The newest Ready and Synced read, not one Crossplane put back from a
 	// stale read (readiness.Replaced).
-	c := r.memory.read(u)
-	v := contract.Evaluate(readiness.ObserveConditions(u.GetGeneration(), false, c.synced, c.ready, r.memory.mirror(s.XR.GetUID())), errs)
+	c := s.recalled.conditions
+	v := contract.Evaluate(readiness.ObserveConditions(u.GetGeneration(), false, c.synced, c.ready, s.recalled.mirror), errs)
 	if v.Ready {
 		held, again, err := r.contract.Publish(ctx, &s.Scope)
 		if err != nil {
@@ -385,7 +417,7 @@ func (r *xrReconciler) mapContract(ctx context.Context, s *scope) (ctrl.Result, 
 	// A cache behind the bridge's own write of the milestone still shows
 	// the XR not provisioned: it is, and is neither written nor announced
 	// again.
-	stale := !isProvisioned(u) && r.memory.already(s.XR, partProvisioned, "true")
+	stale := !isProvisioned(u) && s.recalled.provisioned
 	was := isProvisioned(u) || stale
 	now := contract.Provisioned(was, v)
 	r.blockMove(ctx, s, now)

@@ -25,37 +25,42 @@ import (
 )
 
 // checkCredentials resolves the credentials an XR composes with; a verdict
-// to hold it paused with when they may not be used, and when to look
-// again without an event. It watches the
+// to hold it paused with when they may not be used, when to look again
+// without an event, and why they were refused ("" when they may be used).
+// It watches the
 // referenced config's kind so that its creation or change wakes the XR. A
 // missing Secret is looked for again after a while: the bridge does not
 // watch Secrets.
-func (r *xrReconciler) checkCredentials(ctx context.Context, xr *composite.Unstructured) (*verdict.Verdict, time.Duration, error) {
+func (r *xrReconciler) checkCredentials(ctx context.Context, xr *composite.Unstructured) (*verdict.Verdict, time.Duration, *string, error) {
 	ref := providerConfigRef(&xr.Unstructured)
 	if ref != nil {
 		if err := r.watchConfig(ctx, ref); err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
 	}
 	res, err := r.credentials.Resolve(withReadFor(ctx, xr.GetNamespace()), xr.GetNamespace(), ref)
 	if err != nil {
-		return nil, 0, errors.Wrap(err, errResolveCreds)
-	}
-	refused := ""
-	if !res.Ready {
-		refused = res.Reason
-	}
-	if r.memory.refuse(xr.GetUID(), refused) && refused != "" {
-		credentialsRefusals.WithLabelValues(xr.GetNamespace(), refused).Inc()
+		return nil, 0, nil, errors.Wrap(err, errResolveCreds)
 	}
 	if res.Ready {
-		return nil, 0, nil
+		return nil, 0, new(string), nil
 	}
 	var again time.Duration
 	if res.Reason == infrav1.CredentialsSecretNotFoundReason {
 		again = credentials.RecheckSecretAfter
 	}
-	return &verdict.Verdict{Reason: res.Reason, Message: res.Message}, again, nil
+	return &verdict.Verdict{Reason: res.Reason, Message: res.Message}, again, &res.Reason, nil
+}
+
+// countRefusal counts a refusal of the XR's credentials once, not once a
+// reconcile (capxp_credentials_refusals_total), and remembers it.
+func (r *xrReconciler) countRefusal(s *scope) {
+	if s.refused == nil {
+		return
+	}
+	if r.memory.refuse(s.XR.GetUID(), *s.refused) && *s.refused != "" {
+		credentialsRefusals.WithLabelValues(s.XR.GetNamespace(), *s.refused).Inc()
+	}
 }
 
 // watchConfig watches (metadata only) the kind of a referenced credentials

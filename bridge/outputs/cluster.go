@@ -40,17 +40,10 @@ func MapCluster(xr *unstructured.Unstructured) (Cluster, field.ErrorList) {
 	errs = append(errs, outErrs...)
 
 	var c Cluster
-	switch {
-	case len(errs) > 0:
-	case out.IsZero() && spec.IsZero():
-		errs = append(errs, field.Required(outputEndpoint, "the composition has not reported the control plane endpoint"))
-	case out.IsZero():
-		c.Endpoint = spec
-	case !spec.IsZero() && spec != out:
-		errs = append(errs, field.Invalid(outputEndpoint, hostPort(out),
-			fmt.Sprintf("differs from %s %s, which is immutable once set", specEndpoint, hostPort(spec))))
-	default:
-		c.Endpoint = out
+	if len(errs) == 0 {
+		r := reported[infrav1.APIEndpoint]{spec: spec, out: out, specPath: specEndpoint, outPath: outputEndpoint,
+			show: hostPort, what: "the control plane endpoint"}
+		c.Endpoint, errs = r.settle()
 	}
 
 	errs = append(errs, checkFailureDomains(p)...)

@@ -95,7 +95,7 @@ func TestMapCluster(t *testing.T) {
 		"EndpointChanged": {
 			reason: "spec.controlPlaneEndpoint is immutable, so a different output is an error, not a move",
 			xr:     xr(map[string]any{"controlPlaneEndpoint": ep("old.example.org", int64(6443))}, outputs(ep("new.example.org", int64(6443)))),
-			want:   want{errs: []string{`status.outputs.controlPlaneEndpoint: Invalid value: "new.example.org:6443": differs from spec.controlPlaneEndpoint old.example.org:6443, which is immutable once set`}},
+			want:   want{errs: []string{`status.outputs.controlPlaneEndpoint: Invalid value: "new.example.org:6443": differs from spec.controlPlaneEndpoint "old.example.org:6443", which is immutable once set`}},
 		},
 		"FailureDomainsValid": {
 			reason: "named, unique failure domains are fine",

@@ -55,21 +55,19 @@ func MapMachine(xr *unstructured.Unstructured) (Machine, field.ErrorList) {
 	out, outErrs := str(p, outputProviderID)
 	errs = append(errs, outErrs...)
 
+	for _, id := range []struct {
+		path *field.Path
+		v    string
+	}{{specProviderID, spec}, {outputProviderID, out}} {
+		if id.v != "" && !providerIDFormat.MatchString(id.v) {
+			errs = append(errs, field.Invalid(id.path, id.v, "must have the form <scheme>://<id>, for example aws:///eu-west-1a/i-0123"))
+		}
+	}
 	var m Machine
-	switch {
-	case len(errs) > 0:
-	case out == "" && spec == "":
-		errs = append(errs, field.Required(outputProviderID, "the composition has not reported the machine's provider ID"))
-	case spec != "" && !providerIDFormat.MatchString(spec):
-		errs = append(errs, field.Invalid(specProviderID, spec, "must have the form <scheme>://<id>, for example aws:///eu-west-1a/i-0123"))
-	case out == "":
-		m.ProviderID = spec
-	case !providerIDFormat.MatchString(out):
-		errs = append(errs, field.Invalid(outputProviderID, out, "must have the form <scheme>://<id>, for example aws:///eu-west-1a/i-0123"))
-	case spec != "" && spec != out:
-		errs = append(errs, field.Invalid(outputProviderID, out, fmt.Sprintf("differs from %s %q, which is immutable once set", specProviderID, spec)))
-	default:
-		m.ProviderID = out
+	if len(errs) == 0 {
+		r := reported[string]{spec: spec, out: out, specPath: specProviderID, outPath: outputProviderID,
+			show: func(s string) string { return s }, what: "the machine's provider ID"}
+		m.ProviderID, errs = r.settle()
 	}
 
 	errs = append(errs, checkAddresses(p)...)

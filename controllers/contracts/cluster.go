@@ -115,6 +115,9 @@ func (infraCluster) Milestone(*unstructured.Unstructured) map[string]any {
 	return map[string]any{"status.initialization.provisioned": true, "status.ready": true}
 }
 
+// An InfraCluster publishes nothing besides the XR.
+func (infraCluster) ObservePublished(context.Context, *Scope) error { return nil }
+
 func (infraCluster) Publish(context.Context, *Scope) (*verdict.Verdict, reconcile.Result, error) {
 	return nil, reconcile.Result{}, nil
 }

@@ -56,9 +56,12 @@ type Contract interface {
 	// Milestone is the contract's status once the XR satisfies it: the
 	// milestone that never goes back, and what goes with it.
 	Milestone(xr *unstructured.Unstructured) map[string]any
+	// ObservePublished reads into s what Publish decides on, for an XR
+	// whose gate is open.
+	ObservePublished(ctx context.Context, s *Scope) error
 	// Publish writes what the contract asks of the provider besides the
-	// XR, once the XR satisfies its contract: a verdict while it cannot,
-	// and when to look again.
+	// XR, once the XR satisfies its contract, from what ObservePublished
+	// read: a verdict while it cannot, and when to look again.
 	Publish(ctx context.Context, s *Scope) (*verdict.Verdict, reconcile.Result, error)
 	// Reselects says whether a changed compositionSelector re-selects the
 	// Composition: CAPI re-templates the XR in place rather than replacing
@@ -88,6 +91,9 @@ type Scope struct {
 	// EndpointFromControlPlane: the Cluster's control plane is a managed
 	// one that provides the endpoint, so its infrastructure XR need not.
 	EndpointFromControlPlane bool
+	// Kubeconfig is what a control plane's ObservePublished read; nil
+	// for the other contracts, and while the XR's outputs are invalid.
+	Kubeconfig *Kubeconfig
 	// Events are recorded on the XR once the writes succeed.
 	Events []Event
 }

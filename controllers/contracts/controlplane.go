@@ -89,73 +89,103 @@ func (controlPlane) Milestone(xr *unstructured.Unstructured) map[string]any {
 	return f
 }
 
-// publish writes the cluster's <cluster>-kubeconfig Secret, CAPI's type and
-// label, controlled by the XR, from the Secret the composition names in the
-// XR's namespace, and again whenever that changes. A verdict says why it
-// cannot yet; until it can, the control plane is not initialized, as CAPI
-// would connect to the cluster with the kubeconfig at once.
-func (c controlPlane) Publish(ctx context.Context, s *Scope) (*verdict.Verdict, reconcile.Result, error) {
-	again := reconcile.Result{RequeueAfter: kubeconfigRecheck}
+// Kubeconfig is what a control plane's Publish decides on, read as the XR
+// is observed: the Secret the composition names and CAPI's
+// <cluster>-kubeconfig Secret, each nil while it does not exist, and
+// whether the namespace's record locks the latter.
+type Kubeconfig struct {
+	From           outputs.SecretKey
+	Source, Target *corev1.Secret
+	Locked         bool
+}
+
+// ObservePublished reads the Secrets Publish writes from and to, once the
+// XR reports valid outputs and its Cluster is known.
+func (c controlPlane) ObservePublished(ctx context.Context, s *Scope) error {
 	out, errs := outputs.MapControlPlane(&s.XR.Unstructured)
 	if len(errs) > 0 || s.Cluster == nil {
-		return nil, reconcile.Result{}, nil
+		return nil
 	}
 	ns := s.XR.GetNamespace()
-	src := &corev1.Secret{}
-	err := c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: out.Kubeconfig.Name}, src)
-	switch {
-	case apierrors.IsNotFound(err):
-		return &verdict.Verdict{Reason: infrav1.WaitingForKubeconfigReason,
-			Message: fmt.Sprintf("Secret %s named by status.outputs.kubeconfig does not exist", out.Kubeconfig.Name)}, again, nil
-	case err != nil:
-		return nil, reconcile.Result{}, errors.Wrapf(err, "cannot get Secret %s named by status.outputs.kubeconfig", out.Kubeconfig.Name)
+	k := &Kubeconfig{From: out.Kubeconfig}
+	var err error
+	if k.Source, err = getSecret(ctx, c.client, ns, out.Kubeconfig.Name); err != nil {
+		return errors.Wrapf(err, "cannot get Secret %s named by status.outputs.kubeconfig", out.Kubeconfig.Name)
 	}
-	raw, ok := src.Data[out.Kubeconfig.Key]
+	target := secret.Name(s.Cluster.Name, secret.Kubeconfig)
+	if k.Target, err = getSecret(ctx, c.client, ns, target); err != nil {
+		return errors.Wrapf(err, "cannot get the cluster's kubeconfig Secret %s", target)
+	}
+	if k.Locked, err = lockedSecret(ctx, c.client, ns, target); err != nil {
+		return err
+	}
+	s.Kubeconfig = k
+	return nil
+}
+
+// getSecret reads a Secret; nil when it does not exist.
+func getSecret(ctx context.Context, c client.Reader, ns, name string) (*corev1.Secret, error) {
+	sec := &corev1.Secret{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sec)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return sec, err
+}
+
+// Publish writes the cluster's <cluster>-kubeconfig Secret, CAPI's type and
+// label, controlled by the XR, from the Secret the composition names in the
+// XR's namespace, and again whenever that changes, from what
+// ObservePublished read. A verdict says why it cannot yet; until it can, the
+// control plane is not initialized, as CAPI would connect to the cluster
+// with the kubeconfig at once.
+func (c controlPlane) Publish(ctx context.Context, s *Scope) (*verdict.Verdict, reconcile.Result, error) {
+	k := s.Kubeconfig
+	if k == nil {
+		return nil, reconcile.Result{}, nil
+	}
+	again := reconcile.Result{RequeueAfter: kubeconfigRecheck}
+	if k.Source == nil {
+		return &verdict.Verdict{Reason: infrav1.WaitingForKubeconfigReason,
+			Message: fmt.Sprintf("Secret %s named by status.outputs.kubeconfig does not exist", k.From.Name)}, again, nil
+	}
+	raw, ok := k.Source.Data[k.From.Key]
 	if !ok {
 		return &verdict.Verdict{Reason: infrav1.WaitingForKubeconfigReason,
-			Message: fmt.Sprintf("Secret %s named by status.outputs.kubeconfig has no key %s", out.Kubeconfig.Name, out.Kubeconfig.Key)}, again, nil
+			Message: fmt.Sprintf("Secret %s named by status.outputs.kubeconfig has no key %s", k.From.Name, k.From.Key)}, again, nil
 	}
 	if err := usableKubeconfig(raw); err != nil {
 		return &verdict.Verdict{Reason: infrav1.InvalidKubeconfigReason,
-			Message: fmt.Sprintf("Secret %s key %s named by status.outputs.kubeconfig holds no usable kubeconfig: %v", out.Kubeconfig.Name, out.Kubeconfig.Key, err)}, again, nil
+			Message: fmt.Sprintf("Secret %s key %s named by status.outputs.kubeconfig holds no usable kubeconfig: %v", k.From.Name, k.From.Key, err)}, again, nil
 	}
 
 	owner := metav1.OwnerReference{APIVersion: s.XR.GetAPIVersion(), Kind: s.XR.GetKind(), Name: s.XR.GetName(), UID: s.XR.GetUID(),
 		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
 	want := kubeconfig.GenerateSecretWithOwner(client.ObjectKeyFromObject(s.Cluster), raw, owner)
-	have := &corev1.Secret{}
-	err = c.client.Get(ctx, client.ObjectKeyFromObject(want), have)
-	unchanged := err == nil && bytes.Equal(have.Data[secret.KubeconfigDataName], raw)
-	if err == nil || apierrors.IsNotFound(err) {
+	have := k.Target
+	unchanged := have != nil && bytes.Equal(have.Data[secret.KubeconfigDataName], raw)
+	switch {
+	case k.Locked && !unchanged:
 		// The bridge may write what the lock refuses a tenant: it must not
 		// carry a tenant's edit of the source into a Secret judged as a
 		// ProviderConfig's credentials.
-		locked, lerr := lockedSecret(ctx, c.client, ns, want.Name)
-		if lerr != nil {
-			return nil, reconcile.Result{}, lerr
-		}
-		if locked && !unchanged {
-			return &verdict.Verdict{Reason: infrav1.KubeconfigLockedReason,
-				Message: fmt.Sprintf("Secret %s is locked: a ProviderConfig of namespace %s uses it as its credentials (kubectl get namespacecredentials %s -n %s -o yaml); the bridge does not rewrite it from Secret %s: point that ProviderConfig at a copy",
-					want.Name, ns, infrav1.NamespaceCredentialsName, ns, out.Kubeconfig.Name)}, again, nil
-		}
-	}
-	switch {
-	case apierrors.IsNotFound(err):
+		return &verdict.Verdict{Reason: infrav1.KubeconfigLockedReason,
+			Message: fmt.Sprintf("Secret %s is locked: a ProviderConfig of namespace %s uses it as its credentials (kubectl get namespacecredentials %s -n %s -o yaml); the bridge does not rewrite it from Secret %s: point that ProviderConfig at a copy",
+				want.Name, s.XR.GetNamespace(), infrav1.NamespaceCredentialsName, s.XR.GetNamespace(), k.From.Name)}, again, nil
+	case have == nil:
 		if err := c.client.Create(ctx, want, client.FieldOwner(fieldManager)); err != nil {
 			return nil, reconcile.Result{}, errors.Wrapf(err, "cannot create the cluster's kubeconfig Secret %s", want.Name)
 		}
 		c.written(s.XR.GetKind())
-		s.Event(corev1.EventTypeNormal, "KubeconfigWritten", fmt.Sprintf("Wrote Secret %s from Secret %s", want.Name, out.Kubeconfig.Name))
+		s.Event(corev1.EventTypeNormal, "KubeconfigWritten", fmt.Sprintf("Wrote Secret %s from Secret %s", want.Name, k.From.Name))
 		return nil, again, nil
-	case err != nil:
-		return nil, reconcile.Result{}, errors.Wrapf(err, "cannot get the cluster's kubeconfig Secret %s", want.Name)
 	case !metav1.IsControlledBy(have, s.XR):
 		return &verdict.Verdict{Reason: infrav1.KubeconfigNotControlledReason,
 			Message: fmt.Sprintf("Secret %s exists and is not controlled by %s %s: the bridge does not overwrite it", want.Name, s.XR.GetKind(), s.XR.GetName())}, reconcile.Result{}, nil
-	case bytes.Equal(have.Data[secret.KubeconfigDataName], raw) && have.Labels[clusterv1.ClusterNameLabel] == s.Cluster.Name:
+	case unchanged && have.Labels[clusterv1.ClusterNameLabel] == s.Cluster.Name:
 		return nil, again, nil
 	}
+	have = have.DeepCopy()
 	have.Data = want.Data
 	if have.Labels == nil {
 		have.Labels = map[string]string{}
@@ -165,7 +195,7 @@ func (c controlPlane) Publish(ctx context.Context, s *Scope) (*verdict.Verdict, 
 		return nil, reconcile.Result{}, errors.Wrapf(err, "cannot update the cluster's kubeconfig Secret %s", want.Name)
 	}
 	c.written(s.XR.GetKind())
-	s.Event(corev1.EventTypeNormal, "KubeconfigRotated", fmt.Sprintf("Updated Secret %s from Secret %s", want.Name, out.Kubeconfig.Name))
+	s.Event(corev1.EventTypeNormal, "KubeconfigRotated", fmt.Sprintf("Updated Secret %s from Secret %s", want.Name, k.From.Name))
 	return nil, again, nil
 }
 

@@ -50,6 +50,10 @@ func TestControlPlanePublish(t *testing.T) {
 		}
 		return s
 	}
+	locked := func(name string) *infrav1.NamespaceCredentials {
+		return &infrav1.NamespaceCredentials{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: infrav1.NamespaceCredentialsName},
+			Spec: infrav1.NamespaceCredentialsSpec{Locked: []infrav1.LockedObject{{Kind: "Secret", Name: name}}}}
+	}
 	cases := map[string]struct {
 		reason   string
 		objs     []client.Object
@@ -81,6 +85,18 @@ func TestControlPlanePublish(t *testing.T) {
 			reason: "a Secret that holds no usable kubeconfig is reported, not copied",
 			objs:   []client.Object{src("kubeconfig", "apiVersion: v1\nkind: Config\n")}, want: infrav1.InvalidKubeconfigReason,
 		},
+		"LockedChanged": {
+			reason: "a locked <cluster>-kubeconfig Secret (a ProviderConfig's credentials) is not rewritten from a tenant's source",
+			objs:   []client.Object{src("kubeconfig", testKubeconfig), target(xrUID, "old"), locked("demo-kubeconfig")}, want: infrav1.KubeconfigLockedReason, wantData: "old",
+		},
+		"LockedMissing": {
+			reason: "nor created while locked",
+			objs:   []client.Object{src("kubeconfig", testKubeconfig), locked("demo-kubeconfig")}, want: infrav1.KubeconfigLockedReason,
+		},
+		"LockedUnchanged": {
+			reason: "a locked Secret that already holds the kubeconfig is the XR's, as written",
+			objs:   []client.Object{src("kubeconfig", testKubeconfig), target(xrUID, testKubeconfig), locked("demo-kubeconfig")}, wantData: testKubeconfig,
+		},
 		"SomeoneElses": {
 			reason: "a <cluster>-kubeconfig Secret the XR does not control is never overwritten",
 			objs:   []client.Object{src("kubeconfig", testKubeconfig), target("", "theirs")}, want: infrav1.KubeconfigNotControlledReason, wantData: "theirs",
@@ -102,7 +118,11 @@ func TestControlPlanePublish(t *testing.T) {
 			}}
 			s := &Scope{XR: xr, Cluster: &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo"}}}
 			written := 0
-			v, again, err := controlPlane{infraCluster: infraCluster{client: c}, written: func(string) { written++ }}.Publish(context.Background(), s)
+			cp := controlPlane{infraCluster: infraCluster{client: c}, written: func(string) { written++ }}
+			if err := cp.ObservePublished(context.Background(), s); err != nil {
+				t.Fatalf("%s\nObservePublished(...): %v", tc.reason, err)
+			}
+			v, again, err := cp.Publish(context.Background(), s)
 			if err != nil {
 				t.Fatalf("%s\npublish(...): %v", tc.reason, err)
 			}

@@ -220,6 +220,9 @@ func (infraMachine) Milestone(*unstructured.Unstructured) map[string]any {
 	return map[string]any{"status.initialization.provisioned": true, "status.ready": true}
 }
 
+// An InfraMachine publishes nothing besides the XR.
+func (infraMachine) ObservePublished(context.Context, *Scope) error { return nil }
+
 func (infraMachine) Publish(context.Context, *Scope) (*verdict.Verdict, reconcile.Result, error) {
 	return nil, reconcile.Result{}, nil
 }
