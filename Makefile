@@ -169,7 +169,7 @@ bench: ## Provision BENCH_CLUSTERS x BENCH_MACHINES machines behind an ideal pro
 	CAPXP_BENCH=1 KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test -count=1 -timeout 60m -v -run 'TestBench$$' ./test/bench/ -args -clusters=$(BENCH_CLUSTERS) -machines=$(BENCH_MACHINES)
 
 .PHONY: bench-large
-bench-large: ## The benchmark at N = 1000, as 100 clusters x 10 machines and as 10 x 100; not in CI (about 18 minutes here).
+bench-large: ## The benchmark at N = 1000, as 100 clusters x 10 machines and as 10 x 100; not in CI (18 to 60 minutes here, as busy as the machine is).
 	$(MAKE) bench BENCH_CLUSTERS=100 BENCH_MACHINES=10
 	$(MAKE) bench BENCH_CLUSTERS=10 BENCH_MACHINES=100
 
