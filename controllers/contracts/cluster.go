@@ -34,6 +34,7 @@ const errGetOwnerCluster = "cannot get the owner Cluster"
 // endpoint output goes to spec.controlPlaneEndpoint; deletion waits for the
 // cluster's Machines.
 type infraCluster struct {
+	infrastructure
 	client client.Client
 }
 
@@ -106,20 +107,6 @@ func (infraCluster) Outputs(s *Scope) (func(*unstructured.Unstructured), string,
 		_ = unstructured.SetNestedMap(u.Object, map[string]any{"host": out.Endpoint.Host, "port": int64(out.Endpoint.Port)}, "spec", "controlPlaneEndpoint")
 	}
 	return set, fmt.Sprintf("Infrastructure provisioned; control plane endpoint %s:%d", out.Endpoint.Host, out.Endpoint.Port), errs
-}
-
-func (infraCluster) ConditionType() string { return infrav1.CrossplaneInfrastructureReadyCondition }
-
-// milestone is provisioned, and v1beta1's ready while CAPI reads it.
-func (infraCluster) Milestone(*unstructured.Unstructured) map[string]any {
-	return map[string]any{"status.initialization.provisioned": true, "status.ready": true}
-}
-
-// An InfraCluster publishes nothing besides the XR.
-func (infraCluster) ObservePublished(context.Context, *Scope) error { return nil }
-
-func (infraCluster) Publish(context.Context, *Scope) (*verdict.Verdict, reconcile.Result, error) {
-	return nil, reconcile.Result{}, nil
 }
 
 // waitBeforeDelete holds a cluster XR's deletion while Machines of its

@@ -136,6 +136,25 @@ type Options struct {
 	KubeconfigWritten func(kind string)
 }
 
+// infrastructure is what CAPI's infrastructure contracts (InfraCluster,
+// InfraMachine, InfraMachinePool) share: the verdict goes to the owner's
+// CrossplaneInfrastructureReady condition, the milestone is provisioned
+// (and v1beta1's ready while CAPI reads it), and nothing is published
+// besides the XR.
+type infrastructure struct{}
+
+func (infrastructure) ConditionType() string { return infrav1.CrossplaneInfrastructureReadyCondition }
+
+func (infrastructure) Milestone(*unstructured.Unstructured) map[string]any {
+	return map[string]any{"status.initialization.provisioned": true, "status.ready": true}
+}
+
+func (infrastructure) ObservePublished(context.Context, *Scope) error { return nil }
+
+func (infrastructure) Publish(context.Context, *Scope) (*verdict.Verdict, reconcile.Result, error) {
+	return nil, reconcile.Result{}, nil
+}
+
 // New returns the Contract named by an XRD's contract label.
 func New(name string, o Options) (Contract, error) {
 	if o.KubeconfigWritten == nil {

@@ -45,6 +45,7 @@ const (
 // paused until the gate opens, which injects what the composition needs; the
 // providerID output goes to spec.providerID.
 type infraMachine struct {
+	infrastructure
 	client client.Client
 	// missing says which verbs the bridge lacks on a kind. The
 	// cluster's infrastructure is read through the manager's cache, whose
@@ -71,15 +72,25 @@ func (m infraMachine) Owner(ctx context.Context, s *Scope) error {
 		return errors.Wrap(err, errGetOwnerMachine)
 	}
 	cluster, err := util.GetClusterFromMetadata(ctx, m.client, machine.ObjectMeta)
+	if ok, err := ownedIn(s, machine, cluster, err, errGetCluster); !ok {
+		return err
+	}
+	s.Machine = machine
+	return nil
+}
+
+// ownedIn fills s with the XR's owner and the owner's Cluster, as read
+// (err), and reports whether it did: not until that Cluster exists, since
+// there is nothing to compose for, except for a deleting XR.
+func ownedIn(s *Scope, owner client.Object, cluster *clusterv1.Cluster, err error, errGet string) (bool, error) {
 	if client.IgnoreNotFound(err) != nil {
-		return errors.Wrap(err, errGetCluster)
+		return false, errors.Wrap(err, errGet)
 	}
 	if cluster == nil && s.XR.GetDeletionTimestamp().IsZero() {
-		// Nothing to compose for until the Cluster exists.
-		return nil
+		return false, nil
 	}
-	s.Owner, s.Machine, s.Cluster = machine, machine, cluster
-	return nil
+	s.Owner, s.Cluster = owner, cluster
+	return true, nil
 }
 
 // Prepare runs the gate: closed, it returns why; open, it injects into the
@@ -211,20 +222,6 @@ func (infraMachine) Outputs(s *Scope) (func(*unstructured.Unstructured), string,
 		_ = unstructured.SetNestedField(u.Object, out.ProviderID, "spec", "providerID")
 	}
 	return set, "", errs
-}
-
-func (infraMachine) ConditionType() string { return infrav1.CrossplaneInfrastructureReadyCondition }
-
-// milestone is provisioned, and v1beta1's ready while CAPI reads it.
-func (infraMachine) Milestone(*unstructured.Unstructured) map[string]any {
-	return map[string]any{"status.initialization.provisioned": true, "status.ready": true}
-}
-
-// An InfraMachine publishes nothing besides the XR.
-func (infraMachine) ObservePublished(context.Context, *Scope) error { return nil }
-
-func (infraMachine) Publish(context.Context, *Scope) (*verdict.Verdict, reconcile.Result, error) {
-	return nil, reconcile.Result{}, nil
 }
 
 func (infraMachine) WaitBeforeDelete(context.Context, *composite.Unstructured) (*verdict.Verdict, error) {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
-	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/gate"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/outputs"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
@@ -43,13 +42,10 @@ func (m infraMachinePool) Owner(ctx context.Context, s *Scope) error {
 		return errors.Wrap(err, errGetOwnerMachinePool)
 	}
 	cluster, err := util.GetClusterByName(ctx, m.client, mp.Namespace, mp.Spec.ClusterName)
-	if client.IgnoreNotFound(err) != nil {
-		return errors.Wrap(err, errGetPoolCluster)
+	if ok, err := ownedIn(s, mp, cluster, err, errGetPoolCluster); !ok {
+		return err
 	}
-	if cluster == nil && s.XR.GetDeletionTimestamp().IsZero() {
-		return nil
-	}
-	s.Owner, s.Pool, s.Cluster = mp, mp, cluster
+	s.Pool = mp
 	return nil
 }
 
@@ -82,10 +78,6 @@ func (infraMachinePool) Outputs(s *Scope) (func(*unstructured.Unstructured), str
 		_ = unstructured.SetNestedSlice(u.Object, ids, "spec", "providerIDList")
 	}
 	return set, "", errs
-}
-
-func (infraMachinePool) ConditionType() string {
-	return infrav1.CrossplaneInfrastructureReadyCondition
 }
 
 // milestone is provisioned, v1beta1's ready (which CAPI's MachinePool
