@@ -34,11 +34,13 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/dev/localkube"
 )
 
-// Writes counts the API writes a manager's client made, per object, and the
-// requests the API server refused for want of permission.
+// Writes counts the API writes a manager's client made, per object, those
+// of them the API server refused as conflicts, and the requests it refused
+// for want of permission.
 type Writes struct {
 	mu        sync.Mutex
 	counts    map[string]int
+	conflicts map[string]int
 	forbidden int
 }
 
@@ -51,25 +53,47 @@ func (w *Writes) refused(err error) error {
 	return err
 }
 
-// Count returns the writes made to an object of a kind.
+// written records the outcome of a write to key: a conflict changed nothing.
+func (w *Writes) written(key string, err error) error {
+	if apierrors.IsConflict(err) {
+		w.mu.Lock()
+		w.conflicts[key]++
+		w.mu.Unlock()
+	}
+	return w.refused(err)
+}
+
+// Count returns the writes made to an object of a kind, conflicts included.
 func (w *Writes) Count(kind, namespace, name string) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.counts[kind+"/"+namespace+"/"+name]
 }
 
-func (w *Writes) add(c client.WithWatch, obj client.Object) {
+// Conflicts returns the writes to an object of a kind that the API server
+// refused as conflicts: they changed nothing, and woke no one.
+func (w *Writes) Conflicts(kind, namespace, name string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.conflicts[kind+"/"+namespace+"/"+name]
+}
+
+// add counts a write of obj, and returns its key.
+func (w *Writes) add(c client.WithWatch, obj client.Object) string {
 	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
 	if err != nil {
 		gvk = obj.GetObjectKind().GroupVersionKind()
 	}
+	key := gvk.Kind + "/" + obj.GetNamespace() + "/" + obj.GetName()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.counts[gvk.Kind+"/"+obj.GetNamespace()+"/"+obj.GetName()]++
+	w.counts[key]++
+	return key
 }
 
-// addApplied counts a server-side apply, of an object or a subresource.
-func (w *Writes) addApplied(obj runtime.ApplyConfiguration) {
+// addApplied counts a server-side apply, of an object or a subresource,
+// and returns its key.
+func (w *Writes) addApplied(obj runtime.ApplyConfiguration) string {
 	var o struct {
 		Kind     string `json:"kind"`
 		Metadata struct {
@@ -83,11 +107,12 @@ func (w *Writes) addApplied(obj runtime.ApplyConfiguration) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	key := o.Kind + "/" + o.Metadata.Namespace + "/" + o.Metadata.Name
 	if err != nil {
-		w.counts["unknown"]++
-		return
+		key = "unknown"
 	}
-	w.counts[o.Kind+"/"+o.Metadata.Namespace+"/"+o.Metadata.Name]++
+	w.counts[key]++
+	return key
 }
 
 // Manager is a controller manager running in a test.
@@ -137,7 +162,7 @@ func (e *Environment) StartBridge(ctx context.Context) (*Manager, error) {
 // StartBridgeAs starts the bridge with the given identity and options (its
 // concurrency 2 unless o says, its webhook served here whatever o says).
 func (e *Environment) StartBridgeAs(ctx context.Context, cfg *rest.Config, o controllers.Options) (*Manager, error) {
-	w := &Writes{counts: map[string]int{}}
+	w := &Writes{counts: map[string]int{}, conflicts: map[string]int{}}
 	logs := &Logs{}
 	serving, webhookClient := e.webhookServing()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -166,36 +191,36 @@ func (e *Environment) StartBridgeAs(ctx context.Context, cfg *rest.Config, o con
 					return w.refused(c.List(ctx, list, opts...))
 				},
 				Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-					w.addApplied(obj)
-					return w.refused(c.Apply(ctx, obj, opts...))
+					key := w.addApplied(obj)
+					return w.written(key, c.Apply(ctx, obj, opts...))
 				},
 				Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-					w.add(c, obj)
-					return w.refused(c.Create(ctx, obj, opts...))
+					key := w.add(c, obj)
+					return w.written(key, c.Create(ctx, obj, opts...))
 				},
 				Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-					w.add(c, obj)
-					return w.refused(c.Update(ctx, obj, opts...))
+					key := w.add(c, obj)
+					return w.written(key, c.Update(ctx, obj, opts...))
 				},
 				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-					w.add(c, obj)
-					return w.refused(c.Patch(ctx, obj, p, opts...))
+					key := w.add(c, obj)
+					return w.written(key, c.Patch(ctx, obj, p, opts...))
 				},
 				Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-					w.add(c, obj)
-					return w.refused(c.Delete(ctx, obj, opts...))
+					key := w.add(c, obj)
+					return w.written(key, c.Delete(ctx, obj, opts...))
 				},
 				SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-					w.add(c.(client.WithWatch), obj)
-					return w.refused(c.SubResource(sub).Update(ctx, obj, opts...))
+					key := w.add(c.(client.WithWatch), obj)
+					return w.written(key, c.SubResource(sub).Update(ctx, obj, opts...))
 				},
 				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-					w.add(c.(client.WithWatch), obj)
-					return w.refused(c.SubResource(sub).Patch(ctx, obj, p, opts...))
+					key := w.add(c.(client.WithWatch), obj)
+					return w.written(key, c.SubResource(sub).Patch(ctx, obj, p, opts...))
 				},
 				SubResourceApply: func(ctx context.Context, c client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
-					w.addApplied(obj)
-					return w.refused(c.SubResource(sub).Apply(ctx, obj, opts...))
+					key := w.addApplied(obj)
+					return w.written(key, c.SubResource(sub).Apply(ctx, obj, opts...))
 				},
 			}), nil
 		},
@@ -279,7 +304,7 @@ func (e *Environment) startProvider(ctx context.Context, delay time.Duration) (*
 	if err := (&Provider{Client: mgr.GetClient(), Delay: delay}).SetupWithManager(mgr); err != nil {
 		return nil, errors.Wrap(err, "cannot set up the test provider")
 	}
-	return start(ctx, "test-provider", mgr, &Writes{counts: map[string]int{}})
+	return start(ctx, "test-provider", mgr, &Writes{counts: map[string]int{}, conflicts: map[string]int{}})
 }
 
 // start runs a manager; its goroutines carry the profiler label

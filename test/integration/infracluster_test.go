@@ -76,9 +76,15 @@ func newCluster(t *testing.T, ns, name string, gvk schema.GroupVersionKind, anno
 	xr.SetName(name)
 	xr.SetAnnotations(annotations)
 	// A kind adapted moments ago may still be answered with 503 while the
-	// API server's admission policies learn its type; users retry.
-	admitted(t, ns, gvk)
-	g.Expect(env.Client.Create(ctx, xr)).To(Succeed())
+	// API server's admission policies learn its type, also after a first
+	// request was admitted (the bridge updates the policies as other kinds
+	// are adapted); users retry.
+	var err error
+	g.Eventually(func(g Gomega) {
+		err = env.Client.Create(ctx, xr)
+		g.Expect(apierrors.IsServiceUnavailable(err)).To(BeFalse(), "%v", err)
+	}, timeout, interval).Should(Succeed())
+	g.Expect(err).NotTo(HaveOccurred())
 	cluster := capiCluster(ns, name)
 	cluster.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: gvk.Group, Kind: gvk.Kind, Name: name}
 	g.Expect(env.Client.Create(ctx, cluster)).To(Succeed())
@@ -451,8 +457,12 @@ func TestNothingIsWrittenWhenNothingChanged(t *testing.T) {
 	// nothing: CAPI's
 	// InfrastructureReady (Crossplane's Ready) says the XR is composing, and
 	// the provisioned milestone that it is done. And one event: Provisioned.
-	t.Logf("writes from creation to provisioned: XR %d, Cluster %d", xrWrites, clusterWrites)
-	g.Expect(xrWrites).To(BeNumerically("<=", 3))
+	// A write the API server refused as a conflict changed nothing: the
+	// bridge read a cache behind another writer (Crossplane, CAPI), as
+	// happens on a busy machine, and reads again.
+	conflicts := bridge.Writes.Conflicts(infrav1.CrossplaneClusterKind, ns, "steady")
+	t.Logf("writes from creation to provisioned: XR %d (%d refused as conflicts), Cluster %d", xrWrites, conflicts, clusterWrites)
+	g.Expect(xrWrites - conflicts).To(BeNumerically("<=", 3))
 	g.Expect(clusterWrites).To(BeZero())
 	events := &corev1.EventList{}
 	g.Expect(env.Client.List(ctx, events, client.InNamespace(ns), client.MatchingFields{"involvedObject.name": "steady"})).To(Succeed())

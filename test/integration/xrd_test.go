@@ -252,9 +252,8 @@ func TestAChangedReferenceableVersionReplacesTheController(t *testing.T) {
 		g.Expect(bridge.Logs.Containing("Adapted composite resource kind", gvk.Group+"/v1alpha2")).To(HaveLen(1))
 	}, timeout, interval).Should(Succeed())
 
-	// CAPI follows the contract label to the new version (once the API
-	// server's admission policies resolve it: they answer 503 for a moment).
-	admitted(t, ns, schema.GroupVersionKind{Group: gvk.Group, Version: "v1alpha2", Kind: "MovingCluster"})
+	// CAPI follows the contract label to the new version (newCluster retries
+	// while the API server's admission policies answer 503 for it).
 	cluster, _ := newCluster(t, ns, "moved", schema.GroupVersionKind{Group: gvk.Group, Version: "v1alpha2", Kind: "MovingCluster"},
 		map[string]string{envtest.ObserveAnnotation: script(goodStatus)})
 	g.Eventually(func(g Gomega) {
