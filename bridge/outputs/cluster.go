@@ -32,20 +32,11 @@ type Cluster struct {
 // with it are an error.
 func MapCluster(xr *unstructured.Unstructured) (Cluster, field.ErrorList) {
 	p := fieldpath.Pave(xr.Object)
-	var errs field.ErrorList
-
-	spec, specErrs := endpoint(p, specEndpoint)
-	errs = append(errs, specErrs...)
-	out, outErrs := endpoint(p, outputEndpoint)
-	errs = append(errs, outErrs...)
-
+	r := reported[infrav1.APIEndpoint]{specPath: specEndpoint, outPath: outputEndpoint, read: endpoint,
+		show: hostPort, what: "the control plane endpoint"}
 	var c Cluster
-	if len(errs) == 0 {
-		r := reported[infrav1.APIEndpoint]{spec: spec, out: out, specPath: specEndpoint, outPath: outputEndpoint,
-			show: hostPort, what: "the control plane endpoint"}
-		c.Endpoint, errs = r.settle()
-	}
-
+	var errs field.ErrorList
+	c.Endpoint, errs = r.settle(p)
 	errs = append(errs, checkFailureDomains(p)...)
 	return c, errs
 }
@@ -68,15 +59,10 @@ func EndpointNotRequired(errs field.ErrorList) field.ErrorList {
 // endpoint reads a host and port at path. An absent object is the zero
 // endpoint; a present one must be complete and valid.
 func endpoint(p *fieldpath.Paved, path *field.Path) (infrav1.APIEndpoint, field.ErrorList) {
-	v := value(p, path)
-	if v == nil {
-		return infrav1.APIEndpoint{}, nil
+	obj, ok, errs := at[map[string]any](p, path, "must be an object with host and port")
+	if !ok || errs != nil {
+		return infrav1.APIEndpoint{}, errs
 	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return infrav1.APIEndpoint{}, field.ErrorList{field.Invalid(path, v, "must be an object with host and port")}
-	}
-	var errs field.ErrorList
 	host := obj["host"]
 	hostStr, isStr := host.(string)
 	switch {
@@ -132,23 +118,9 @@ func integer(v any) (int64, string) {
 }
 
 func checkFailureDomains(p *fieldpath.Paved) field.ErrorList {
-	v := value(p, failureDomains)
-	if v == nil {
-		return nil
-	}
-	list, ok := v.([]any)
-	if !ok {
-		return field.ErrorList{field.Invalid(failureDomains, v, "must be a list of failure domains (CAPI v1beta2 shape)")}
-	}
-	var errs field.ErrorList
 	seen := map[string]bool{}
-	for i, item := range list {
-		path := failureDomains.Index(i)
-		fd, ok := item.(map[string]any)
-		if !ok {
-			errs = append(errs, field.Invalid(path, item, "must be an object with a name"))
-			continue
-		}
+	return eachObject(p, failureDomains, "a list of failure domains (CAPI v1beta2 shape)", "an object with a name", func(path *field.Path, fd map[string]any) field.ErrorList {
+		var errs field.ErrorList
 		name, _ := fd["name"].(string)
 		switch {
 		case name == "":
@@ -162,11 +134,43 @@ func checkFailureDomains(p *fieldpath.Paved) field.ErrorList {
 				errs = append(errs, field.Invalid(path.Child("controlPlane"), cp, "must be a boolean"))
 			}
 		}
-	}
-	return errs
+		return errs
+	})
 }
 
 func hostPort(e infrav1.APIEndpoint) string { return fmt.Sprintf("%s:%d", e.Host, e.Port) }
+
+// at reads the optional value at path as a T: absent (or null) is the zero
+// T and not present; a value of another type is present and an error saying
+// it must be one.
+func at[T any](p *fieldpath.Paved, path *field.Path, must string) (T, bool, field.ErrorList) {
+	var t T
+	v := value(p, path)
+	if v == nil {
+		return t, false, nil
+	}
+	t, ok := v.(T)
+	if !ok {
+		return t, true, field.ErrorList{field.Invalid(path, v, must)}
+	}
+	return t, true, nil
+}
+
+// eachObject checks the optional list at path (absent is empty): it must be
+// a list (mustList says of what), each item an object (mustItem says with
+// what), which check checks.
+func eachObject(p *fieldpath.Paved, path *field.Path, mustList, mustItem string, check func(*field.Path, map[string]any) field.ErrorList) field.ErrorList {
+	list, _, errs := at[[]any](p, path, "must be "+mustList)
+	for i, item := range list {
+		obj, ok := item.(map[string]any)
+		if !ok {
+			errs = append(errs, field.Invalid(path.Index(i), item, "must be "+mustItem))
+			continue
+		}
+		errs = append(errs, check(path.Index(i), obj)...)
+	}
+	return errs
+}
 
 // value reads an optional field: nil when it is absent (or its parent is
 // not an object), which every reader here treats as not reported.

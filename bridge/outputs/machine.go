@@ -48,27 +48,11 @@ type Machine struct {
 // that disagree with it are an error.
 func MapMachine(xr *unstructured.Unstructured) (Machine, field.ErrorList) {
 	p := fieldpath.Pave(xr.Object)
-	var errs field.ErrorList
-
-	spec, specErrs := str(p, specProviderID)
-	errs = append(errs, specErrs...)
-	out, outErrs := str(p, outputProviderID)
-	errs = append(errs, outErrs...)
-
-	for _, id := range []struct {
-		path *field.Path
-		v    string
-	}{{specProviderID, spec}, {outputProviderID, out}} {
-		if id.v != "" && !providerIDFormat.MatchString(id.v) {
-			errs = append(errs, field.Invalid(id.path, id.v, "must have the form <scheme>://<id>, for example aws:///eu-west-1a/i-0123"))
-		}
-	}
+	r := reported[string]{specPath: specProviderID, outPath: outputProviderID, read: providerID,
+		show: func(s string) string { return s }, what: "the machine's provider ID"}
 	var m Machine
-	if len(errs) == 0 {
-		r := reported[string]{spec: spec, out: out, specPath: specProviderID, outPath: outputProviderID,
-			show: func(s string) string { return s }, what: "the machine's provider ID"}
-		m.ProviderID, errs = r.settle()
-	}
+	var errs field.ErrorList
+	m.ProviderID, errs = r.settle(p)
 
 	errs = append(errs, checkAddresses(p)...)
 
@@ -82,42 +66,29 @@ func MapMachine(xr *unstructured.Unstructured) (Machine, field.ErrorList) {
 	return m, errs
 }
 
+// providerID reads an optional provider ID.
+func providerID(p *fieldpath.Paved, path *field.Path) (string, field.ErrorList) {
+	id, errs := str(p, path)
+	if id != "" && !providerIDFormat.MatchString(id) {
+		errs = append(errs, field.Invalid(path, id, "must have the form <scheme>://<id>, for example aws:///eu-west-1a/i-0123"))
+	}
+	return id, errs
+}
+
 // str reads an optional string.
 func str(p *fieldpath.Paved, path *field.Path) (string, field.ErrorList) {
-	v := value(p, path)
-	if v == nil {
-		return "", nil
-	}
-	s, ok := v.(string)
-	if !ok {
-		return "", field.ErrorList{field.Invalid(path, v, "must be a string")}
-	}
-	return s, nil
+	s, _, errs := at[string](p, path, "must be a string")
+	return s, errs
 }
 
 func checkAddresses(p *fieldpath.Paved) field.ErrorList {
-	v := value(p, addresses)
-	if v == nil {
-		return nil
-	}
-	list, ok := v.([]any)
-	if !ok {
-		return field.ErrorList{field.Invalid(addresses, v, "must be a list of addresses")}
-	}
-	var errs field.ErrorList
-	for i, item := range list {
-		path := addresses.Index(i)
-		a, ok := item.(map[string]any)
-		if !ok {
-			errs = append(errs, field.Invalid(path, item, "must be an object with type and address"))
-			continue
-		}
+	return eachObject(p, addresses, "a list of addresses", "an object with type and address", func(path *field.Path, a map[string]any) field.ErrorList {
 		t, _ := a["type"].(string)
 		addr, _ := a["address"].(string)
 		if !slices.Contains(addressTypes, t) {
-			errs = append(errs, field.NotSupported(path.Child("type"), a["type"], addressTypes))
-			continue
+			return field.ErrorList{field.NotSupported(path.Child("type"), a["type"], addressTypes)}
 		}
+		var errs field.ErrorList
 		switch {
 		case addr == "":
 			errs = append(errs, field.Required(path.Child("address"), "must not be empty"))
@@ -130,6 +101,6 @@ func checkAddresses(p *fieldpath.Paved) field.ErrorList {
 				errs = append(errs, field.Invalid(path.Child("address"), addr, msg))
 			}
 		}
-	}
-	return errs
+		return errs
+	})
 }

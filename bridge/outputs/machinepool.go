@@ -31,18 +31,15 @@ func (m MachinePool) Replicas() int64 { return int64(len(m.ProviderIDList)) }
 // empty, once it knows its machines.
 func MapMachinePool(xr *unstructured.Unstructured) (MachinePool, field.ErrorList) {
 	p := fieldpath.Pave(xr.Object)
-	v := value(p, outputProviderIDList)
-	if v == nil {
-		if isZero(value(p, specReplicas)) {
-			return MachinePool{ProviderIDList: []string{}}, nil
-		}
+	list, reported, errs := at[[]any](p, outputProviderIDList, "must be a list of provider IDs")
+	switch {
+	case errs != nil:
+		return MachinePool{}, errs
+	case !reported && isZero(value(p, specReplicas)):
+		return MachinePool{ProviderIDList: []string{}}, nil
+	case !reported:
 		return MachinePool{}, field.ErrorList{field.Required(outputProviderIDList, "the composition has not reported the pool's machines")}
 	}
-	list, ok := v.([]any)
-	if !ok {
-		return MachinePool{}, field.ErrorList{field.Invalid(outputProviderIDList, v, "must be a list of provider IDs")}
-	}
-	var errs field.ErrorList
 	ids := make([]string, 0, len(list))
 	seen := make(map[string]int, len(list))
 	for i, item := range list {

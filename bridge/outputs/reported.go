@@ -3,6 +3,8 @@ package outputs
 import (
 	"fmt"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
+
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -34,29 +36,34 @@ var missable = map[string]bool{
 // outputs can hold: the endpoint of an InfraCluster, the provider ID of an
 // InfraMachine.
 type reported[T comparable] struct {
-	spec, out         T
 	specPath, outPath *field.Path
+	// read reads the value at one of them, with its field errors.
+	read func(*fieldpath.Paved, *field.Path) (T, field.ErrorList)
 	// show renders a value for a message and for field.Invalid.
 	show func(T) string
 	// what names the value in the error saying it was not reported.
 	what string
 }
 
-// settle resolves the value spec must hold: spec's, once the user or the
-// bridge set it, else the one the composition reported. Neither set is
-// Required; outputs that disagree with spec are Invalid, since spec is
-// immutable once set.
-func (r reported[T]) settle() (T, field.ErrorList) {
+// settle reads both and resolves the value spec must hold: spec's, once the
+// user or the bridge set it, else the one the composition reported. Either
+// malformed is its field errors; neither set is Required; outputs that
+// disagree with spec are Invalid, since spec is immutable once set.
+func (r reported[T]) settle(p *fieldpath.Paved) (T, field.ErrorList) {
 	var zero T
-	switch {
-	case r.out == zero && r.spec == zero:
+	spec, errs := r.read(p, r.specPath)
+	out, outErrs := r.read(p, r.outPath)
+	switch errs = append(errs, outErrs...); {
+	case len(errs) > 0:
+		return zero, errs
+	case out == zero && spec == zero:
 		return zero, field.ErrorList{field.Required(r.outPath, fmt.Sprintf("the composition has not reported %s", r.what))}
-	case r.out == zero:
-		return r.spec, nil
-	case r.spec != zero && r.spec != r.out:
-		return zero, field.ErrorList{field.Invalid(r.outPath, r.show(r.out),
-			fmt.Sprintf("differs from %s %q, which is immutable once set", r.specPath, r.show(r.spec)))}
+	case out == zero:
+		return spec, nil
+	case spec != zero && spec != out:
+		return zero, field.ErrorList{field.Invalid(r.outPath, r.show(out),
+			fmt.Sprintf("differs from %s %q, which is immutable once set", r.specPath, r.show(spec)))}
 	default:
-		return r.out, nil
+		return out, nil
 	}
 }

@@ -47,7 +47,8 @@ type Contract interface {
 	PauseUnowned(xr *composite.Unstructured) *bool
 	// Prepare readies a not paused, not deleting XR for composition: it
 	// returns a verdict to hold the XR paused with, or nil to go on. It may
-	// inject spec fields into s.XR.
+	// inject spec fields into s.XR. It is called only once Owner found the
+	// XR's owner and its Cluster.
 	Prepare(ctx context.Context, s *Scope) (*verdict.Verdict, error)
 	// Outputs maps the composition's outputs: their field errors, and the
 	// spec fields to set once the XR satisfies its contract, with an event

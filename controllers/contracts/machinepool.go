@@ -54,15 +54,11 @@ func (m infraMachinePool) Owner(ctx context.Context, s *Scope) error {
 // network and credentials, which the one deferred patch sends together
 // with the unpause.
 func (m infraMachinePool) Prepare(ctx context.Context, s *Scope) (*verdict.Verdict, error) {
-	mp := s.Pool
-	if mp == nil {
-		return nil, errors.New("the XR has no owner MachinePool")
-	}
 	clusterXR, forbidden, err := m.clusterInfrastructure(ctx, s.Cluster)
 	if err != nil || forbidden != nil {
 		return forbidden, err
 	}
-	return inject(s, gate.DecidePool(gate.PoolInputs{MachinePool: mp, Cluster: s.Cluster, ClusterXR: clusterXR, XR: &s.XR.Unstructured}))
+	return inject(s, gate.DecidePool(gate.PoolInputs{MachinePool: s.Pool, Cluster: s.Cluster, ClusterXR: clusterXR, XR: &s.XR.Unstructured}))
 }
 
 // outputs maps providerIDList. A pool's provisioning is CAPI's to report on
