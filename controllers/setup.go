@@ -1,24 +1,32 @@
 package controllers
 
 import (
+	"context"
+	"net/http"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 	"unique"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	corev1 "k8s.io/api/core/v1"
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -89,6 +97,111 @@ func NewCache(cfg *rest.Config, o cache.Options) (cache.Cache, error) {
 	lean.Transport = leanjson.RoundTripper(hc.Transport)
 	o.HTTPClient = &lean
 	return cache.New(cfg, o)
+}
+
+// missTTL is how long the REST mapper answers a kind the API server did not
+// serve as not served, without asking again, when no CRD changed since.
+const missTTL = 10 * time.Second
+
+// NewRESTMapper is the manager's REST mapper: controller-runtime's dynamic
+// one, which reads the API server's whole discovery again on every miss,
+// with a memory of misses (restMapper). Setup forgets them whenever a CRD
+// changes.
+func NewRESTMapper(cfg *rest.Config, hc *http.Client) (meta.RESTMapper, error) {
+	m, err := apiutil.NewDynamicRESTMapper(cfg, hc)
+	if err != nil {
+		return nil, err
+	}
+	return &restMapper{RESTMapper: m, misses: map[string]miss{}, now: time.Now}, nil
+}
+
+// restMapper remembers which kinds the API server did not serve. The
+// bridge looks up kinds that may never be installed on every reconcile of
+// some controllers (each enforced provider's ProviderConfig and network
+// kinds, for every namespace's credentials): without a memory each lookup
+// was a read of the whole discovery, and the rebuild of every mapping.
+type restMapper struct {
+	meta.RESTMapper
+	mu     sync.Mutex
+	misses map[string]miss
+	now    func() time.Time
+}
+
+// miss is a lookup the API server did not serve: its error, and when.
+type miss struct {
+	err error
+	at  time.Time
+}
+
+// RESTMapping answers a kind not served within missTTL as before.
+func (m *restMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	key := gk.String() + "/" + strings.Join(versions, ",")
+	if err := m.missed(key); err != nil {
+		return nil, err
+	}
+	r, err := m.RESTMapper.RESTMapping(gk, versions...)
+	m.remember(key, err)
+	return r, err
+}
+
+// RESTMappings answers a kind not served within missTTL as before.
+func (m *restMapper) RESTMappings(gk schema.GroupKind, versions ...string) ([]*meta.RESTMapping, error) {
+	key := "all:" + gk.String() + "/" + strings.Join(versions, ",")
+	if err := m.missed(key); err != nil {
+		return nil, err
+	}
+	r, err := m.RESTMapper.RESTMappings(gk, versions...)
+	m.remember(key, err)
+	return r, err
+}
+
+func (m *restMapper) missed(key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if x, ok := m.misses[key]; ok && m.now().Sub(x.at) < missTTL {
+		return x.err
+	}
+	delete(m.misses, key)
+	return nil
+}
+
+func (m *restMapper) remember(key string, err error) {
+	if !meta.IsNoMatchError(err) {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.misses[key] = miss{err: err, at: m.now()}
+}
+
+// forget drops every miss: a CRD changed, and its kind may be served now.
+func (m *restMapper) forget() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	clear(m.misses)
+}
+
+// forgetMissesOnCRDChanges has the manager's REST mapper, when it is
+// NewRESTMapper's, forget its misses on every CRD event, through the
+// metadata informer of CRDs the own CRDs controller starts too.
+func forgetMissesOnCRDChanges(ctx context.Context, mgr ctrl.Manager) error {
+	m, ok := mgr.GetRESTMapper().(*restMapper)
+	if !ok {
+		return nil
+	}
+	crd := &metav1.PartialObjectMetadata{}
+	crd.SetGroupVersionKind(extv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	inf, err := mgr.GetCache().GetInformer(ctx, crd)
+	if err != nil {
+		return errors.Wrap(err, "cannot watch CRDs for the REST mapper")
+	}
+	forget := func(any) { m.forget() }
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    forget,
+		UpdateFunc: func(_, o any) { forget(o) },
+		DeleteFunc: forget,
+	})
+	return errors.Wrap(err, "cannot watch CRDs for the REST mapper")
 }
 
 // stripManagedFields drops managed fields from what is cached, as
@@ -217,6 +330,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	access := newReadAccess(mgr.GetClient())
 	secrets, err := secretReader(mgr)
 	if err != nil {
+		return err
+	}
+	if err := forgetMissesOnCRDChanges(context.Background(), mgr); err != nil {
 		return err
 	}
 	budgets := newSecretBudgets()

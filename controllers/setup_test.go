@@ -3,11 +3,14 @@ package controllers
 import (
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
@@ -146,6 +149,78 @@ func TestInterned(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := unsafe.StringData(tc.a) == unsafe.StringData(tc.b); got != tc.shared {
 				t.Errorf("two decodings share %q: %v, want %v", tc.a, got, tc.shared)
+			}
+		})
+	}
+}
+
+// countingMapper counts the lookups that reach the mapper behind.
+type countingMapper struct {
+	meta.RESTMapper
+	lookups int
+}
+
+func (c *countingMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	c.lookups++
+	return c.RESTMapper.RESTMapping(gk, versions...)
+}
+
+func (c *countingMapper) RESTMappings(gk schema.GroupKind, versions ...string) ([]*meta.RESTMapping, error) {
+	c.lookups++
+	return c.RESTMapper.RESTMappings(gk, versions...)
+}
+
+func TestRESTMapperRemembersMisses(t *testing.T) {
+	served := schema.GroupKind{Group: "example.org", Kind: "Served"}
+	missing := schema.GroupKind{Group: "aws.m.upbound.io", Kind: "ProviderConfig"}
+	// Each step is one lookup, after advancing the clock (or forgetting).
+	type step struct {
+		after  time.Duration
+		forget bool
+		gk     schema.GroupKind
+		all    bool
+		// reached: the lookup reached the mapper behind.
+		reached bool
+	}
+	cases := map[string][]step{
+		"A served kind is looked up every time": {
+			{gk: served, reached: true}, {gk: served, reached: true},
+		},
+		"A kind not served is answered from memory within the TTL": {
+			{gk: missing, reached: true}, {after: missTTL / 2, gk: missing}, {gk: missing, all: true, reached: true}, {gk: missing, all: true},
+		},
+		"A kind not served is looked up again after the TTL": {
+			{gk: missing, reached: true}, {after: missTTL, gk: missing, reached: true}, {gk: missing},
+		},
+		"A changed CRD forgets every miss": {
+			{gk: missing, reached: true}, {forget: true, gk: missing, reached: true},
+		},
+	}
+	for name, steps := range cases {
+		t.Run(name, func(t *testing.T) {
+			behind := meta.NewDefaultRESTMapper([]schema.GroupVersion{served.WithVersion("v1").GroupVersion()})
+			behind.Add(served.WithVersion("v1"), meta.RESTScopeNamespace)
+			c := &countingMapper{RESTMapper: behind}
+			now := time.Unix(0, 0)
+			m := &restMapper{RESTMapper: c, misses: map[string]miss{}, now: func() time.Time { return now }}
+			for i, s := range steps {
+				now = now.Add(s.after)
+				if s.forget {
+					m.forget()
+				}
+				before := c.lookups
+				var err error
+				if s.all {
+					_, err = m.RESTMappings(s.gk)
+				} else {
+					_, err = m.RESTMapping(s.gk)
+				}
+				if got := c.lookups > before; got != s.reached {
+					t.Errorf("step %d: reached the mapper behind: %t, want %t", i, got, s.reached)
+				}
+				if wantMiss := s.gk == missing; meta.IsNoMatchError(err) != wantMiss {
+					t.Errorf("step %d: error %v, want a miss: %t", i, err, wantMiss)
+				}
 			}
 		})
 	}

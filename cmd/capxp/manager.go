@@ -133,6 +133,7 @@ func runManager(args []string, stderr io.Writer) error {
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         controllers.CacheOptions(f.namespace, f.syncPeriod),
 		NewCache:                      controllers.NewCache,
+		MapperProvider:                controllers.NewRESTMapper,
 		Client:                        controllers.ClientOptions(),
 	})
 	if err != nil {

@@ -584,9 +584,10 @@ func (p *Plane) ExampleStatusOf(ctx context.Context, name string, machines int) 
 	}
 	sort.Slice(ms.Items, func(i, j int) bool { return ms.Items[i].Name < ms.Items[j].Name })
 	ready := 0
+	xrs := p.infraXRs(ns)
 	for i := range ms.Items {
 		m := &ms.Items[i]
-		mxr := p.infraMachine(ctx, ns, m.Spec.InfrastructureRef)
+		mxr := xrs.conditions(ctx, m.Spec.InfrastructureRef)
 		node := "-"
 		if m.Status.NodeRef.IsDefined() {
 			node = m.Status.NodeRef.Name
@@ -600,7 +601,7 @@ func (p *Plane) ExampleStatusOf(ctx context.Context, name string, machines int) 
 			m.Name, orDash(m.Status.Phase), orDash(m.Spec.ProviderID), node, condition(m.Status.Conditions, clusterv1.MachineReadyCondition),
 			infraWords(m.Status.Conditions, clusterv1.MachineInfrastructureReadyCondition), xrWords(mxr)))
 	}
-	pools, poolsReady, poolsAvailable, err := p.poolStatus(ctx, ns, name)
+	pools, poolsReady, poolsAvailable, err := p.poolStatus(ctx, xrs, name)
 	if err != nil {
 		return st, err
 	}
@@ -613,9 +614,9 @@ func (p *Plane) ExampleStatusOf(ctx context.Context, name string, machines int) 
 // poolStatus describes the cluster's MachinePools: whether each runs the
 // machines it asks for, with a Node each, and whether CAPI counts them all
 // ready and available (CAPI's Cluster Available does not wait for pools).
-func (p *Plane) poolStatus(ctx context.Context, ns, cluster string) (lines []string, provisioned, available bool, err error) {
+func (p *Plane) poolStatus(ctx context.Context, xrs *infraXRs, cluster string) (lines []string, provisioned, available bool, err error) {
 	mps := &clusterv1.MachinePoolList{}
-	if err := p.client.List(ctx, mps, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster}); err != nil {
+	if err := p.client.List(ctx, mps, client.InNamespace(xrs.ns), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster}); err != nil {
 		return nil, false, false, err
 	}
 	provisioned, available = true, true
@@ -623,7 +624,7 @@ func (p *Plane) poolStatus(ctx context.Context, ns, cluster string) (lines []str
 		mp := &mps.Items[i]
 		want := ptr.Deref(mp.Spec.Replicas, 1)
 		ready, avail := ptr.Deref(mp.Status.ReadyReplicas, 0), ptr.Deref(mp.Status.AvailableReplicas, 0)
-		xr := p.infraMachine(ctx, ns, mp.Spec.Template.Spec.InfrastructureRef)
+		xr := xrs.conditions(ctx, mp.Spec.Template.Spec.InfrastructureRef)
 		lines = append(lines, fmt.Sprintf("  MachinePool %s: phase %s, %d asked, %d provider IDs, %d with a Node, %d ready, %d available; XR %s",
 			mp.Name, orDash(mp.Status.Phase), want, len(mp.Spec.ProviderIDList), len(mp.Status.NodeRefs), ready, avail, xrWords(xr)))
 		provisioned = provisioned && ptrValue(mp.Status.Initialization.InfrastructureProvisioned) &&
@@ -707,27 +708,55 @@ func xrWords(conds []metav1.Condition) string {
 	return condition(conds, "Ready") + ", " + condition(conds, "Synced")
 }
 
-// infraMachine reads a Machine's XR, whatever its kind, for its conditions;
-// none when it cannot be read.
-func (p *Plane) infraMachine(ctx context.Context, ns string, ref clusterv1.ContractVersionedObjectReference) []metav1.Condition {
-	m, err := p.client.RESTMapper().RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
+// infraXRs are the XRs of a namespace's Machines and MachinePools, each
+// kind listed once per read of the example's state: one GET per Machine,
+// twice a second while a benchmark waits for hundreds, loaded the API server
+// it measures.
+type infraXRs struct {
+	p      *Plane
+	ns     string
+	byKind map[schema.GroupKind]map[string][]metav1.Condition
+}
+
+func (p *Plane) infraXRs(ns string) *infraXRs {
+	return &infraXRs{p: p, ns: ns, byKind: map[schema.GroupKind]map[string][]metav1.Condition{}}
+}
+
+// conditions are the conditions of the XR ref names, whatever its kind; none
+// when its kind cannot be listed.
+func (x *infraXRs) conditions(ctx context.Context, ref clusterv1.ContractVersionedObjectReference) []metav1.Condition {
+	gk := schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind}
+	byName, ok := x.byKind[gk]
+	if !ok {
+		byName = x.list(ctx, gk)
+		x.byKind[gk] = byName
+	}
+	return byName[ref.Name]
+}
+
+func (x *infraXRs) list(ctx context.Context, gk schema.GroupKind) map[string][]metav1.Condition {
+	m, err := x.p.client.RESTMapper().RESTMapping(gk)
 	if err != nil {
 		return nil
 	}
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(m.GroupVersionKind)
-	if p.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, u) != nil {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(m.GroupVersionKind.GroupVersion().WithKind(m.GroupVersionKind.Kind + "List"))
+	if x.p.client.List(ctx, l, client.InNamespace(x.ns)) != nil {
 		return nil
 	}
-	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	conds := make([]metav1.Condition, 0, len(raw))
-	for _, r := range raw {
-		c := metav1.Condition{}
-		if rm, ok := r.(map[string]any); ok && runtime.DefaultUnstructuredConverter.FromUnstructured(rm, &c) == nil {
-			conds = append(conds, c)
+	byName := make(map[string][]metav1.Condition, len(l.Items))
+	for _, u := range l.Items {
+		raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		conds := make([]metav1.Condition, 0, len(raw))
+		for _, r := range raw {
+			c := metav1.Condition{}
+			if rm, ok := r.(map[string]any); ok && runtime.DefaultUnstructuredConverter.FromUnstructured(rm, &c) == nil {
+				conds = append(conds, c)
+			}
 		}
+		byName[u.GetName()] = conds
 	}
-	return conds
+	return byName
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

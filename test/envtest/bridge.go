@@ -175,6 +175,7 @@ func (e *Environment) StartBridgeAs(ctx context.Context, cfg *rest.Config, o con
 		GracefulShutdownTimeout: ptr.To(2 * time.Minute),
 		Cache:                   controllers.CacheOptions("", 10*time.Minute),
 		NewCache:                controllers.NewCache,
+		MapperProvider:          controllers.NewRESTMapper,
 		Client:                  controllers.ClientOptions(),
 		// Each test starts its own managers in one test binary.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
