@@ -99,90 +99,111 @@ func NewCache(cfg *rest.Config, o cache.Options) (cache.Cache, error) {
 	return cache.New(cfg, o)
 }
 
-// missTTL is how long the REST mapper answers a kind the API server did not
-// serve as not served, without asking again, when no CRD changed since.
-const missTTL = 10 * time.Second
+// How long the REST mapper answers a lookup from memory, when no CRD
+// changed since: a kind the API server did not serve, and one it served
+// (whose mapping changes with its CRD, or with an aggregated API).
+const (
+	missTTL = 10 * time.Second
+	hitTTL  = time.Minute
+)
 
 // NewRESTMapper is the manager's REST mapper: controller-runtime's dynamic
-// one, which reads the API server's whole discovery again on every miss,
-// with a memory of misses (restMapper). Setup forgets them whenever a CRD
-// changes.
+// one behind a memory of its answers (restMapper). Setup forgets them
+// whenever a CRD changes.
 func NewRESTMapper(cfg *rest.Config, hc *http.Client) (meta.RESTMapper, error) {
 	m, err := apiutil.NewDynamicRESTMapper(cfg, hc)
 	if err != nil {
 		return nil, err
 	}
-	return &restMapper{RESTMapper: m, misses: map[string]miss{}, now: time.Now}, nil
+	return &restMapper{RESTMapper: m, answers: map[string]answer{}, now: time.Now}, nil
 }
 
-// restMapper remembers which kinds the API server did not serve. The
+// restMapper remembers the answers of the mapper behind to lookups of a
+// kind. controller-runtime's reads the API server's whole discovery again,
+// and rebuilds every mapping, on each lookup of a kind it does not know; the
 // bridge looks up kinds that may never be installed on every reconcile of
 // some controllers (each enforced provider's ProviderConfig and network
-// kinds, for every namespace's credentials): without a memory each lookup
-// was a read of the whole discovery, and the rebuild of every mapping.
+// kinds, for every namespace's credentials). A kind it knows is found by
+// asking each API group's mapper in turn, several times in every XR's
+// reconcile (its credentials config's kind, each composed kind).
 type restMapper struct {
 	meta.RESTMapper
-	mu     sync.Mutex
-	misses map[string]miss
-	now    func() time.Time
+	mu      sync.Mutex
+	answers map[string]answer
+	now     func() time.Time
 }
 
-// miss is a lookup the API server did not serve: its error, and when.
-type miss struct {
-	err error
-	at  time.Time
+// answer is what the mapper behind answered to one lookup, and when.
+type answer struct {
+	mapping  *meta.RESTMapping
+	mappings []*meta.RESTMapping
+	err      error
+	at       time.Time
 }
 
-// RESTMapping answers a kind not served within missTTL as before.
+// RESTMapping answers from memory a lookup answered before: a kind not
+// served within missTTL, a mapping within hitTTL.
 func (m *restMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
 	key := gk.String() + "/" + strings.Join(versions, ",")
-	if err := m.missed(key); err != nil {
-		return nil, err
+	if a, ok := m.recall(key); ok {
+		return a.mapping, a.err
 	}
 	r, err := m.RESTMapper.RESTMapping(gk, versions...)
-	m.remember(key, err)
+	m.remember(key, answer{mapping: r, err: err})
 	return r, err
 }
 
-// RESTMappings answers a kind not served within missTTL as before.
+// RESTMappings answers from memory as RESTMapping does.
 func (m *restMapper) RESTMappings(gk schema.GroupKind, versions ...string) ([]*meta.RESTMapping, error) {
 	key := "all:" + gk.String() + "/" + strings.Join(versions, ",")
-	if err := m.missed(key); err != nil {
-		return nil, err
+	if a, ok := m.recall(key); ok {
+		return a.mappings, a.err
 	}
 	r, err := m.RESTMapper.RESTMappings(gk, versions...)
-	m.remember(key, err)
+	m.remember(key, answer{mappings: r, err: err})
 	return r, err
 }
 
-func (m *restMapper) missed(key string) error {
+func (m *restMapper) recall(key string) (answer, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if x, ok := m.misses[key]; ok && m.now().Sub(x.at) < missTTL {
-		return x.err
+	a, ok := m.answers[key]
+	if !ok {
+		return answer{}, false
 	}
-	delete(m.misses, key)
-	return nil
+	ttl := hitTTL
+	if a.err != nil {
+		ttl = missTTL
+	}
+	if m.now().Sub(a.at) >= ttl {
+		delete(m.answers, key)
+		return answer{}, false
+	}
+	return a, true
 }
 
-func (m *restMapper) remember(key string, err error) {
-	if !meta.IsNoMatchError(err) {
+// remember keeps a mapping or a kind not served; any other error (the API
+// server's discovery failed) is asked again next time.
+func (m *restMapper) remember(key string, a answer) {
+	if a.err != nil && !meta.IsNoMatchError(a.err) {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.misses[key] = miss{err: err, at: m.now()}
+	a.at = m.now()
+	m.answers[key] = a
 }
 
-// forget drops every miss: a CRD changed, and its kind may be served now.
+// forget drops every answer: a CRD changed, and its kind may be served now,
+// or served differently.
 func (m *restMapper) forget() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	clear(m.misses)
+	clear(m.answers)
 }
 
 // forgetMissesOnCRDChanges has the manager's REST mapper, when it is
-// NewRESTMapper's, forget its misses on every CRD event, through the
+// NewRESTMapper's, forget its answers on every CRD event, through the
 // metadata informer of CRDs the own CRDs controller starts too.
 func forgetMissesOnCRDChanges(ctx context.Context, mgr ctrl.Manager) error {
 	m, ok := mgr.GetRESTMapper().(*restMapper)

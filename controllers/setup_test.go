@@ -170,7 +170,7 @@ func (c *countingMapper) RESTMappings(gk schema.GroupKind, versions ...string) (
 	return c.RESTMapper.RESTMappings(gk, versions...)
 }
 
-func TestRESTMapperRemembersMisses(t *testing.T) {
+func TestRESTMapperRemembersAnswers(t *testing.T) {
 	served := schema.GroupKind{Group: "example.org", Kind: "Served"}
 	missing := schema.GroupKind{Group: "aws.m.upbound.io", Kind: "ProviderConfig"}
 	// Each step is one lookup, after advancing the clock (or forgetting).
@@ -183,17 +183,20 @@ func TestRESTMapperRemembersMisses(t *testing.T) {
 		reached bool
 	}
 	cases := map[string][]step{
-		"A served kind is looked up every time": {
-			{gk: served, reached: true}, {gk: served, reached: true},
+		"A served kind is answered from memory within its TTL": {
+			{gk: served, reached: true}, {after: hitTTL / 2, gk: served}, {gk: served, all: true, reached: true}, {gk: served, all: true},
 		},
-		"A kind not served is answered from memory within the TTL": {
+		"A served kind is looked up again after its TTL": {
+			{gk: served, reached: true}, {after: hitTTL, gk: served, reached: true},
+		},
+		"A kind not served is answered from memory within its TTL": {
 			{gk: missing, reached: true}, {after: missTTL / 2, gk: missing}, {gk: missing, all: true, reached: true}, {gk: missing, all: true},
 		},
-		"A kind not served is looked up again after the TTL": {
+		"A kind not served is looked up again after its TTL": {
 			{gk: missing, reached: true}, {after: missTTL, gk: missing, reached: true}, {gk: missing},
 		},
-		"A changed CRD forgets every miss": {
-			{gk: missing, reached: true}, {forget: true, gk: missing, reached: true},
+		"A changed CRD forgets every answer": {
+			{gk: missing, reached: true}, {gk: served, reached: true}, {forget: true, gk: missing, reached: true}, {gk: served, reached: true},
 		},
 	}
 	for name, steps := range cases {
@@ -202,7 +205,7 @@ func TestRESTMapperRemembersMisses(t *testing.T) {
 			behind.Add(served.WithVersion("v1"), meta.RESTScopeNamespace)
 			c := &countingMapper{RESTMapper: behind}
 			now := time.Unix(0, 0)
-			m := &restMapper{RESTMapper: c, misses: map[string]miss{}, now: func() time.Time { return now }}
+			m := &restMapper{RESTMapper: c, answers: map[string]answer{}, now: func() time.Time { return now }}
 			for i, s := range steps {
 				now = now.Add(s.after)
 				if s.forget {
@@ -210,16 +213,21 @@ func TestRESTMapperRemembersMisses(t *testing.T) {
 				}
 				before := c.lookups
 				var err error
+				var found bool
 				if s.all {
-					_, err = m.RESTMappings(s.gk)
+					var r []*meta.RESTMapping
+					r, err = m.RESTMappings(s.gk)
+					found = len(r) == 1 && r[0].Resource.Resource == "serveds"
 				} else {
-					_, err = m.RESTMapping(s.gk)
+					var r *meta.RESTMapping
+					r, err = m.RESTMapping(s.gk)
+					found = r != nil && r.Resource.Resource == "serveds"
 				}
 				if got := c.lookups > before; got != s.reached {
 					t.Errorf("step %d: reached the mapper behind: %t, want %t", i, got, s.reached)
 				}
-				if wantMiss := s.gk == missing; meta.IsNoMatchError(err) != wantMiss {
-					t.Errorf("step %d: error %v, want a miss: %t", i, err, wantMiss)
+				if wantMiss := s.gk == missing; meta.IsNoMatchError(err) != wantMiss || found == wantMiss {
+					t.Errorf("step %d: found %t, error %v; want a miss: %t", i, found, err, wantMiss)
 				}
 			}
 		})
