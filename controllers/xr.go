@@ -166,9 +166,10 @@ func (s *scope) edit(e lifecycle.Edit) {
 
 // Reconcile maps one XR onto its contract in three steps, with one deferred
 // write: observe reads the XR, its owner and Cluster, what it composed
-// and, as its path needs them, the contract's gate, what must go before it
-// and its credentials; lifecycle.Decide plans from that alone; act carries
-// out the plan, in its order.
+// and, as its path needs them, the contract's gate, what must go before it,
+// its credentials and what its contract publishes; lifecycle.Decide plans
+// from that alone, and decideMapping, for an XR the plan maps, its mapping
+// onto the contract; act carries out both, in their order.
 func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, reterr error) {
 	// Every reconcile is bounded: nothing a tenant writes may hold a worker
 	// that every tenant's XRs of the kind share.
@@ -208,7 +209,12 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 	if s.Owner != nil {
 		ctx = ctrl.LoggerInto(ctx, log.WithValues(s.Owner.GetObjectKind().GroupVersionKind().Kind, klog.KObj(s.Owner)))
 	}
-	return r.act(ctx, s, lifecycle.Decide(o))
+	p := lifecycle.Decide(o)
+	var m *mapping
+	if p.Map {
+		m = r.decideMapping(s)
+	}
+	return r.act(ctx, s, p, m)
 }
 
 // observe reads what the decision needs, each once: what the XR composed,
@@ -285,11 +291,11 @@ func (r *xrReconciler) observe(ctx context.Context, s *scope) (lifecycle.Observe
 }
 
 // act carries out a plan: the working copy's edits, which the deferred write
-// sends, the acts on what the XR composed, and the contract's mapping. The
+// sends, the acts on what the XR composed, and the mapping (nil for none). The
 // verdict and the events go out with the write whatever the acts do: they
 // say what was decided. An act that fails ends the reconcile with its error,
 // before the edits that would release the XR.
-func (r *xrReconciler) act(ctx context.Context, s *scope, p lifecycle.Plan) (ctrl.Result, error) {
+func (r *xrReconciler) act(ctx context.Context, s *scope, p lifecycle.Plan, m *mapping) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	log.V(4).Info("Reconciling composite resource", "path", p.Path)
 	r.countRefusal(s)
@@ -315,11 +321,13 @@ func (r *xrReconciler) act(ctx context.Context, s *scope, p lifecycle.Plan) (ctr
 		}
 	}
 	result := ctrl.Result{RequeueAfter: p.RequeueAfter}
-	if !p.Map {
+	if m == nil {
 		return result, nil
 	}
-	again, err := r.mapContract(ctx, s)
-	return util.LowestNonZeroResult(result, again), err
+	if err := r.applyMapping(ctx, s, m); err != nil {
+		return ctrl.Result{}, err
+	}
+	return util.LowestNonZeroResult(result, m.again), nil
 }
 
 // actOnComposed acts on what the XR composed, in the plan's order. A guard
@@ -387,51 +395,97 @@ func conflicted(err error) bool {
 	return apierrors.IsConflict(errors.Cause(err))
 }
 
-// mapContract maps an active XR's outputs and Crossplane's readiness onto its
-// contract, and records the verdict and the provisioned milestone.
-func (r *xrReconciler) mapContract(ctx context.Context, s *scope) (ctrl.Result, error) {
-	var result ctrl.Result
+// mapping is what an active XR's contract asks, decided from what was
+// observed: the verdict and, once the XR satisfies its contract, the
+// outputs copied into its spec, what is published besides it and the
+// provisioned milestone.
+type mapping struct {
+	verdict verdict.Verdict
+	// set copies the outputs into a spec; nil until the XR satisfies its
+	// contract.
+	set func(*unstructured.Unstructured)
+	// observed is the generation Crossplane had observed Ready and Synced
+	// when set copied the outputs.
+	observed int64
+	// publication is what the contract writes besides the XR.
+	publication contracts.Publication
+	// provisioned: the XR reached the milestone, now or before.
+	provisioned bool
+	// milestone: the contract status is applied (not while a cache behind
+	// the bridge's own write of it still shows the XR not provisioned).
+	milestone bool
+	// readySince is when Crossplane reported the XR Ready, when it reaches
+	// the milestone now.
+	readySince time.Time
+	// event is the Provisioned event's message, the first time; "" for none.
+	event string
+	// again is when to look again.
+	again ctrl.Result
+}
+
+// decideMapping decides an active XR's mapping onto its contract from what
+// was observed: the contract's outputs, Crossplane's readiness as the
+// bridge last read it, and, once they say Ready, what the contract
+// publishes besides the XR.
+func (r *xrReconciler) decideMapping(s *scope) *mapping {
 	u := &s.XR.Unstructured
 	set, provisioned, errs := r.contract.Outputs(&s.Scope)
 	// The newest Ready and Synced read, not one Crossplane put back from a
 	// stale read (readiness.Replaced).
 	c := s.recalled.conditions
-	v := contract.Evaluate(readiness.ObserveConditions(u.GetGeneration(), false, c.synced, c.ready, s.recalled.mirror), errs)
-	if v.Ready {
-		held, again, err := r.contract.Publish(ctx, &s.Scope)
-		if err != nil {
-			return ctrl.Result{}, err
+	m := &mapping{verdict: contract.Evaluate(readiness.ObserveConditions(u.GetGeneration(), false, c.synced, c.ready, s.recalled.mirror), errs)}
+	if m.verdict.Ready {
+		m.publication = r.contract.Publication(&s.Scope)
+		m.again = m.publication.Again
+		if m.publication.Held != nil {
+			m.verdict = *m.publication.Held
 		}
-		if held != nil {
-			v = *held
-		}
-		result = util.LowestNonZeroResult(result, again)
 	}
-	if v.Ready {
-		set(u)
-		s.mirror = s.before.DeepCopy()
-		set(s.mirror)
-		s.observed = min(c.ready.ObservedGeneration, c.synced.ObservedGeneration)
+	if m.verdict.Ready {
+		m.set = set
+		m.observed = min(c.ready.ObservedGeneration, c.synced.ObservedGeneration)
 	}
-	s.verdict = &v
 	// A cache behind the bridge's own write of the milestone still shows
 	// the XR not provisioned: it is, and is neither written nor announced
 	// again.
 	stale := !isProvisioned(u) && s.recalled.provisioned
 	was := isProvisioned(u) || stale
-	now := contract.Provisioned(was, v)
-	r.blockMove(ctx, s, now)
-	if now && !stale {
-		// Every field, always: a server-side apply that leaves one out
-		// releases it. Nothing is written before provisioning: absent is
-		// not provisioned, and provisioned never goes back to false.
+	m.provisioned = contract.Provisioned(was, m.verdict)
+	// Every field, always: a server-side apply that leaves one out
+	// releases it. Nothing is written before provisioning: absent is not
+	// provisioned, and provisioned never goes back to false.
+	m.milestone = m.provisioned && !stale
+	if m.milestone && !was && c.ready.Status == corev1.ConditionTrue {
+		m.readySince = c.ready.LastTransitionTime.Time
+	}
+	if m.provisioned && !was {
+		m.event = provisioned
+	}
+	return m
+}
+
+// applyMapping carries out a mapping: what the contract publishes, the
+// outputs into the spec, the verdict, the block-move annotation and the
+// milestone, and the Provisioned event.
+func (r *xrReconciler) applyMapping(ctx context.Context, s *scope, m *mapping) error {
+	if err := r.contract.Publish(ctx, &s.Scope, m.publication); err != nil {
+		return err
+	}
+	u := &s.XR.Unstructured
+	if m.set != nil {
+		m.set(u)
+		s.mirror = s.before.DeepCopy()
+		m.set(s.mirror)
+		s.observed = m.observed
+	}
+	s.verdict = &m.verdict
+	r.blockMove(ctx, s, m.provisioned)
+	if m.milestone {
 		s.status = &statusApply{fields: r.contract.Milestone(u)}
-		if !was && c.ready.Status == corev1.ConditionTrue {
-			s.readySince = c.ready.LastTransitionTime.Time
-		}
+		s.readySince = m.readySince
 	}
-	if now && !was && provisioned != "" {
-		s.Event(corev1.EventTypeNormal, "Provisioned", provisioned)
+	if m.event != "" {
+		s.Event(corev1.EventTypeNormal, "Provisioned", m.event)
 	}
-	return result, nil
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	xpextv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
 	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -57,13 +58,16 @@ type Contract interface {
 	// Milestone is the contract's status once the XR satisfies it: the
 	// milestone that never goes back, and what goes with it.
 	Milestone(xr *unstructured.Unstructured) map[string]any
-	// ObservePublished reads into s what Publish decides on, for an XR
+	// ObservePublished reads into s what Publication decides on, for an XR
 	// whose gate is open.
 	ObservePublished(ctx context.Context, s *Scope) error
-	// Publish writes what the contract asks of the provider besides the
-	// XR, once the XR satisfies its contract, from what ObservePublished
-	// read: a verdict while it cannot, and when to look again.
-	Publish(ctx context.Context, s *Scope) (*verdict.Verdict, reconcile.Result, error)
+	// Publication decides what the contract asks of the provider besides
+	// the XR, once the XR satisfies its contract, from what
+	// ObservePublished read: what to write, or a verdict while it cannot;
+	// and when to look again.
+	Publication(s *Scope) Publication
+	// Publish writes what a Publication decided.
+	Publish(ctx context.Context, s *Scope, p Publication) error
 	// Reselects says whether a changed compositionSelector re-selects the
 	// Composition: CAPI re-templates the XR in place rather than replacing
 	// it.
@@ -101,6 +105,17 @@ type Scope struct {
 
 // Event is an event to record on the XR.
 type Event struct{ Type, Reason, Message string }
+
+// Publication is what a contract publishes besides the XR once it satisfies
+// the contract: a Secret to create or to update (neither: nothing to write)
+// and the event that says so; or a verdict that holds the XR until it can.
+// Again is when to look again.
+type Publication struct {
+	Held           *verdict.Verdict
+	Again          reconcile.Result
+	Create, Update *corev1.Secret
+	Event          Event
+}
 
 // Event adds an event to record on the XR.
 func (s *Scope) Event(eventType, reason, message string) {
@@ -152,9 +167,9 @@ func (infrastructure) Milestone(*unstructured.Unstructured) map[string]any {
 
 func (infrastructure) ObservePublished(context.Context, *Scope) error { return nil }
 
-func (infrastructure) Publish(context.Context, *Scope) (*verdict.Verdict, reconcile.Result, error) {
-	return nil, reconcile.Result{}, nil
-}
+func (infrastructure) Publication(*Scope) Publication { return Publication{} }
+
+func (infrastructure) Publish(context.Context, *Scope, Publication) error { return nil }
 
 // New returns the Contract named by an XRD's contract label.
 func New(name string, o Options) (Contract, error) {

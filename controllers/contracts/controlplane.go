@@ -89,7 +89,7 @@ func (controlPlane) Milestone(xr *unstructured.Unstructured) map[string]any {
 	return f
 }
 
-// Kubeconfig is what a control plane's Publish decides on, read as the XR
+// Kubeconfig is what a control plane's Publication decides on, read as the XR
 // is observed: the Secret the composition names and CAPI's
 // <cluster>-kubeconfig Secret, each nil while it does not exist, and
 // whether the namespace's record locks the latter.
@@ -133,30 +133,30 @@ func getSecret(ctx context.Context, c client.Reader, ns, name string) (*corev1.S
 	return sec, err
 }
 
-// Publish writes the cluster's <cluster>-kubeconfig Secret, CAPI's type and
-// label, controlled by the XR, from the Secret the composition names in the
-// XR's namespace, and again whenever that changes, from what
-// ObservePublished read. A verdict says why it cannot yet; until it can, the
-// control plane is not initialized, as CAPI would connect to the cluster
-// with the kubeconfig at once.
-func (c controlPlane) Publish(ctx context.Context, s *Scope) (*verdict.Verdict, reconcile.Result, error) {
+// Publication decides, from what ObservePublished read, how the cluster's
+// <cluster>-kubeconfig Secret (CAPI's type and label, controlled by the XR)
+// follows the Secret the composition names in the XR's namespace: created,
+// updated whenever that changes, or left. A verdict says why it cannot yet;
+// until it can, the control plane is not initialized, as CAPI would connect
+// to the cluster with the kubeconfig at once.
+func (c controlPlane) Publication(s *Scope) Publication {
 	k := s.Kubeconfig
 	if k == nil {
-		return nil, reconcile.Result{}, nil
+		return Publication{}
 	}
 	again := reconcile.Result{RequeueAfter: kubeconfigRecheck}
+	held := func(reason, format string, args ...any) Publication {
+		return Publication{Held: &verdict.Verdict{Reason: reason, Message: fmt.Sprintf(format, args...)}, Again: again}
+	}
 	if k.Source == nil {
-		return &verdict.Verdict{Reason: infrav1.WaitingForKubeconfigReason,
-			Message: fmt.Sprintf("Secret %s named by status.outputs.kubeconfig does not exist", k.From.Name)}, again, nil
+		return held(infrav1.WaitingForKubeconfigReason, "Secret %s named by status.outputs.kubeconfig does not exist", k.From.Name)
 	}
 	raw, ok := k.Source.Data[k.From.Key]
 	if !ok {
-		return &verdict.Verdict{Reason: infrav1.WaitingForKubeconfigReason,
-			Message: fmt.Sprintf("Secret %s named by status.outputs.kubeconfig has no key %s", k.From.Name, k.From.Key)}, again, nil
+		return held(infrav1.WaitingForKubeconfigReason, "Secret %s named by status.outputs.kubeconfig has no key %s", k.From.Name, k.From.Key)
 	}
 	if err := usableKubeconfig(raw); err != nil {
-		return &verdict.Verdict{Reason: infrav1.InvalidKubeconfigReason,
-			Message: fmt.Sprintf("Secret %s key %s named by status.outputs.kubeconfig holds no usable kubeconfig: %v", k.From.Name, k.From.Key, err)}, again, nil
+		return held(infrav1.InvalidKubeconfigReason, "Secret %s key %s named by status.outputs.kubeconfig holds no usable kubeconfig: %v", k.From.Name, k.From.Key, err)
 	}
 
 	owner := metav1.OwnerReference{APIVersion: s.XR.GetAPIVersion(), Kind: s.XR.GetKind(), Name: s.XR.GetName(), UID: s.XR.GetUID(),
@@ -169,21 +169,17 @@ func (c controlPlane) Publish(ctx context.Context, s *Scope) (*verdict.Verdict, 
 		// The bridge may write what the lock refuses a tenant: it must not
 		// carry a tenant's edit of the source into a Secret judged as a
 		// ProviderConfig's credentials.
-		return &verdict.Verdict{Reason: infrav1.KubeconfigLockedReason,
-			Message: fmt.Sprintf("Secret %s is locked: a ProviderConfig of namespace %s uses it as its credentials (kubectl get namespacecredentials %s -n %s -o yaml); the bridge does not rewrite it from Secret %s: point that ProviderConfig at a copy",
-				want.Name, s.XR.GetNamespace(), infrav1.NamespaceCredentialsName, s.XR.GetNamespace(), k.From.Name)}, again, nil
+		return held(infrav1.KubeconfigLockedReason,
+			"Secret %s is locked: a ProviderConfig of namespace %s uses it as its credentials (kubectl get namespacecredentials %s -n %s -o yaml); the bridge does not rewrite it from Secret %s: point that ProviderConfig at a copy",
+			want.Name, s.XR.GetNamespace(), infrav1.NamespaceCredentialsName, s.XR.GetNamespace(), k.From.Name)
 	case have == nil:
-		if err := c.client.Create(ctx, want, client.FieldOwner(fieldManager)); err != nil {
-			return nil, reconcile.Result{}, errors.Wrapf(err, "cannot create the cluster's kubeconfig Secret %s", want.Name)
-		}
-		c.written(s.XR.GetKind())
-		s.Event(corev1.EventTypeNormal, "KubeconfigWritten", fmt.Sprintf("Wrote Secret %s from Secret %s", want.Name, k.From.Name))
-		return nil, again, nil
+		return Publication{Again: again, Create: want,
+			Event: Event{Type: corev1.EventTypeNormal, Reason: "KubeconfigWritten", Message: fmt.Sprintf("Wrote Secret %s from Secret %s", want.Name, k.From.Name)}}
 	case !metav1.IsControlledBy(have, s.XR):
-		return &verdict.Verdict{Reason: infrav1.KubeconfigNotControlledReason,
-			Message: fmt.Sprintf("Secret %s exists and is not controlled by %s %s: the bridge does not overwrite it", want.Name, s.XR.GetKind(), s.XR.GetName())}, reconcile.Result{}, nil
+		return Publication{Held: &verdict.Verdict{Reason: infrav1.KubeconfigNotControlledReason,
+			Message: fmt.Sprintf("Secret %s exists and is not controlled by %s %s: the bridge does not overwrite it", want.Name, s.XR.GetKind(), s.XR.GetName())}}
 	case unchanged && have.Labels[clusterv1.ClusterNameLabel] == s.Cluster.Name:
-		return nil, again, nil
+		return Publication{Again: again}
 	}
 	have = have.DeepCopy()
 	have.Data = want.Data
@@ -191,12 +187,28 @@ func (c controlPlane) Publish(ctx context.Context, s *Scope) (*verdict.Verdict, 
 		have.Labels = map[string]string{}
 	}
 	have.Labels[clusterv1.ClusterNameLabel] = s.Cluster.Name
-	if err := c.client.Update(ctx, have, client.FieldOwner(fieldManager)); err != nil {
-		return nil, reconcile.Result{}, errors.Wrapf(err, "cannot update the cluster's kubeconfig Secret %s", want.Name)
+	return Publication{Again: again, Update: have,
+		Event: Event{Type: corev1.EventTypeNormal, Reason: "KubeconfigRotated", Message: fmt.Sprintf("Updated Secret %s from Secret %s", want.Name, k.From.Name)}}
+}
+
+// Publish writes the Secret a Publication creates or updates, counts the
+// write and records its event.
+func (c controlPlane) Publish(ctx context.Context, s *Scope, p Publication) error {
+	switch {
+	case p.Create != nil:
+		if err := c.client.Create(ctx, p.Create, client.FieldOwner(fieldManager)); err != nil {
+			return errors.Wrapf(err, "cannot create the cluster's kubeconfig Secret %s", p.Create.Name)
+		}
+	case p.Update != nil:
+		if err := c.client.Update(ctx, p.Update, client.FieldOwner(fieldManager)); err != nil {
+			return errors.Wrapf(err, "cannot update the cluster's kubeconfig Secret %s", p.Update.Name)
+		}
+	default:
+		return nil
 	}
 	c.written(s.XR.GetKind())
-	s.Event(corev1.EventTypeNormal, "KubeconfigRotated", fmt.Sprintf("Updated Secret %s from Secret %s", want.Name, k.From.Name))
-	return nil, again, nil
+	s.Event(p.Event.Type, p.Event.Reason, p.Event.Message)
+	return nil
 }
 
 // usableKubeconfig checks that raw is a kubeconfig whose current context

@@ -122,21 +122,22 @@ func TestControlPlanePublish(t *testing.T) {
 			if err := cp.ObservePublished(context.Background(), s); err != nil {
 				t.Fatalf("%s\nObservePublished(...): %v", tc.reason, err)
 			}
-			v, again, err := cp.Publish(context.Background(), s)
-			if err != nil {
-				t.Fatalf("%s\npublish(...): %v", tc.reason, err)
+			pub := cp.Publication(s)
+			v, again := pub.Held, pub.Again
+			if err := cp.Publish(context.Background(), s, pub); err != nil {
+				t.Fatalf("%s\nPublish(...): %v", tc.reason, err)
 			}
 			switch {
 			case tc.want == "" && v != nil:
-				t.Errorf("%s\npublish(...): unexpected verdict %+v", tc.reason, v)
+				t.Errorf("%s\nPublication(...): unexpected verdict %+v", tc.reason, v)
 			case tc.want != "" && (v == nil || v.Reason != tc.want):
-				t.Errorf("%s\npublish(...): want verdict %s, got %+v", tc.reason, tc.want, v)
+				t.Errorf("%s\nPublication(...): want verdict %s, got %+v", tc.reason, tc.want, v)
 			}
 			if tc.want != infrav1.KubeconfigNotControlledReason && again.RequeueAfter != kubeconfigRecheck {
-				t.Errorf("%s\npublish(...): want a recheck after %s, got %+v", tc.reason, kubeconfigRecheck, again)
+				t.Errorf("%s\nPublication(...): want a recheck after %s, got %+v", tc.reason, kubeconfigRecheck, again)
 			}
 			got := &corev1.Secret{}
-			err = c.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "demo-kubeconfig"}, got)
+			err := c.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "demo-kubeconfig"}, got)
 			switch {
 			case tc.wantData == "" && !apierrors.IsNotFound(err):
 				t.Errorf("%s\nthe cluster's kubeconfig Secret: want none, got %v", tc.reason, err)
