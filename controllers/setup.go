@@ -101,10 +101,14 @@ func NewCache(cfg *rest.Config, o cache.Options) (cache.Cache, error) {
 
 // How long the REST mapper answers a lookup from memory, when no CRD
 // changed since: a kind the API server did not serve, and one it served
-// (whose mapping changes with its CRD, or with an aggregated API).
+// (whose mapping changes with its CRD, or with an aggregated API). A kind
+// is served a moment after its CRD's last event (Established): a miss in
+// that moment is remembered, so missTTL is short. maxAnswers bounds the
+// memory, whose keys tenants choose (a credentials reference's kind).
 const (
-	missTTL = 10 * time.Second
-	hitTTL  = time.Minute
+	missTTL    = 2 * time.Second
+	hitTTL     = time.Minute
+	maxAnswers = 4096
 )
 
 // NewRESTMapper is the manager's REST mapper: controller-runtime's dynamic
@@ -130,7 +134,10 @@ type restMapper struct {
 	meta.RESTMapper
 	mu      sync.Mutex
 	answers map[string]answer
-	now     func() time.Time
+	// forgotten counts forget's calls: an answer asked for before a CRD
+	// event and returned after it is not remembered.
+	forgotten uint64
+	now       func() time.Time
 }
 
 // answer is what the mapper behind answered to one lookup, and when.
@@ -145,31 +152,35 @@ type answer struct {
 // served within missTTL, a mapping within hitTTL.
 func (m *restMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
 	key := gk.String() + "/" + strings.Join(versions, ",")
-	if a, ok := m.recall(key); ok {
+	a, ok, asked := m.recall(key)
+	if ok {
 		return a.mapping, a.err
 	}
 	r, err := m.RESTMapper.RESTMapping(gk, versions...)
-	m.remember(key, answer{mapping: r, err: err})
+	m.remember(key, answer{mapping: r, err: err}, asked)
 	return r, err
 }
 
 // RESTMappings answers from memory as RESTMapping does.
 func (m *restMapper) RESTMappings(gk schema.GroupKind, versions ...string) ([]*meta.RESTMapping, error) {
 	key := "all:" + gk.String() + "/" + strings.Join(versions, ",")
-	if a, ok := m.recall(key); ok {
+	a, ok, asked := m.recall(key)
+	if ok {
 		return a.mappings, a.err
 	}
 	r, err := m.RESTMapper.RESTMappings(gk, versions...)
-	m.remember(key, answer{mappings: r, err: err})
+	m.remember(key, answer{mappings: r, err: err}, asked)
 	return r, err
 }
 
-func (m *restMapper) recall(key string) (answer, bool) {
+// recall returns the answer remembered for key, if any; else how many CRD
+// events there were before the mapper behind is asked.
+func (m *restMapper) recall(key string) (answer, bool, uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	a, ok := m.answers[key]
 	if !ok {
-		return answer{}, false
+		return answer{}, false, m.forgotten
 	}
 	ttl := hitTTL
 	if a.err != nil {
@@ -177,19 +188,26 @@ func (m *restMapper) recall(key string) (answer, bool) {
 	}
 	if m.now().Sub(a.at) >= ttl {
 		delete(m.answers, key)
-		return answer{}, false
+		return answer{}, false, m.forgotten
 	}
-	return a, true
+	return a, true, m.forgotten
 }
 
-// remember keeps a mapping or a kind not served; any other error (the API
-// server's discovery failed) is asked again next time.
-func (m *restMapper) remember(key string, a answer) {
+// remember keeps a mapping or a kind not served, unless a CRD changed
+// since it was asked for (asked is recall's count); any other error (the
+// API server's discovery failed) is asked again next time.
+func (m *restMapper) remember(key string, a answer, asked uint64) {
 	if a.err != nil && !meta.IsNoMatchError(a.err) {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.forgotten != asked {
+		return
+	}
+	if len(m.answers) >= maxAnswers {
+		clear(m.answers)
+	}
 	a.at = m.now()
 	m.answers[key] = a
 }
@@ -200,6 +218,7 @@ func (m *restMapper) forget() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	clear(m.answers)
+	m.forgotten++
 }
 
 // forgetMissesOnCRDChanges has the manager's REST mapper, when it is

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -158,15 +159,23 @@ func TestInterned(t *testing.T) {
 type countingMapper struct {
 	meta.RESTMapper
 	lookups int
+	// during, when set, runs while a lookup is under way.
+	during func()
 }
 
 func (c *countingMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
 	c.lookups++
+	if c.during != nil {
+		c.during()
+	}
 	return c.RESTMapper.RESTMapping(gk, versions...)
 }
 
 func (c *countingMapper) RESTMappings(gk schema.GroupKind, versions ...string) ([]*meta.RESTMapping, error) {
 	c.lookups++
+	if c.during != nil {
+		c.during()
+	}
 	return c.RESTMapper.RESTMappings(gk, versions...)
 }
 
@@ -177,8 +186,10 @@ func TestRESTMapperRemembersAnswers(t *testing.T) {
 	type step struct {
 		after  time.Duration
 		forget bool
-		gk     schema.GroupKind
-		all    bool
+		// forgetDuring: a CRD changes while the mapper behind is asked.
+		forgetDuring bool
+		gk           schema.GroupKind
+		all          bool
 		// reached: the lookup reached the mapper behind.
 		reached bool
 	}
@@ -195,6 +206,9 @@ func TestRESTMapperRemembersAnswers(t *testing.T) {
 		"A kind not served is looked up again after its TTL": {
 			{gk: missing, reached: true}, {after: missTTL, gk: missing, reached: true}, {gk: missing},
 		},
+		"An answer asked for before a CRD changed is not remembered": {
+			{forgetDuring: true, gk: missing, reached: true}, {gk: missing, reached: true}, {gk: missing},
+		},
 		"A changed CRD forgets every answer": {
 			{gk: missing, reached: true}, {gk: served, reached: true}, {forget: true, gk: missing, reached: true}, {gk: served, reached: true},
 		},
@@ -210,6 +224,10 @@ func TestRESTMapperRemembersAnswers(t *testing.T) {
 				now = now.Add(s.after)
 				if s.forget {
 					m.forget()
+				}
+				c.during = nil
+				if s.forgetDuring {
+					c.during = m.forget
 				}
 				before := c.lookups
 				var err error
@@ -231,5 +249,18 @@ func TestRESTMapperRemembersAnswers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestRESTMapperMemoryIsBounded(t *testing.T) {
+	m := &restMapper{RESTMapper: meta.NewDefaultRESTMapper(nil), answers: map[string]answer{}, now: time.Now}
+	for i := range maxAnswers + 10 {
+		_, err := m.RESTMapping(schema.GroupKind{Group: "tenant.example.org", Kind: fmt.Sprintf("Kind%d", i)})
+		if !meta.IsNoMatchError(err) {
+			t.Fatalf("lookup %d: %v, want a miss", i, err)
+		}
+		if len(m.answers) > maxAnswers {
+			t.Fatalf("after %d lookups of distinct kinds: %d answers remembered, want at most %d", i+1, len(m.answers), maxAnswers)
+		}
 	}
 }
