@@ -53,7 +53,8 @@ func TestMain(m *testing.M) {
 // T_all, Machine created → provisioned p50/p99, each component's CPU time,
 // the bridge's next to Crossplane's, and the bridge's live heap per cached
 // object, from idle to N machines and from N to N + N/2 (at least 10 more;
-// the first includes what the first machines start once). `make
+// the first includes what the first machines start once); with
+// CAPXP_BENCH_WATCHER, the CPU and heap of watching alone beside them. `make
 // bench-plane` runs it; `go test` skips it.
 func TestBenchPlane(t *testing.T) {
 	bin := os.Getenv("CAPXP_MANAGER_BINARY")
@@ -177,6 +178,10 @@ func TestBenchPlane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	watcherHeap1, err := w.heap()
+	if err != nil {
+		t.Fatal(err)
+	}
 	// CAPXP_BENCH_HEAP_PROFILE=FILE keeps the manager's heap profile once
 	// it has provisioned, and FILE.more once it has provisioned N/2 more
 	// (go tool pprof -sample_index=inuse_space -diff_base FILE FILE.more;
@@ -218,6 +223,10 @@ func TestBenchPlane(t *testing.T) {
 	}
 	time.Sleep(10 * time.Second)
 	heap2, err := liveHeap(ctx, p.ManagerProfilerURL(), p.ManagerMetricsURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	watcherHeap2, err := w.heap()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,6 +274,13 @@ func TestBenchPlane(t *testing.T) {
 		perObject := float64(heap2-heap1) / float64(d) / 1024
 		fmt.Fprintf(&b, "bridge live heap, %d more machines: %.1f MiB -> %.1f MiB over %d more cached objects: %.1f KiB per cached object (goal <= 8 KiB: %s)\n",
 			more, float64(heap1)/(1<<20), float64(heap2)/(1<<20), d, perObject, met(perObject <= 8))
+		// The watcher caches the same objects, so that the bridge's own
+		// share of the heap can be told from what caching them costs.
+		if w != nil {
+			watching := float64(watcherHeap2-watcherHeap1) / float64(d) / 1024
+			fmt.Fprintf(&b, "watching alone, the same %d more machines: live heap %.1f MiB -> %.1f MiB: %.1f KiB per cached object; the bridge's beyond it: %.1f KiB\n",
+				more, float64(watcherHeap1)/(1<<20), float64(watcherHeap2)/(1<<20), watching, perObject-watching)
+		}
 	}
 	fmt.Fprintf(&b, "bridge reconciles per Machine: %s\n", perMachine(rec0, rec1, n, "%s=%.1f"))
 	fmt.Fprintf(&b, "bridge requests per Machine (method and code): %s\n", perMachine(at0.requests, at1.requests, n, "%s=%.2f"))

@@ -4,9 +4,13 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -73,23 +77,39 @@ func runWatcher(kubeconfig string) error {
 			return err
 		}
 	}
-	go func() {
-		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
-		stop()
-	}()
 	go func() { _ = c.Start(ctx) }()
 	if !c.WaitForCacheSync(ctx) {
 		return errors.New("the watcher's caches did not sync")
 	}
 	fmt.Println(watcherReady)
+	// Each line on stdin asks for the live heap after a collection, as the
+	// benchmark reads the manager's; stdin's end stops the watcher.
+	go func() {
+		in := bufio.NewScanner(os.Stdin)
+		for in.Scan() {
+			fmt.Println(liveHeapOfThisProcess())
+		}
+		stop()
+	}()
 	<-ctx.Done()
 	return nil
 }
 
+// liveHeapOfThisProcess collects garbage and reads the live heap after it
+// (runtime/metrics /gc/heap/live:bytes, the figure controller-runtime
+// exports as go_gc_heap_live_bytes and the benchmark reads of the manager).
+func liveHeapOfThisProcess() uint64 {
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
 // watcher is a runWatcher process.
 type watcher struct {
-	cmd   *exec.Cmd
-	stdin interface{ Close() error }
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *bufio.Reader
 }
 
 // startWatcher starts this binary as a watcher of the plane and waits until
@@ -109,8 +129,8 @@ func startWatcher(ctx context.Context, kubeconfig string) (*watcher, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, errors.Wrap(err, "cannot start the watcher")
 	}
-	w := &watcher{cmd: cmd, stdin: stdin}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	w := &watcher{cmd: cmd, stdin: stdin, stdout: bufio.NewReader(stdout)}
+	line, err := w.stdout.ReadString('\n')
 	if err != nil || strings.TrimSpace(line) != watcherReady {
 		w.stop()
 		return nil, errors.Errorf("the watcher did not sync: %q, %v", line, err)
@@ -125,6 +145,22 @@ func (w *watcher) cpu() (time.Duration, error) {
 	}
 	st, err := plane.ReadProcessStat(w.cmd.Process.Pid)
 	return st.CPU, err
+}
+
+// heap is the watcher's live heap after a collection, in bytes; 0 without a
+// watcher.
+func (w *watcher) heap() (int64, error) {
+	if w == nil {
+		return 0, nil
+	}
+	if _, err := fmt.Fprintln(w.stdin, "heap"); err != nil {
+		return 0, errors.Wrap(err, "cannot ask the watcher for its heap")
+	}
+	line, err := w.stdout.ReadString('\n')
+	if err != nil {
+		return 0, errors.Wrap(err, "cannot read the watcher's heap")
+	}
+	return strconv.ParseInt(strings.TrimSpace(line), 10, 64)
 }
 
 func (w *watcher) stop() {
