@@ -7,8 +7,11 @@ package controllers
 import (
 	"context"
 	"strings"
+	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -86,16 +89,63 @@ func (r *credentialsPolicyController) Reconcile(ctx context.Context, _ reconcile
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	// The unknown-families policy lets a group go only once the credentials
+	// policy has listed it for a while: the API server loads policies
+	// asynchronously, and a group neither refuses must never be.
+	inForce, err := r.listedGroups(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	var known []string
+	for _, g := range groups {
+		if inForce[g] {
+			known = append(known, g)
+		}
+	}
+	var res reconcile.Result
+	if len(known) < len(groups) {
+		res.RequeueAfter = policySettles
+	}
 	lp, lb := policies.Lock(r.providers)
 	np, nb := policies.Network(r.uses)
 	p, b := policies.Credentials(r.providers, groups)
-	for _, o := range []client.Object{lp, lb, np, nb, p, b} {
+	up, ub := policies.UnknownFamilies(r.providers, known)
+	kp, kb := policies.Kubeconfig()
+	for _, o := range []client.Object{lp, lb, np, nb, p, b, up, ub, kp, kb} {
 		o.SetOwnerReferences(owners)
 	}
 	// Each policy is applied whatever becomes of the others.
-	return reconcile.Result{}, kerrors.NewAggregate([]error{
+	return res, kerrors.NewAggregate([]error{
 		ensurePolicy(ctx, r.client, r.live, []client.Object{p, b}, len(groups) == 0),
+		ensurePolicy(ctx, r.client, r.live, []client.Object{up, ub}, len(r.providers) == 0),
 		ensurePolicy(ctx, r.client, r.live, []client.Object{lp, lb}, false),
 		ensurePolicy(ctx, r.client, r.live, []client.Object{np, nb}, len(r.uses) == 0),
+		ensurePolicy(ctx, r.client, r.live, []client.Object{kp, kb}, false),
 	})
+}
+
+// policySettles is how long the API server is given to load a policy the
+// bridge wrote before another policy relies on it.
+const policySettles = 2 * time.Second
+
+// listedGroups reads the API groups the credentials policy lists as the API
+// server holds it now: none when it does not exist.
+func (r *credentialsPolicyController) listedGroups(ctx context.Context) (map[string]bool, error) {
+	p := &admissionv1.ValidatingAdmissionPolicy{}
+	err := r.live.Get(ctx, types.NamespacedName{Name: policies.CredentialsPolicyName}, p)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot get the credentials policy")
+	}
+	listed := map[string]bool{}
+	if mc := p.Spec.MatchConstraints; mc != nil {
+		for _, rule := range mc.ResourceRules {
+			for _, g := range rule.APIGroups {
+				listed[g] = true
+			}
+		}
+	}
+	return listed, nil
 }

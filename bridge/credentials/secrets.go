@@ -10,10 +10,9 @@ package credentials
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
-	"k8s.io/client-go/tools/clientcmd"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/kubeconfig"
 )
 
 // SecretFormat says how a provider reads its credentials Secret, and so what
@@ -63,35 +62,19 @@ func SharedInSecret(format SecretFormat, data []byte) string {
 }
 
 // sharedInKubeconfig reads a kubeconfig as provider-kubernetes does
-// (clientcmd.Load) and names every field of every user that reaches beyond
-// the file itself: exec, auth-provider and tokenFile, which the provider
-// copies into its client. It ignores the file paths of certificates and
-// keys, so they are not judged.
+// (clientcmd.Load) and names every field that reaches beyond the file
+// itself (kubeconfig.Reaches): exec, auth-provider, a token file, and the
+// file paths of certificates and keys, which the provider's client would
+// read from its own host.
 func sharedInKubeconfig(data []byte) string {
-	cfg, err := clientcmd.Load(data)
+	cfg, err := kubeconfig.Parse(data)
 	if err != nil {
 		return "the Secret's kubeconfig cannot be read: " + firstLine(err.Error())
 	}
-	var found []string
-	for name, u := range cfg.AuthInfos {
-		if u == nil {
-			continue
-		}
-		add := func(field string) { found = append(found, fmt.Sprintf("user %q: %s", name, field)) }
-		if u.Exec != nil {
-			add("exec (runs a command in the provider's process)")
-		}
-		if u.AuthProvider != nil {
-			add("auth-provider (a plugin acting with the provider's environment)")
-		}
-		if u.TokenFile != "" {
-			add("tokenFile (a file of the provider's, such as its service account token)")
-		}
-	}
+	found := kubeconfig.Reaches(cfg)
 	if len(found) == 0 {
 		return ""
 	}
-	sort.Strings(found)
 	return "the Secret's kubeconfig reaches beyond itself: " + strings.Join(found, "; ")
 }
 

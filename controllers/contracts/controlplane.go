@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
@@ -25,6 +24,7 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/gate"
+	kubeconfigcontent "github.com/capxp/cluster-api-provider-crossplane/bridge/kubeconfig"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/outputs"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
 )
@@ -155,7 +155,7 @@ func (c controlPlane) Publication(s *Scope) Publication {
 	if !ok {
 		return held(infrav1.WaitingForKubeconfigReason, "Secret %s named by status.outputs.kubeconfig has no key %s", k.From.Name, k.From.Key)
 	}
-	if err := usableKubeconfig(raw); err != nil {
+	if err := kubeconfigcontent.Usable(raw); err != nil {
 		return held(infrav1.InvalidKubeconfigReason, "Secret %s key %s named by status.outputs.kubeconfig holds no usable kubeconfig: %v", k.From.Name, k.From.Key, err)
 	}
 
@@ -209,17 +209,6 @@ func (c controlPlane) Publish(ctx context.Context, s *Scope, p Publication) erro
 	c.written(s.XR.GetKind())
 	s.Event(p.Event.Type, p.Event.Reason, p.Event.Message)
 	return nil
-}
-
-// usableKubeconfig checks that raw is a kubeconfig whose current context
-// names a cluster with a server: what CAPI needs to connect.
-func usableKubeconfig(raw []byte) error {
-	cfg, err := clientcmd.Load(raw)
-	if err != nil {
-		return errors.Wrap(err, "cannot parse it")
-	}
-	_, err = clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig()
-	return err
 }
 
 // watches are an InfraCluster's, through the Cluster's controlPlaneRef:

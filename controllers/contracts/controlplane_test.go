@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -84,6 +85,10 @@ func TestControlPlanePublish(t *testing.T) {
 		"NotAKubeconfig": {
 			reason: "a Secret that holds no usable kubeconfig is reported, not copied",
 			objs:   []client.Object{src("kubeconfig", "apiVersion: v1\nkind: Config\n")}, want: infrav1.InvalidKubeconfigReason,
+		},
+		"TokenFile": {
+			reason: "a kubeconfig naming a file of the host that reads it is refused, the file never opened, the message quoting only the kubeconfig",
+			objs:   []client.Object{src("kubeconfig", strings.Replace(testKubeconfig, `{token: "t0"}`, `{tokenFile: /dev/zero}`, 1))}, want: infrav1.InvalidKubeconfigReason,
 		},
 		"LockedChanged": {
 			reason: "a locked <cluster>-kubeconfig Secret (a ProviderConfig's credentials) is not rewritten from a tenant's source",

@@ -228,3 +228,65 @@ func Lock(providers []credentials.Provider) (*admissionv1.ValidatingAdmissionPol
 		ParameterNotFoundAction: ptr.To(admissionv1.AllowAction),
 	})
 }
+
+// UnknownFamiliesPolicyName names the ValidatingAdmissionPolicy (and its
+// binding) that refuses managed resources of an enforced provider's API
+// groups the credentials policy does not list yet.
+const UnknownFamiliesPolicyName = "capxp-credentials-unknown-families"
+
+// builtinGroups are API groups no provider's managed resources can be in;
+// the unknown-families policy does not look at their writes.
+var builtinGroups = []string{"", "apps", "batch", "autoscaling", "policy", "coordination.k8s.io", "events.k8s.io", "discovery.k8s.io",
+	"networking.k8s.io", "node.k8s.io", "rbac.authorization.k8s.io", "storage.k8s.io", "resource.k8s.io", "scheduling.k8s.io",
+	"certificates.k8s.io", "admissionregistration.k8s.io", "apiextensions.k8s.io", "flowcontrol.apiserver.k8s.io"}
+
+// UnknownFamilies returns the policy and binding that refuse the create of
+// a managed resource, or an update setting or changing its
+// spec.providerConfigRef, in any API group of an enforced provider (its
+// managed group or a subdomain of it) that known, the groups the
+// credentials policy lists, does not hold: a provider family installed while
+// the manager is down, or before it has seen the new CRDs, is refused until
+// the credentials policy enforces it. It needs no parameter and no manager:
+// API groups cannot be matched by suffix, so it matches every group but the
+// built-in ones and decides in its match conditions.
+func UnknownFamilies(providers []credentials.Provider, known []string) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
+	var enforced []string
+	for _, p := range providers {
+		enforced = append(enforced, fmt.Sprintf("request.kind.group == %q || request.kind.group.endsWith(%q)", p.ManagedGroup, "."+p.ManagedGroup))
+	}
+	quoted := make([]string, 0, len(known))
+	for _, g := range known {
+		quoted = append(quoted, fmt.Sprintf("%q", g))
+	}
+	sort.Strings(quoted)
+	kinds := make([]string, len(CredentialsKinds))
+	for i, k := range CredentialsKinds {
+		kinds[i] = "'" + k + "'"
+	}
+	return validatingPolicy(UnknownFamiliesPolicyName, admissionv1.ValidatingAdmissionPolicySpec{
+		MatchConstraints: &admissionv1.MatchResources{
+			ResourceRules: []admissionv1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
+				Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update},
+				Rule:       admissionv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*"}, Scope: ptr.To(admissionv1.NamespacedScope)},
+			}}},
+			ExcludeResourceRules: []admissionv1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
+				Operations: []admissionv1.OperationType{admissionv1.OperationAll},
+				Rule:       admissionv1.Rule{APIGroups: builtinGroups, APIVersions: []string{"*"}, Resources: []string{"*"}, Scope: ptr.To(admissionv1.AllScopes)},
+			}}},
+		},
+		FailurePolicy: ptr.To(admissionv1.Fail),
+		MatchConditions: []admissionv1.MatchCondition{
+			{Name: "enforced-provider", Expression: strings.Join(enforced, " || ")},
+			{Name: "not-yet-enforced", Expression: `!(request.kind.group in [` + strings.Join(quoted, ", ") + `])`},
+			{Name: "managed-resource", Expression: `!(request.kind.kind in [` + strings.Join(kinds, ", ") + `])`},
+			{Name: "credentials-set-or-changed", Expression: `request.operation == 'CREATE' || ` + credentialsChanged},
+		},
+		Validations: []admissionv1.Validation{{
+			Expression: `false`,
+			MessageExpression: `'API group ' + request.kind.group + ' belongs to a provider whose credentials CAPXP enforces, and ` + CredentialsPolicyName + ` does not cover it yet: ` +
+				`its CRDs were installed while the CAPXP manager was down or before it saw them; the manager covers it once it runs ` +
+				`(kubectl get validatingadmissionpolicy ` + CredentialsPolicyName + ` -o yaml lists the groups covered)'`,
+			Reason: ptr.To(metav1.StatusReasonForbidden),
+		}},
+	}, nil)
+}

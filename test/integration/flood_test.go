@@ -7,7 +7,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,7 +15,6 @@ import (
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
-	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
 )
 
 // A tenant floods its namespace with ProviderConfigs: hundreds naming
@@ -25,12 +23,7 @@ import (
 // seconds, and a grant's revocation is written at once.
 func TestAFloodedNamespaceIsStillJudgedAndRevoked(t *testing.T) {
 	stackWith(t, controllers.Options{CredentialsProviders: []credentials.Provider{testProvider}})
-	t.Cleanup(func() {
-		for _, n := range []string{policies.CredentialsPolicyName, policies.LockPolicyName} {
-			_ = env.Client.Delete(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: n}})
-			_ = env.Client.Delete(ctx, &admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: n}})
-		}
-	})
+	removeCredentialsPolicies(t)
 	g := NewWithT(t)
 	ns, suffix, granted, _ := tenantBesideSharedCredentials(t)
 	grant := grantTo(t, "granted"+suffix, granted, infrav1.AllowedNamespaces{Names: []string{ns}})

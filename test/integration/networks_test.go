@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,7 +12,6 @@ import (
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
-	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
 	"github.com/capxp/cluster-api-provider-crossplane/packages"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
@@ -46,12 +44,7 @@ func TestMachinesJoinOnlyTheirNamespacesNetworks(t *testing.T) {
 	installAWSCRDs(t, "vpcs", "subnets", "securitygroups", "instances")
 	aws := credentials.DefaultProviders[0]
 	stackWith(t, controllers.Options{CredentialsProviders: []credentials.Provider{aws}})
-	t.Cleanup(func() {
-		for _, n := range []string{policies.CredentialsPolicyName, policies.LockPolicyName, policies.NetworkPolicyName} {
-			_ = env.Client.Delete(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: n}})
-			_ = env.Client.Delete(ctx, &admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: n}})
-		}
-	})
+	removeCredentialsPolicies(t)
 	g := NewWithT(t)
 	mine, theirs := tenant(t, nil), tenant(t, nil)
 	shared := "net" + uniqueGroup(mine, "")

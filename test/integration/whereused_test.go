@@ -45,17 +45,7 @@ current-context: x
 // ClusterProviderConfig compose.
 func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
 	stackWith(t, controllers.Options{CredentialsProviders: []credentials.Provider{testProvider}})
-	t.Cleanup(func() {
-		// Other tests run bridges that do not enforce the test provider.
-		for _, o := range []client.Object{
-			&admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: policies.CredentialsPolicyName}},
-			&admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: policies.CredentialsPolicyName}},
-			&admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: policies.LockPolicyName}},
-			&admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: policies.LockPolicyName}},
-		} {
-			_ = env.Client.Delete(ctx, o)
-		}
-	})
+	removeCredentialsPolicies(t)
 	g := NewWithT(t)
 	ns, suffix, granted, ungranted := tenantBesideSharedCredentials(t)
 	grantTo(t, "granted"+suffix, granted, infrav1.AllowedNamespaces{Names: []string{ns}})
@@ -297,6 +287,18 @@ func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
 }
 
 // pcObject is an empty ProviderConfig of the test provider.
+// removeCredentialsPolicies deletes, once the test ends, the credentials
+// policies a bridge enforcing other providers wrote: other tests run bridges
+// that do not enforce them.
+func removeCredentialsPolicies(t *testing.T) {
+	t.Cleanup(func() {
+		for _, n := range []string{policies.CredentialsPolicyName, policies.LockPolicyName, policies.NetworkPolicyName, policies.UnknownFamiliesPolicyName} {
+			_ = env.Client.Delete(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: n}})
+			_ = env.Client.Delete(ctx, &admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: n}})
+		}
+	})
+}
+
 func pcObject() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(credsGroup + "/v1beta1")
