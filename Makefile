@@ -124,7 +124,7 @@ test-all: test ## Run make test, then the fault tests (test/chaos, ~13 min), the
 # duration: with a duration, Go's fuzz coordinator (1.26) can fail a target
 # with "context deadline exceeded" as the time runs out on a loaded machine
 # (golang/go#75804, fixed in Go 1.27), a failure with no failing input.
-FUZZ_TARGETS := bridge/outputs:FuzzMapCluster bridge/outputs:FuzzMapMachine bridge/outputs:FuzzMapControlPlane bridge/outputs:FuzzMapMachinePool bridge/readiness:FuzzObserve bridge/gate:FuzzDecide bridge/xrd:FuzzCheck bridge/credentials:FuzzGranted bridge/credentials:FuzzSharedInSecret internal/leanjson:FuzzStripManagedFields
+FUZZ_TARGETS := bridge/outputs:FuzzMapCluster bridge/outputs:FuzzMapMachine bridge/outputs:FuzzMapControlPlane bridge/outputs:FuzzMapMachinePool bridge/readiness:FuzzObserve bridge/gate:FuzzDecide bridge/xrd:FuzzCheck bridge/credentials:FuzzGranted bridge/credentials:FuzzSharedInSecret bridge/kubeconfig:FuzzUsable controllers/policies:FuzzKubeconfigPatterns internal/leanjson:FuzzStripManagedFields
 FUZZ_TIME ?= 30000x
 
 .PHONY: fuzz

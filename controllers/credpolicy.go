@@ -141,8 +141,8 @@ func (r *credentialsPolicyController) listedGroups(ctx context.Context) (map[str
 	}
 	listed := map[string]bool{}
 	if mc := p.Spec.MatchConstraints; mc != nil {
-		for _, rule := range mc.ResourceRules {
-			for _, g := range rule.APIGroups {
+		for i := range mc.ResourceRules {
+			for _, g := range mc.ResourceRules[i].APIGroups {
 				listed[g] = true
 			}
 		}

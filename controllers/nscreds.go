@@ -6,6 +6,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -20,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/cluster-api/util"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -45,7 +48,6 @@ const (
 	errGetNamespace   = "cannot get namespace"
 	errListGrants     = "cannot list ClusterProviderConfigGrants"
 	errListConfigs    = "cannot list ProviderConfigs"
-	errGetSecret      = "cannot get a credentials Secret"
 	errComputeRecord  = "cannot compute the credentials the namespace may use"
 	errWriteRecord    = "cannot write NamespaceCredentials"
 	nsCredsController = "namespacecredentials"
@@ -147,9 +149,11 @@ func (r *nsCredentials) allNamespaces(ctx context.Context) []reconcile.Request {
 
 // Reconcile computes and writes one namespace's record, in the order that
 // leaves no moment where a managed resource may use what the bridge has not
-// judged: lock what is about to be listed, judge it again from live reads,
-// list it; stop admitting what is no longer usable, pause what uses it,
-// then unlock it.
+// judged: lock what is about to be listed and, once the lock is in force,
+// judge it again from live reads and list it; stop admitting what is no
+// longer usable, pause what uses it, then unlock it. Every failure to judge
+// one config is a verdict on it; a failure to judge the namespace's configs
+// at all still writes what the grants give and take.
 func (r *nsCredentials) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	ns := &corev1.Namespace{}
 	if err := r.client.Get(ctx, req.NamespacedName, ns); err != nil {
@@ -181,40 +185,38 @@ func (r *nsCredentials) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if rec != nil {
 		prev = &rec.Spec
 	}
-	spec, j, err := r.judge(ctx, ns, grants.Items, r.client, prev, nil)
-	if err != nil {
-		return reconcile.Result{}, err
+	// Configs are read from the cache, but once the record has locked
+	// what it is about to list: then from the API server, once the lock is
+	// in force, so that what is judged is what the lock keeps.
+	configs, relocked := client.Reader(r.client), false
+	if since := lockedSince(rec); !since.IsZero() {
+		if wait := lockSettles - time.Since(since); wait > 0 {
+			return reconcile.Result{RequeueAfter: wait}, nil
+		}
+		configs, relocked = r.live, true
 	}
-	// What was read may have changed since: lock it first, then judge it
-	// again from the API server. Once locked it cannot change, so the
-	// second judgment is of what the provider will read.
-	for i := 0; len(newLocks(rec, spec.Locked)) > 0; i++ {
-		if i == maxLockRounds {
-			return reconcile.Result{RequeueAfter: conflictRequeue}, nil
-		}
-		interim := infrav1.NamespaceCredentialsSpec{}
-		if rec != nil {
-			interim = *rec.Spec.DeepCopy()
-		}
-		interim.Locked = credentials.MergeLocks(interim.Locked, spec.Locked)
-		if rec, err = r.write(ctx, ns.Name, rec, interim, revocationPending(rec)); err != nil {
+	spec, j, err := r.judge(ctx, ns, grants.Items, configs, prev, relocked)
+	if err != nil {
+		// What the platform grants and revokes never waits on judging
+		// what the namespace owns.
+		return reconcile.Result{}, kerrors.NewAggregate([]error{err, r.grantsFirst(ctx, ns, rec, grants.Items, nil)})
+	}
+	if locks := newLocks(rec, spec.Locked); len(locks) > 0 {
+		// What was read may change until the API server enforces the
+		// lock: lock it, with what the grants give the namespace now, and
+		// judge it again once the lock is in force.
+		if err := r.grantsFirst(ctx, ns, rec, grants.Items, locks); err != nil {
 			return writeResult(err)
 		}
-		// Only what was read is read again; the rest keeps the verdict
-		// just given.
-		first, firstJ := spec, j
-		if spec, j, err = r.judge(ctx, ns, grants.Items, r.live, &first, firstJ.read); err != nil {
-			return reconcile.Result{}, err
-		}
-		j.missing = j.missing || firstJ.missing
-		if j.unread == 0 {
-			j.unread = firstJ.unread
-		}
+		return reconcile.Result{RequeueAfter: lockSettles}, nil
 	}
 	var res reconcile.Result
 	if j.missing {
 		// The bridge does not watch Secrets: look for a missing one again.
 		res.RequeueAfter = credentials.RecheckSecretAfter
+	}
+	if j.failed {
+		res = util.LowestNonZeroResult(res, reconcile.Result{RequeueAfter: unreadableRecheck})
 	}
 	if j.unread > 0 {
 		// The namespace's Secret reads were spent: judge the rest in turn.
@@ -259,6 +261,52 @@ func (r *nsCredentials) Reconcile(ctx context.Context, req reconcile.Request) (r
 	return res, nil
 }
 
+// grantsFirst writes the record with the shared configs the grants give the
+// namespace now and its own configs as the record has them, and pauses what
+// names a shared config no longer granted: for a reconcile that could not
+// judge the namespace's own configs, or that locks first what it judged
+// (locks, marked with when they were added).
+func (r *nsCredentials) grantsFirst(ctx context.Context, ns *corev1.Namespace, rec *infrav1.NamespaceCredentials, grants []infrav1.ClusterProviderConfigGrant, locks []infrav1.LockedObject) error {
+	var prev *infrav1.NamespaceCredentialsSpec
+	if rec != nil {
+		prev = &rec.Spec
+	}
+	spec := credentials.WithGrants(ns, grants, r.providers, r.all, prev)
+	spec.Locked = credentials.MergeLocks(spec.Locked, locks)
+	changed := rec == nil || !credentials.SameUse(&rec.Spec, &spec)
+	if !changed && len(locks) == 0 {
+		return nil
+	}
+	lockedAt := ""
+	if len(locks) > 0 {
+		lockedAt = time.Now().UTC().Format(time.RFC3339Nano)
+	}
+	rec, err := r.writeMarked(ctx, ns.Name, rec, spec, changed || revocationPending(rec), lockedAt)
+	if err != nil || !changed {
+		return err
+	}
+	return r.revoke(ctx, ns.Name, &rec.Spec)
+}
+
+// lockSettles is how long after a record adds a lock the bridge judges
+// again what it locked: by then the API server's policy, which reads records
+// from its own cache, enforces the lock.
+const lockSettles = 2 * time.Second
+
+// lockedAnnotation marks a record that added locks and has not yet judged
+// again what they keep; it holds when they were added.
+const lockedAnnotation = "capxp.dev/locked-at"
+
+// lockedSince is when the record added locks not judged again since; the
+// zero time when there are none.
+func lockedSince(rec *infrav1.NamespaceCredentials) time.Time {
+	if rec == nil {
+		return time.Time{}
+	}
+	t, _ := time.Parse(time.RFC3339Nano, rec.GetAnnotations()[lockedAnnotation])
+	return t
+}
+
 // revocationSettles is how long after a record stops listing a config the
 // bridge pauses what names it once more, and only then unlocks it.
 const revocationSettles = 2 * time.Second
@@ -270,9 +318,9 @@ func pendingSince(rec *infrav1.NamespaceCredentials) time.Time {
 	return t
 }
 
-// maxLockRounds bounds how often one reconcile locks and judges again a
-// namespace whose configs keep changing under it.
-const maxLockRounds = 3
+// unreadableRecheck is how soon a Secret that could not be read is read
+// again; its config is refused meanwhile.
+const unreadableRecheck = 10 * time.Second
 
 // revocationPendingAnnotation marks a record written before the managed
 // resources that use what it no longer lists were paused: the next
@@ -310,20 +358,20 @@ func writeResult(err error) (reconcile.Result, error) {
 
 // judgement says what a judgement could not settle: a named Secret is
 // missing; the namespace's Secret reads were spent, more may be read after
-// unread. read are the configs whose Secrets were read.
+// unread; a Secret could not be read.
 type judgement struct {
 	missing bool
 	unread  time.Duration
-	read    map[string]bool
+	// failed: a Secret could not be read, and its config was refused.
+	failed bool
 }
 
 // judge computes the record a namespace's configs, as read with configs,
 // earn it; prev is its record as read, whose verdicts stand for what is not
-// read again. With again, it reads again only the Secrets of those configs,
-// on the manager-wide budget alone (they were read on the namespace's once
-// in this reconcile, and locked since), and prev is the verdict just given.
-func (r *nsCredentials) judge(ctx context.Context, ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, configs client.Reader, prev *infrav1.NamespaceCredentialsSpec, again map[string]bool) (infrav1.NamespaceCredentialsSpec, judgement, error) {
-	own, j, err := r.ownConfigs(ctx, ns.Name, configs, prev, again)
+// read again. relocked: the record has just locked what it judged, and
+// the configs it locked are read again first, on the manager-wide budget.
+func (r *nsCredentials) judge(ctx context.Context, ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, configs client.Reader, prev *infrav1.NamespaceCredentialsSpec, relocked bool) (infrav1.NamespaceCredentialsSpec, judgement, error) {
+	own, j, err := r.ownConfigs(ctx, ns.Name, configs, prev, relocked)
 	if err != nil {
 		return infrav1.NamespaceCredentialsSpec{}, j, err
 	}
@@ -421,14 +469,10 @@ func (r *nsCredentials) watchNetworks(gvk schema.GroupVersionKind, k credentials
 // provider the API serves, and the Secrets they name: not those of a config
 // whose verdict in prev stands (credentials.Carried), and, once the
 // namespace's reads are spent, not those of the configs read least recently.
-func (r *nsCredentials) ownConfigs(ctx context.Context, ns string, configs client.Reader, prev *infrav1.NamespaceCredentialsSpec, again map[string]bool) ([]credentials.OwnConfig, judgement, error) {
+func (r *nsCredentials) ownConfigs(ctx context.Context, ns string, configs client.Reader, prev *infrav1.NamespaceCredentialsSpec, relocked bool) ([]credentials.OwnConfig, judgement, error) {
 	var own []credentials.OwnConfig
 	var created []time.Time
-	j := judgement{read: map[string]bool{}}
-	secrets := r.secrets
-	if again != nil {
-		secrets = r.relock
-	}
+	var j judgement
 	for _, p := range r.providers {
 		m, err := r.client.RESTMapper().RESTMapping(schema.GroupKind{Group: p.ConfigGroup, Kind: string(infrav1.ProviderConfigKindNamespaced)})
 		if meta.IsNoMatchError(err) {
@@ -460,11 +504,7 @@ func (r *nsCredentials) ownConfigs(ctx context.Context, ns string, configs clien
 		for i := range l.Items {
 			spec, _ := l.Items[i].Object["spec"].(map[string]any)
 			c := credentials.OwnConfig{Provider: p, Name: l.Items[i].GetName(), Spec: fieldpath.Pave(map[string]any{"spec": spec}), Secrets: map[string]map[string][]byte{}}
-			if again != nil {
-				c.Unread = !again[p.ConfigGroup+"/"+c.Name]
-			} else {
-				c.Unread = credentials.Carried(prev, &c)
-			}
+			c.Unread = credentials.Carried(prev, &c)
 			own = append(own, c)
 			created = append(created, l.Items[i].GetCreationTimestamp().Time)
 		}
@@ -473,16 +513,32 @@ func (r *nsCredentials) ownConfigs(ctx context.Context, ns string, configs clien
 	// recently read: a namespace whose reads run out has a new config
 	// judged at once, and every other in turn.
 	order := r.readOrder(ns, own, created)
+	if relocked {
+		// What the record locked to judge again comes first, and is read
+		// on the manager-wide budget: it was read on the namespace's
+		// once, and cannot change since.
+		again := func(i int) bool { return !own[i].Unread && credentials.Locked(prev, &own[i]) }
+		sort.SliceStable(order, func(a, b int) bool { return again(order[a]) && !again(order[b]) })
+	}
 	for _, i := range order {
 		c := &own[i]
 		if c.Unread {
 			continue
 		}
-		if j.unread > 0 {
+		secrets := r.secrets
+		if relocked && credentials.Locked(prev, c) {
+			secrets = r.relock
+		} else if j.unread > 0 {
 			c.Unread = true
 			continue
 		}
 		for _, name := range credentials.SecretsNamed(c.Spec) {
+			// Every failure here is a verdict on this config alone: the
+			// others are judged, and the record written, whatever it is.
+			if why := credentials.InvalidSecretRef(ns, name); why != "" {
+				c.Unreadable = map[string]string{name: why}
+				break
+			}
 			s := &corev1.Secret{}
 			err := secrets.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)
 			var spent *budgetExceeded
@@ -493,17 +549,21 @@ func (r *nsCredentials) ownConfigs(ctx context.Context, ns string, configs clien
 			case apierrors.IsNotFound(err):
 				j.missing = true
 			case err != nil:
-				return nil, j, errors.Wrap(err, errGetSecret)
+				// Refused until a read succeeds; read again soon. The
+				// message keeps the error's reason only: it must not
+				// change from one try to the next.
+				c.Unreadable = map[string]string{name: fmt.Sprintf("Secret %s/%s cannot be read (%s); it is read again", ns, name, apierrors.ReasonForError(err))}
+				j.failed = true
+				ctrl.LoggerFrom(ctx).Info("Cannot read a credentials Secret: its ProviderConfig is refused until it can be", "secret", klog.KRef(ns, name), "error", err.Error())
 			default:
 				c.Secrets[name] = s.Data
 			}
-			if c.Unread {
+			if c.Unread || c.Unreadable != nil {
 				break
 			}
 		}
 		if !c.Unread {
 			r.read(ns, c)
-			j.read[c.Provider.ConfigGroup+"/"+c.Name] = true
 		}
 	}
 	return own, j, nil
@@ -584,16 +644,29 @@ func (r *nsCredentials) watch(gvk schema.GroupVersionKind, p predicate.Predicate
 // write creates the record or updates it when it differs. A pending record
 // carries when it became pending (a change of what it admits restarts
 // that). An update carries the resourceVersion read, so a record decided
-// on a stale read never lands; a conflict is returned.
+// on a stale read never lands; a conflict is returned. It clears the lock
+// mark: what the record locks has been judged again.
 func (r *nsCredentials) write(ctx context.Context, ns string, rec *infrav1.NamespaceCredentials, spec infrav1.NamespaceCredentialsSpec, pending bool) (*infrav1.NamespaceCredentials, error) {
+	return r.writeMarked(ctx, ns, rec, spec, pending, "")
+}
+
+// writeMarked is write that sets the lock mark to lockedAt, unless empty.
+func (r *nsCredentials) writeMarked(ctx context.Context, ns string, rec *infrav1.NamespaceCredentials, spec infrav1.NamespaceCredentialsSpec, pending bool, lockedAt string) (*infrav1.NamespaceCredentials, error) {
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	if rec == nil {
 		rec = &infrav1.NamespaceCredentials{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: infrav1.NamespaceCredentialsName, Labels: policies.Labels()},
 			Spec:       spec,
 		}
+		marks := map[string]string{}
 		if pending {
-			rec.SetAnnotations(map[string]string{revocationPendingAnnotation: now})
+			marks[revocationPendingAnnotation] = now
+		}
+		if lockedAt != "" {
+			marks[lockedAnnotation] = lockedAt
+		}
+		if len(marks) > 0 {
+			rec.SetAnnotations(marks)
 		}
 		return rec, errors.Wrap(r.client.Create(ctx, rec), errWriteRecord)
 	}
@@ -604,14 +677,17 @@ func (r *nsCredentials) write(ctx context.Context, ns string, rec *infrav1.Names
 	case stamp == "" || !credentials.SameUse(&rec.Spec, &spec):
 		stamp = now
 	}
-	if reflect.DeepEqual(rec.Spec, spec) && rec.GetAnnotations()[revocationPendingAnnotation] == stamp {
+	if reflect.DeepEqual(rec.Spec, spec) && rec.GetAnnotations()[revocationPendingAnnotation] == stamp && rec.GetAnnotations()[lockedAnnotation] == lockedAt {
 		return rec, nil
 	}
 	rec = rec.DeepCopy()
 	rec.Spec = spec
-	xpmeta.RemoveAnnotations(rec, revocationPendingAnnotation)
+	xpmeta.RemoveAnnotations(rec, revocationPendingAnnotation, lockedAnnotation)
 	if stamp != "" {
 		xpmeta.AddAnnotations(rec, map[string]string{revocationPendingAnnotation: stamp})
+	}
+	if lockedAt != "" {
+		xpmeta.AddAnnotations(rec, map[string]string{lockedAnnotation: lockedAt})
 	}
 	return rec, errors.Wrap(r.client.Update(ctx, rec), errWriteRecord)
 }

@@ -246,6 +246,12 @@ func (r *APIResolver) secret(ctx context.Context, c config, block string) (verdi
 	case ns == "":
 		ns = c.namespace
 	}
+	if why := InvalidSecretRef(ns, name); why != "" {
+		// Validated before any request: a name the API server cannot
+		// look up is a verdict on this config, not an error.
+		return verdict.Verdict{Reason: infrav1.CredentialsSecretUnreadableReason,
+			Message: fmt.Sprintf("%s %s %s.secretRef: %s", ref.Kind, ref.Name, block, why)}, false, nil
+	}
 	key := types.NamespacedName{Namespace: ns, Name: name}
 	notFound := verdict.Verdict{Reason: infrav1.CredentialsSecretNotFoundReason,
 		Message: fmt.Sprintf("Secret %s/%s named by %s %s %s.secretRef does not exist", ns, name, ref.Kind, ref.Name, block)}

@@ -76,24 +76,24 @@ func grants(spec *infrav1.ClusterProviderConfigGrantSpec, s Shared) bool {
 // Grants for the same credentials add up. An empty selector matches
 // nothing.
 func Granted(list []infrav1.ClusterProviderConfigGrant, s Shared, ns *corev1.Namespace) (bool, string, error) {
-	covering, msg, err := coveringGrants(list, s, ns)
-	return len(covering) > 0, msg, err
+	covering, msg := coveringGrants(list, s, ns)
+	return len(covering) > 0, msg, nil
 }
 
 // GrantedBy is Granted that names the grant that lets the namespace use the
 // shared credentials, the first by name; "" and why when none does.
 func GrantedBy(list []infrav1.ClusterProviderConfigGrant, s Shared, ns *corev1.Namespace) (string, string, error) {
-	covering, msg, err := coveringGrants(list, s, ns)
+	covering, msg := coveringGrants(list, s, ns)
 	if len(covering) == 0 {
-		return "", msg, err
+		return "", msg, nil
 	}
 	return slices.Min(covering), "", nil
 }
 
 // coveringGrants returns the names of the grants for the shared credentials that
 // cover the namespace; when there are none, why.
-func coveringGrants(list []infrav1.ClusterProviderConfigGrant, s Shared, ns *corev1.Namespace) ([]string, string, error) {
-	var others, covering []string
+func coveringGrants(list []infrav1.ClusterProviderConfigGrant, s Shared, ns *corev1.Namespace) ([]string, string) {
+	var others, covering, broken []string
 	for i := range list {
 		g := &list[i]
 		if !grants(&g.Spec, s) {
@@ -101,7 +101,9 @@ func coveringGrants(list []infrav1.ClusterProviderConfigGrant, s Shared, ns *cor
 		}
 		ok, err := covers(g.Spec.AllowedNamespaces, ns)
 		if err != nil {
-			return nil, "", errors.Wrapf(err, "grant %s", g.Name)
+			// A grant that cannot be read grants nothing, and says why.
+			broken = append(broken, fmt.Sprintf("%s (%v)", g.Name, err))
+			continue
 		}
 		if ok {
 			covering = append(covering, g.Name)
@@ -110,15 +112,19 @@ func coveringGrants(list []infrav1.ClusterProviderConfigGrant, s Shared, ns *cor
 		others = append(others, g.Name)
 	}
 	if len(covering) > 0 {
-		return covering, "", nil
+		return covering, ""
 	}
 	sort.Strings(others)
 	msg := fmt.Sprintf("namespace %s may not use %s: no ClusterProviderConfigGrant allows it", ns.Name, s)
 	if len(others) > 0 {
 		msg += fmt.Sprintf(" (grants for it that do not cover %s: %s)", ns.Name, strings.Join(others, ", "))
 	}
+	if len(broken) > 0 {
+		sort.Strings(broken)
+		msg += fmt.Sprintf(" (grants for it that cannot be read, which grant nothing: %s)", strings.Join(broken, ", "))
+	}
 	msg += fmt.Sprintf("; a ClusterProviderConfigGrant with %s covering namespace %s is missing", s.grantField(), ns.Name)
-	return nil, msg, nil
+	return nil, msg
 }
 
 func covers(a infrav1.AllowedNamespaces, ns *corev1.Namespace) (bool, error) {

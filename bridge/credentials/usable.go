@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
@@ -81,6 +82,24 @@ type OwnConfig struct {
 	// Unread is true when the Secrets were not read: the previous record's
 	// verdict stands (Carried), or the namespace's reads were spent.
 	Unread bool
+	// Unreadable says, by name, why a Secret the config names could not be
+	// read: its name is invalid (InvalidSecretRef), or reading it failed.
+	Unreadable map[string]string
+}
+
+// InvalidSecretRef says why a Secret reference cannot name a Secret the API
+// server can look up; "" when it can. Checked before any request.
+func InvalidSecretRef(namespace, name string) string {
+	if name == "" {
+		return "names no Secret"
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return fmt.Sprintf("%q is not a valid Secret name: %s", truncate(name, 253), strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		return fmt.Sprintf("%q is not a valid namespace name: %s", truncate(namespace, 63), strings.Join(errs, "; "))
+	}
+	return ""
 }
 
 // A record's size is bounded, whatever a tenant creates: the API server
@@ -113,7 +132,13 @@ func Carried(prev *infrav1.NamespaceCredentialsSpec, c *OwnConfig) bool {
 			break
 		}
 	}
-	if !listed {
+	return listed && Locked(prev, c)
+}
+
+// Locked reports whether the previous record holds every lock of the
+// namespace's own config c: what it was judged on cannot change.
+func Locked(prev *infrav1.NamespaceCredentialsSpec, c *OwnConfig) bool {
+	if prev == nil {
 		return false
 	}
 	held := map[infrav1.LockedObject]bool{}
@@ -150,6 +175,9 @@ func SecretsNamed(spec *fieldpath.Paved) []string {
 // all grants every ClusterProviderConfig. The result is sorted.
 func Usable(ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, providers []Provider, own []OwnConfig, all bool, prev *infrav1.NamespaceCredentialsSpec) (infrav1.NamespaceCredentialsSpec, error) {
 	out := infrav1.NamespaceCredentialsSpec{AllClusterConfigs: all}
+	// broken says why the grants of a config that cannot be read grant
+	// nothing: a verdict on the grant, never a stop for the namespace.
+	broken := map[infrav1.UsableConfig][]string{}
 	for _, p := range providers {
 		for i := range grants {
 			g := &grants[i]
@@ -157,13 +185,21 @@ func Usable(ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, p
 			if ref == nil || ref.APIGroup != p.ConfigGroup {
 				continue
 			}
+			u := infrav1.UsableConfig{APIGroup: p.ConfigGroup, Kind: infrav1.ProviderConfigKindCluster, Name: ref.Name}
 			ok, err := covers(g.Spec.AllowedNamespaces, ns)
 			if err != nil {
-				return out, errors.Wrapf(err, "grant %s", g.Name)
+				broken[u] = append(broken[u], fmt.Sprintf("ClusterProviderConfigGrant %s cannot be read and grants nothing: %v", g.Name, err))
+				continue
 			}
 			if ok {
-				out.Configs = append(out.Configs, infrav1.UsableConfig{APIGroup: p.ConfigGroup, Kind: infrav1.ProviderConfigKindCluster, Name: ref.Name})
+				out.Configs = append(out.Configs, u)
 			}
+		}
+	}
+	for u, why := range broken {
+		if !slices.Contains(out.Configs, u) && !all {
+			sort.Strings(why)
+			out.Refused = append(out.Refused, infrav1.RefusedConfig{UsableConfig: u, Reason: infrav1.InvalidGrantReason, Message: truncate(strings.Join(why, "; "), 1024)})
 		}
 	}
 	own = slices.Clone(own)
@@ -178,10 +214,7 @@ func Usable(ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, p
 		if c.Unread {
 			reason, msg = unread(prev, c, u)
 		} else {
-			var err error
-			if reason, msg, err = ownRefusal(ns, grants, c); err != nil {
-				return out, err
-			}
+			reason, msg = ownRefusal(ns, grants, c)
 		}
 		if reason == "" && listed == MaxOwnConfigs {
 			reason, msg = infrav1.TooManyProviderConfigsReason, fmt.Sprintf("namespace %s has more than %d ProviderConfigs its managed resources may use; its record lists the first %d by name", ns.Name, MaxOwnConfigs, MaxOwnConfigs)
@@ -201,6 +234,32 @@ func Usable(ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, p
 		out.Refused = out.Refused[:MaxRefused]
 	}
 	return out, nil
+}
+
+// WithGrants returns the record of a namespace whose own configs could not
+// be judged: the shared configs the grants give it now, and its own configs
+// (listed, refused, locked) as prev has them. What a namespace may use of
+// the platform's never waits on judging what it owns.
+func WithGrants(ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, providers []Provider, all bool, prev *infrav1.NamespaceCredentialsSpec) infrav1.NamespaceCredentialsSpec {
+	out, _ := Usable(ns, grants, providers, nil, all, nil)
+	if prev == nil {
+		return out
+	}
+	for _, c := range prev.Configs {
+		if c.Kind == infrav1.ProviderConfigKindNamespaced {
+			out.Configs = append(out.Configs, c)
+		}
+	}
+	for _, r := range prev.Refused {
+		if r.Kind == infrav1.ProviderConfigKindNamespaced {
+			out.Refused = append(out.Refused, r)
+		}
+	}
+	out.Configs = dedupe(out.Configs)
+	out.Locked = MergeLocks(prev.Locked)
+	out.Networks = prev.Networks
+	sort.Slice(out.Refused, func(i, j int) bool { return key(out.Refused[i].UsableConfig) < key(out.Refused[j].UsableConfig) })
+	return out
 }
 
 // unread is the verdict on a config whose Secrets were not read: the
@@ -291,7 +350,7 @@ func SameUse(a, b *infrav1.NamespaceCredentialsSpec) bool {
 
 // ownRefusal says why a namespace's own ProviderConfig may not be used; ""
 // when it may.
-func ownRefusal(ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, c *OwnConfig) (string, string, error) {
+func ownRefusal(ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, c *OwnConfig) (string, string) {
 	what := fmt.Sprintf("ProviderConfig %s/%s", c.Provider.ConfigGroup, c.Name)
 	for _, b := range credentialBlocks {
 		src, err := c.Spec.GetString(b + ".source")
@@ -301,22 +360,19 @@ func ownRefusal(ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGran
 		}
 		switch src {
 		case "":
-			return infrav1.ProviderConfigNotGrantedReason, fmt.Sprintf("%s: %s.source is not set: only credentials from a Secret of namespace %s are the namespace's own", what, b, ns.Name), nil
+			return infrav1.ProviderConfigNotGrantedReason, fmt.Sprintf("%s: %s.source is not set: only credentials from a Secret of namespace %s are the namespace's own", what, b, ns.Name)
 		case sourceSecret:
 			if reason, msg := ownSecret(ns, c, b, what); reason != "" {
-				return reason, msg, nil
+				return reason, msg
 			}
 		default:
-			covering, msg, err := coveringGrants(grants, Ambient(c.Provider.ConfigGroup, src), ns)
-			if err != nil {
-				return "", "", err
-			}
+			covering, msg := coveringGrants(grants, Ambient(c.Provider.ConfigGroup, src), ns)
 			if len(covering) == 0 {
-				return infrav1.ProviderConfigNotGrantedReason, fmt.Sprintf("%s uses %s.source %s, an identity every namespace shares: %s", what, b, src, msg), nil
+				return infrav1.ProviderConfigNotGrantedReason, fmt.Sprintf("%s uses %s.source %s, an identity every namespace shares: %s", what, b, src, msg)
 			}
 		}
 	}
-	return "", "", nil
+	return "", ""
 }
 
 // ownSecret judges the Secret a block of a namespace's own config names.
@@ -333,6 +389,9 @@ func ownSecret(ns *corev1.Namespace, c *OwnConfig, block, what string) (string, 
 		// token) whose formats can name external accounts the bridge does
 		// not judge: shared credentials belong in a ClusterProviderConfig.
 		return infrav1.SharedIdentityInSecretReason, fmt.Sprintf("%s %s: a cloud identity in a Secret is not judged as the namespace's own; the platform puts such credentials in a ClusterProviderConfig and grants it", what, block)
+	}
+	if why, ok := c.Unreadable[name]; ok {
+		return infrav1.CredentialsSecretUnreadableReason, fmt.Sprintf("%s %s.secretRef: %s", what, block, why)
 	}
 	data, ok := c.Secrets[name]
 	if !ok {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
@@ -59,6 +60,11 @@ func TestUsable(t *testing.T) {
 	grantedCPC := grant("g2", infrav1.ClusterProviderConfigReference{APIGroup: "kubernetes.m.crossplane.io", Name: "granted"}, infrav1.AllowedNamespaces{Names: []string{"team-a"}})
 	otherProvider := grant("g3", infrav1.ClusterProviderConfigReference{APIGroup: "gcp.m.upbound.io", Name: "x"}, infrav1.AllowedNamespaces{Names: []string{"team-a"}})
 	injected := sourceGrant("g4", infrav1.CredentialSourceReference{APIGroup: "aws.m.upbound.io", Source: "IRSA"}, infrav1.AllowedNamespaces{Names: []string{"team-a"}})
+	brokenSelector := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpIn}}}
+	brokenCPC := grant("broken", infrav1.ClusterProviderConfigReference{APIGroup: "kubernetes.m.crossplane.io", Name: "shared"}, infrav1.AllowedNamespaces{Selector: brokenSelector})
+	brokenSource := sourceGrant("broken-source", infrav1.CredentialSourceReference{APIGroup: "aws.m.upbound.io", Source: "IRSA"}, infrav1.AllowedNamespaces{Selector: brokenSelector})
+	unreadable := ownConfig(kubeProvider, "unreadable", secretSpec("s", "kubeconfig"), map[string]map[string][]byte{})
+	unreadable.Unreadable = map[string]string{"s": "Secret team-a/s cannot be read (InternalError); it is read again"}
 	cases := map[string]struct {
 		reason string
 		grants []infrav1.ClusterProviderConfigGrant
@@ -174,6 +180,35 @@ func TestUsable(t *testing.T) {
 			reason: "a new config whose Secret was not read is not usable yet",
 			own:    []OwnConfig{unreadMine()},
 			want:   want{refused: map[string]string{"mine": infrav1.NotJudgedYetReason}, msg: map[string]string{"mine": "rationed"}},
+		},
+		"BrokenGrantGrantsNothing": {
+			reason: "a grant whose selector cannot be read grants nothing and says why; the other grants and configs are judged",
+			grants: []infrav1.ClusterProviderConfigGrant{brokenCPC, grantedCPC},
+			own:    []OwnConfig{ownConfig(kubeProvider, "mine", secretSpec("s", "kubeconfig"), map[string]map[string][]byte{"s": {"kubeconfig": []byte(staticKubeconfig)}})},
+			want: want{
+				configs: []string{"kubernetes.m.crossplane.io/ClusterProviderConfig/granted", "kubernetes.m.crossplane.io/ProviderConfig/mine"},
+				refused: map[string]string{"shared": infrav1.InvalidGrantReason},
+				msg:     map[string]string{"shared": "ClusterProviderConfigGrant broken cannot be read and grants nothing: spec.allowedNamespaces.selector"},
+			},
+		},
+		"BrokenSourceGrantGrantsNothing": {
+			reason: "a credential source grant that cannot be read grants nothing, and the refusal names it",
+			grants: []infrav1.ClusterProviderConfigGrant{brokenSource},
+			own:    []OwnConfig{ownConfig(awsProvider, "irsa", map[string]any{"credentials": map[string]any{"source": "IRSA"}}, nil)},
+			want: want{
+				refused: map[string]string{"irsa": infrav1.ProviderConfigNotGrantedReason},
+				msg:     map[string]string{"irsa": "grants for it that cannot be read, which grant nothing: broken-source"},
+			},
+		},
+		"UnreadableSecret": {
+			reason: "a Secret that could not be read refuses its config alone, saying so",
+			own: []OwnConfig{unreadable,
+				ownConfig(kubeProvider, "mine", secretSpec("m", "kubeconfig"), map[string]map[string][]byte{"m": {"kubeconfig": []byte(staticKubeconfig)}})},
+			want: want{
+				configs: []string{"kubernetes.m.crossplane.io/ProviderConfig/mine"},
+				refused: map[string]string{"unreadable": infrav1.CredentialsSecretUnreadableReason},
+				msg:     map[string]string{"unreadable": "spec.credentials.secretRef: Secret team-a/s cannot be read (InternalError)"},
+			},
 		},
 		"AWSProfileIsStatic": {
 			reason: "provider-upjet-aws reads only static keys of its Secret: a credential_process in it is ignored, so the Secret is the namespace's own",
@@ -413,5 +448,62 @@ func TestUsableIsBounded(t *testing.T) {
 	}
 	if len(got.Locked) != 2*MaxOwnConfigs {
 		t.Errorf("locked %d, want each listed config and its Secret", len(got.Locked))
+	}
+}
+
+func TestInvalidSecretRef(t *testing.T) {
+	cases := map[string]struct {
+		reason, namespace, name string
+		// want is a substring of the reason; "" when valid.
+		want string
+	}{
+		"Valid":        {reason: "a DNS subdomain in a DNS label namespace is looked up", namespace: "team-a", name: "creds.v1", want: ""},
+		"Empty":        {reason: "no name is no Secret", namespace: "team-a", want: "names no Secret"},
+		"Slash":        {reason: "a slash would be a path on the API server", namespace: "team-a", name: "a/b", want: `"a/b" is not a valid Secret name`},
+		"DotDot":       {reason: "a path segment is not a name", namespace: "team-a", name: "..", want: "is not a valid Secret name"},
+		"Upper":        {reason: "names are lower case", namespace: "team-a", name: "Creds", want: "is not a valid Secret name"},
+		"Long":         {reason: "a name is at most 253 characters", namespace: "team-a", name: strings.Repeat("a", 254), want: "is not a valid Secret name"},
+		"BadNamespace": {reason: "a namespace must be a DNS label", namespace: "a.b", name: "creds", want: "is not a valid namespace name"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := InvalidSecretRef(tc.namespace, tc.name)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("%s\nInvalidSecretRef(%q, %q): %q, want %q", tc.reason, tc.namespace, tc.name, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestWithGrants(t *testing.T) {
+	own := infrav1.UsableConfig{APIGroup: "kubernetes.m.crossplane.io", Kind: infrav1.ProviderConfigKindNamespaced, Name: "mine"}
+	revoked := infrav1.UsableConfig{APIGroup: "kubernetes.m.crossplane.io", Kind: infrav1.ProviderConfigKindCluster, Name: "revoked"}
+	granted := infrav1.UsableConfig{APIGroup: "kubernetes.m.crossplane.io", Kind: infrav1.ProviderConfigKindCluster, Name: "granted"}
+	lock := infrav1.LockedObject{APIGroup: "kubernetes.m.crossplane.io", Kind: "ProviderConfig", Name: "mine"}
+	refusedOwn := infrav1.RefusedConfig{UsableConfig: infrav1.UsableConfig{APIGroup: "kubernetes.m.crossplane.io", Kind: infrav1.ProviderConfigKindNamespaced, Name: "exec"}, Reason: infrav1.SharedIdentityInSecretReason}
+	prev := &infrav1.NamespaceCredentialsSpec{Configs: []infrav1.UsableConfig{revoked, own}, Locked: []infrav1.LockedObject{lock}, Refused: []infrav1.RefusedConfig{refusedOwn}}
+	grants := []infrav1.ClusterProviderConfigGrant{grant("g", infrav1.ClusterProviderConfigReference{APIGroup: "kubernetes.m.crossplane.io", Name: "granted"}, infrav1.AllowedNamespaces{Names: []string{"team-a"}})}
+	cases := map[string]struct {
+		reason string
+		prev   *infrav1.NamespaceCredentialsSpec
+		want   infrav1.NamespaceCredentialsSpec
+	}{
+		"NoRecord": {
+			reason: "a namespace without a record gets what the grants give it",
+			want:   infrav1.NamespaceCredentialsSpec{Configs: []infrav1.UsableConfig{granted}},
+		},
+		"RevokedAndGranted": {
+			reason: "a revoked shared config goes and a granted one comes, whatever becomes of judging the namespace's own configs, which stay as judged",
+			prev:   prev,
+			want:   infrav1.NamespaceCredentialsSpec{Configs: []infrav1.UsableConfig{granted, own}, Locked: []infrav1.LockedObject{lock}, Refused: []infrav1.RefusedConfig{refusedOwn}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := WithGrants(teamA(nil), grants, []Provider{kubeProvider}, false, tc.prev)
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s\nWithGrants(...): -want +got:\n%s", tc.reason, diff)
+			}
+		})
 	}
 }

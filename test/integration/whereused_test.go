@@ -116,7 +116,9 @@ func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
 	}
 	g.Eventually(func() error { return env.Client.Create(ctx, probe(ungranted), client.DryRunAll) }, timeout, interval).
 		Should(MatchError(ContainSubstring("a ClusterProviderConfigGrant with providerConfigRef " + credsGroup + "/" + ungranted + " covering namespace " + ns + " is missing")))
-	g.Expect(env.Client.Create(ctx, probe(granted), client.DryRunAll)).To(Succeed())
+	// A provider's group is refused by capxp-credentials-unknown-families
+	// until the credentials policy has covered it for a moment.
+	g.Eventually(func() error { return env.Client.Create(ctx, probe(granted), client.DryRunAll) }, timeout, interval).Should(Succeed())
 
 	newXR := func(name string, spec map[string]any) *unstructured.Unstructured {
 		xr := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}

@@ -55,6 +55,16 @@ const (
 	// judged yet: the namespace's reads of credentials Secrets are rationed
 	// and others came first.
 	NotJudgedYetReason = "NotJudgedYet"
+
+	// CredentialsSecretUnreadableReason: a Secret a namespace's own
+	// ProviderConfig names cannot be read (its name is not a valid Secret
+	// name, or reading it failed): the config is refused until it can be.
+	CredentialsSecretUnreadableReason = "SecretUnreadable"
+
+	// InvalidGrantReason: the ClusterProviderConfigGrants of a shared
+	// config cannot be read (an invalid namespace selector): they grant
+	// nothing.
+	InvalidGrantReason = "InvalidGrant"
 	// TooManyProviderConfigsReason: the namespace has more ProviderConfigs
 	// than its record lists; the rest are not usable.
 	TooManyProviderConfigsReason = "TooManyProviderConfigs"

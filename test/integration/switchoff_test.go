@@ -1,0 +1,217 @@
+package integration
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
+	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
+)
+
+// A tenant cannot switch enforcement off by giving it something it cannot
+// read: its own ProviderConfig naming a Secret by a name the API server
+// cannot look up, and the platform's grant of another config whose selector
+// cannot be read, are each refused and reported; the namespace's record
+// still changes, and a grant revoked afterwards stops what ran on it.
+func TestAnUnreadableConfigIsAVerdictOnItAlone(t *testing.T) {
+	stackWith(t, controllers.Options{CredentialsProviders: []credentials.Provider{testProvider}})
+	removeCredentialsPolicies(t)
+	g := NewWithT(t)
+	ns, suffix, granted, ungranted := tenantBesideSharedCredentials(t)
+	grant := grantTo(t, "granted"+suffix, granted, infrav1.AllowedNamespaces{Names: []string{ns}})
+	// The grant's schema checks the selector's operators, not its labels.
+	broken := grantTo(t, "broken"+suffix, ungranted, infrav1.AllowedNamespaces{Selector: &metav1.LabelSelector{
+		MatchLabels: map[string]string{"team": "not a label value"}}})
+	tc := tenantClient(t, ns)
+	for name, secret := range map[string]string{"slash": "a/b", "dotdot": "..", "upper": "Creds"} {
+		g.Expect(tc.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": credsGroup + "/v1beta1", "kind": "ProviderConfig",
+			"metadata": map[string]any{"name": name, "namespace": ns},
+			"spec":     map[string]any{"credentials": map[string]any{"source": "Secret", "secretRef": map[string]any{"name": secret, "key": "k"}}},
+		}})).To(Succeed(), name)
+	}
+	record := func(g Gomega) *infrav1.NamespaceCredentials {
+		rec := &infrav1.NamespaceCredentials{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: infrav1.NamespaceCredentialsName}, rec)).To(Succeed())
+		return rec
+	}
+	g.Eventually(func(g Gomega) {
+		rec := record(g)
+		g.Expect(rec.Spec.Configs).To(ContainElement(infrav1.UsableConfig{APIGroup: credsGroup, Kind: infrav1.ProviderConfigKindCluster, Name: granted}))
+		reasons := map[string]string{}
+		for _, r := range rec.Spec.Refused {
+			reasons[r.Name] = r.Reason + ": " + r.Message
+		}
+		g.Expect(reasons).To(HaveKeyWithValue("slash", ContainSubstring(`"a/b" is not a valid Secret name`)))
+		g.Expect(reasons).To(HaveKeyWithValue("dotdot", HavePrefix(infrav1.CredentialsSecretUnreadableReason)))
+		g.Expect(reasons).To(HaveKeyWithValue("upper", HavePrefix(infrav1.CredentialsSecretUnreadableReason)))
+		g.Expect(reasons).To(HaveKeyWithValue(ungranted, And(HavePrefix(infrav1.InvalidGrantReason), ContainSubstring(broken.Name))))
+	}, timeout, interval).Should(Succeed())
+
+	// Something runs on the granted config: a managed resource, created by
+	// whoever composes it.
+	stub := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": envtest.StubGVK.GroupVersion().String(), "kind": envtest.StubGVK.Kind,
+		"metadata": map[string]any{"namespace": ns, "name": "running"},
+		"spec":     map[string]any{"providerConfigRef": map[string]any{"apiGroup": credsGroup, "kind": "ClusterProviderConfig", "name": granted}},
+	}}
+	g.Eventually(func() error { return env.Client.Create(ctx, stub) }, timeout, interval).Should(Succeed())
+
+	// The platform revokes the grant: the record stops listing it and what
+	// ran on it is paused within seconds, the malformed configs still there.
+	start := time.Now()
+	g.Expect(env.Client.Delete(ctx, grant)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(record(g).Spec.Configs).NotTo(ContainElement(infrav1.UsableConfig{APIGroup: credsGroup, Kind: infrav1.ProviderConfigKindCluster, Name: granted}))
+		got := stub.DeepCopy()
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(stub), got)).To(Succeed())
+		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+		g.Expect(got.GetLabels()).To(HaveKey(infrav1.CredentialsRevokedLabel))
+	}, 5*time.Second, interval).Should(Succeed())
+	t.Logf("beside three unreadable configs and an unreadable grant, the revocation paused what ran on it in %s", time.Since(start).Round(10*time.Millisecond))
+	again := stub.DeepCopy()
+	again.SetName("again")
+	again.SetResourceVersion("")
+	g.Eventually(func() error { return env.Client.Create(ctx, again, client.DryRunAll) }, 5*time.Second, interval).
+		Should(MatchError(ContainSubstring(policies.CredentialsPolicyName)), "a new managed resource on the revoked config is refused")
+}
+
+// Cluster API reads <cluster>-kubeconfig Secrets with its own identity: the
+// API server refuses, from anyone and whether the manager runs or not, one
+// whose kubeconfig names a file of the reader, a command or an auth
+// plugin, in YAML or JSON, plainly or escaped. A kubeconfig holding its
+// credentials inline is admitted, as is any other Secret.
+func TestClusterKubeconfigSecretsReachNothingBeyondThemselves(t *testing.T) {
+	bridge := stack(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	tc := tenantClient(t, ns)
+	kubeconfig := func(user string) string {
+		return `{"apiVersion":"v1","kind":"Config","clusters":[{"name":"c","cluster":{"server":"https://10.0.0.1:6443","certificate-authority-data":"Zm9v"}}],` +
+			`"users":[{"name":"u","user":` + user + `}],"contexts":[{"name":"x","context":{"cluster":"c","user":"u"}}],"current-context":"x"}`
+	}
+	secret := func(name, key, value string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Type: "cluster.x-k8s.io/secret", Data: map[string][]byte{key: []byte(value)}}
+	}
+	// The manager writes the policy; the API server loads it in a moment.
+	g.Eventually(func() error {
+		return tc.Create(ctx, secret("probe-kubeconfig", "value", kubeconfig(`{"tokenFile":"/dev/zero"}`)), client.DryRunAll)
+	}, timeout, interval).Should(MatchError(ContainSubstring(policies.KubeconfigPolicyName)))
+	g.Expect(bridge.Stop()).To(Succeed())
+
+	refused := map[string]struct{ value, says string }{
+		"token-file":    {kubeconfig(`{"tokenFile":"/var/run/secrets/kubernetes.io/serviceaccount/token"}`), "tokenFile"},
+		"exec":          {kubeconfig(`{"exec":{"apiVersion":"client.authentication.k8s.io/v1","command":"sh"}}`), "exec"},
+		"auth-provider": {kubeconfig(`{"auth-provider":{"name":"oidc"}}`), "auth-provider"},
+		"key-file":      {kubeconfig(`{"client-certificate":"/etc/c","client-key":"/etc/k"}`), "client-certificate, client-key"},
+		"escaped":       {kubeconfig(`{"token\u0046ile":"/dev/zero"}`), "a backslash escape"},
+		"yaml":          {"users:\n- name: u\n  user:\n    'exec' :\n      command: sh\n", "exec"},
+		"ca-file":       {"clusters: [{name: c, cluster: {certificate-authority: /etc/ca}}]\n", "certificate-authority"},
+	}
+	for name, r := range refused {
+		err := tc.Create(ctx, secret(name+"-kubeconfig", "value", r.value))
+		g.Expect(err).To(MatchError(And(ContainSubstring(policies.KubeconfigPolicyName), ContainSubstring("holds "+r.says))), name)
+	}
+	inline := kubeconfig(`{"client-certificate-data":"Zm9v","client-key-data":"YmFy","token":"abc"}`)
+	g.Expect(tc.Create(ctx, secret("inline-kubeconfig", "value", inline))).To(Succeed(), "a kubeconfig holding its credentials inline")
+	g.Expect(tc.Create(ctx, secret("other-kubeconfig", "kubeconfig", kubeconfig(`{"tokenFile":"/dev/zero"}`)))).To(Succeed(), "a key CAPI does not read")
+	g.Expect(tc.Create(ctx, secret("workload", "value", kubeconfig(`{"tokenFile":"/dev/zero"}`)))).To(Succeed(), "a Secret CAPI does not read")
+	changed := secret("inline-kubeconfig", "value", kubeconfig(`{"tokenFile":"/dev/zero"}`))
+	g.Expect(tc.Patch(ctx, changed, client.MergeFrom(secret("inline-kubeconfig", "value", inline)))).
+		To(MatchError(ContainSubstring(policies.KubeconfigPolicyName)), "changed into one naming a file")
+}
+
+// A provider family installed while the manager is down is refused at
+// admission: the credentials policy lists the groups the manager saw, and
+// the unknown-families policy, which needs no manager, refuses the rest of
+// an enforced provider's groups.
+func TestAProviderFamilyInstalledWhileTheManagerIsDownIsRefused(t *testing.T) {
+	bridge := stackWith(t, controllers.Options{CredentialsProviders: []credentials.Provider{testProvider}})
+	removeCredentialsPolicies(t)
+	g := NewWithT(t)
+	ns := namespace(t)
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, types.NamespacedName{Name: policies.UnknownFamiliesPolicyName}, &admissionv1.ValidatingAdmissionPolicy{})).To(Succeed())
+	}, timeout, interval).Should(Succeed())
+	g.Expect(bridge.Stop()).To(Succeed())
+
+	group := "later." + testProvider.ManagedGroup
+	crd := &extv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "laters." + group},
+		Spec: extv1.CustomResourceDefinitionSpec{
+			Group: group, Scope: extv1.NamespaceScoped,
+			Names: extv1.CustomResourceDefinitionNames{Plural: "laters", Singular: "later", Kind: "Later", ListKind: "LaterList"},
+			Versions: []extv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &extv1.CustomResourceValidation{OpenAPIV3Schema: &extv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
+		},
+	}
+	g.Expect(env.Client.Create(ctx, crd)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, crd) })
+	later := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": group + "/v1", "kind": "Later",
+		"metadata": map[string]any{"namespace": ns, "name": "on-anything"},
+		"spec":     map[string]any{"providerConfigRef": map[string]any{"kind": "ClusterProviderConfig", "name": "never-granted"}},
+	}}
+	g.Eventually(func() error { return env.Client.Create(ctx, later, client.DryRunAll) }, timeout, interval).
+		Should(MatchError(And(ContainSubstring(policies.UnknownFamiliesPolicyName), ContainSubstring("API group "+group))))
+}
+
+// A grant revoked while the manager is down: the API server still admits
+// what the last record lists, since nothing else can tell it the grant
+// went; once the manager starts, the record drops it and what ran on it is
+// paused within seconds.
+func TestAGrantRevokedDuringAnOutageTakesEffectOnStart(t *testing.T) {
+	o := controllers.Options{CredentialsProviders: []credentials.Provider{testProvider}}
+	bridge := stackWith(t, o)
+	removeCredentialsPolicies(t)
+	g := NewWithT(t)
+	ns, suffix, granted, _ := tenantBesideSharedCredentials(t)
+	grant := grantTo(t, "granted"+suffix, granted, infrav1.AllowedNamespaces{Names: []string{ns}})
+	usable := infrav1.UsableConfig{APIGroup: credsGroup, Kind: infrav1.ProviderConfigKindCluster, Name: granted}
+	listed := func(g Gomega) bool {
+		rec := &infrav1.NamespaceCredentials{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: infrav1.NamespaceCredentialsName}, rec)).To(Succeed())
+		for _, c := range rec.Spec.Configs {
+			if c == usable {
+				return true
+			}
+		}
+		return false
+	}
+	g.Eventually(listed, timeout, interval).Should(BeTrue())
+	stub := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": envtest.StubGVK.GroupVersion().String(), "kind": envtest.StubGVK.Kind,
+		"metadata": map[string]any{"namespace": ns, "name": "running"},
+		"spec":     map[string]any{"providerConfigRef": map[string]any{"apiGroup": credsGroup, "kind": "ClusterProviderConfig", "name": granted}},
+	}}
+	g.Eventually(func() error { return env.Client.Create(ctx, stub) }, timeout, interval).Should(Succeed())
+
+	g.Expect(bridge.Stop()).To(Succeed())
+	g.Expect(env.Client.Delete(ctx, grant)).To(Succeed())
+	g.Consistently(listed, 2*time.Second, interval).Should(BeTrue(), "nothing but the manager writes the record")
+
+	start := time.Now()
+	restarted, err := env.StartBridgeAs(ctx, env.Config, o)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(restarted.Stop()).To(Succeed()) })
+	g.Eventually(func(g Gomega) {
+		g.Expect(listed(g)).To(BeFalse())
+		got := stub.DeepCopy()
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(stub), got)).To(Succeed())
+		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+	}, timeout, interval).Should(Succeed())
+	t.Logf("a grant revoked during the outage: dropped, and what ran on it paused, %s after the manager started", time.Since(start).Round(10*time.Millisecond))
+}
