@@ -224,6 +224,14 @@ func (r *nsCredentials) Reconcile(ctx context.Context, req reconcile.Request) (r
 	}
 	rescan := r.takeRescan(ns.Name)
 	changed := rec == nil || !credentials.SameUse(&rec.Spec, &spec)
+	if changed && !rescan && !revocationPending(rec) && rec != nil && !credentials.Removed(&rec.Spec, &spec) {
+		// It admits more and refuses nothing new: nothing to pause, and no
+		// create to race. Only what the bridge marked may resume.
+		if rec, err = r.write(ctx, ns.Name, rec, spec, false); err != nil {
+			return writeResult(err)
+		}
+		return res, r.resumeMarked(ctx, ns.Name, &rec.Spec)
+	}
 	if !changed && !revocationPending(rec) && rescan {
 		// A resource the bridge marked changed what it names.
 		if err := r.revoke(ctx, ns.Name, &spec); err != nil {

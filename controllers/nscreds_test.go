@@ -60,6 +60,11 @@ func TestNamespaceCredentialsReconcile(t *testing.T) {
 		u.SetName("running")
 		return u
 	}
+	marked := func(u *unstructured.Unstructured) *unstructured.Unstructured {
+		u.SetAnnotations(map[string]string{infrav1.CrossplanePausedAnnotation: "true"})
+		u.SetLabels(map[string]string{infrav1.CredentialsRevokedLabel: infrav1.CredentialsRevokedPaused})
+		return u
+	}
 	stubCRD := &extv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "stubs.test.capxp.dev"}}
 	internal := apierrors.NewInternalError(errFake("etcd is slow"))
 	ago := func(d time.Duration) string { return time.Now().Add(-d).UTC().Format(time.RFC3339Nano) }
@@ -67,8 +72,9 @@ func TestNamespaceCredentialsReconcile(t *testing.T) {
 	type want struct {
 		err bool
 		// requeue bounds the result's RequeueAfter: 0 wants none. A record
-		// whose use changed comes back after revocationSettles to pause
-		// once more what a create admitted just before it may have stored.
+		// that admits less (or is new) comes back after revocationSettles
+		// to pause once more what a create admitted just before it may have
+		// stored.
 		requeue time.Duration
 		// configs and refused (name -> reason) are the record's.
 		configs []infrav1.UsableConfig
@@ -76,8 +82,8 @@ func TestNamespaceCredentialsReconcile(t *testing.T) {
 		locked  []infrav1.LockedObject
 		// marked: the record carries the lock mark.
 		marked bool
-		// paused: the Stub is paused.
-		paused bool
+		// paused: the Stub is paused; resumed: it is not, nor marked.
+		paused, resumed bool
 	}
 	cases := map[string]struct {
 		reason string
@@ -118,7 +124,7 @@ func TestNamespaceCredentialsReconcile(t *testing.T) {
 			reason: "once the lock is in force, what it keeps is judged again and listed",
 			objs: []client.Object{grant, providerConfig("mine", "mine"), secret("mine", staticKubeconfig),
 				record(infrav1.NamespaceCredentialsSpec{Configs: []infrav1.UsableConfig{cpc}, Locked: ownLocks}, map[string]string{lockedAnnotation: ago(time.Minute)})},
-			want: want{requeue: revocationSettles, configs: []infrav1.UsableConfig{cpc, own}, locked: ownLocks},
+			want: want{configs: []infrav1.UsableConfig{cpc, own}, locked: ownLocks},
 		},
 		"SwappedBeforeTheLock": {
 			reason: "a Secret swapped for an exec kubeconfig before the lock was in force is judged as it is now, and refused",
@@ -132,6 +138,12 @@ func TestNamespaceCredentialsReconcile(t *testing.T) {
 				record(infrav1.NamespaceCredentialsSpec{Configs: []infrav1.UsableConfig{cpc, own}, Locked: ownLocks}, nil)},
 			listErr: internal,
 			want:    want{err: true, configs: []infrav1.UsableConfig{own}, locked: ownLocks, paused: true},
+		},
+		"Regranted": {
+			reason: "a grant given again admits more and refuses nothing new: what the bridge paused for it resumes, with no second pass",
+			objs: []client.Object{grant, stubCRD, marked(stub("shared")),
+				record(infrav1.NamespaceCredentialsSpec{}, nil)},
+			want: want{configs: []infrav1.UsableConfig{cpc}, resumed: true},
 		},
 		"Revoked": {
 			reason: "a revoked grant leaves the record and what ran on it is paused",
@@ -203,6 +215,12 @@ func TestNamespaceCredentialsReconcile(t *testing.T) {
 				g.Expect(rec.GetAnnotations()).To(HaveKey(lockedAnnotation), tc.reason)
 			} else {
 				g.Expect(rec.GetAnnotations()).NotTo(HaveKey(lockedAnnotation), tc.reason)
+			}
+			if tc.want.resumed {
+				s := stub("")
+				g.Expect(c.Get(context.Background(), client.ObjectKeyFromObject(s), s)).To(Succeed())
+				g.Expect(s.GetAnnotations()).NotTo(HaveKey(infrav1.CrossplanePausedAnnotation), tc.reason)
+				g.Expect(s.GetLabels()).NotTo(HaveKey(infrav1.CredentialsRevokedLabel), tc.reason)
 			}
 			if tc.want.paused {
 				s := stub("")

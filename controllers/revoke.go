@@ -161,6 +161,30 @@ func (r *nsCredentials) revoke(ctx context.Context, ns string, spec *infrav1.Nam
 	return kerrors.NewAggregate(errs)
 }
 
+// resumeMarked resumes what the bridge paused in the namespace whose config
+// spec lists again, finding it in the cache of what the bridge marked: it
+// lists nothing from the API server when nothing is marked.
+func (r *nsCredentials) resumeMarked(ctx context.Context, ns string, spec *infrav1.NamespaceCredentialsSpec) error {
+	if r.marked == nil {
+		return r.revoke(ctx, ns, spec)
+	}
+	kinds, err := r.managedKinds(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range kinds {
+		l := &metav1.PartialObjectMetadataList{}
+		l.SetGroupVersionKind(kinds[i].gvk.GroupVersion().WithKind(kinds[i].gvk.Kind + "List"))
+		if err := r.marked.List(ctx, l, client.InNamespace(ns), client.Limit(1)); err != nil {
+			return errors.Wrapf(err, "cannot list marked %s", kinds[i].gvk.Kind)
+		}
+		if len(l.Items) > 0 {
+			return r.revoke(ctx, ns, spec)
+		}
+	}
+	return nil
+}
+
 // revokeOne pauses or resumes one managed resource, with the
 // resourceVersion it was read at: a resource whose reference changed since
 // is decided again.

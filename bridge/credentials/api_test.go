@@ -2,6 +2,7 @@ package credentials
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -112,6 +114,7 @@ func TestResolve(t *testing.T) {
 		credentialsConfig(modern, "ProviderConfig", "team-a", "injected", map[string]any{"credentials": map[string]any{"source": "InjectedIdentity"}}),
 		credentialsConfig(modern, "ProviderConfig", "team-a", "irsa", map[string]any{"credentials": map[string]any{"source": "IRSA"}}),
 		credentialsConfig(modern, "ProviderConfig", "team-a", "nosource", map[string]any{}),
+		credentialsConfig(modern, "ProviderConfig", "team-a", "slash", map[string]any{"credentials": fromSecret("a/b", "")}),
 		credentialsConfig(modern, "ProviderConfig", "team-a", "identity", map[string]any{"credentials": fromSecret("creds", ""), "identity": map[string]any{"type": "GoogleApplicationCredentials", "source": "InjectedIdentity"}}),
 		credentialsConfig(modern, "ClusterProviderConfig", "", "shared", map[string]any{"credentials": fromSecret("shared-creds", "platform")}),
 		credentialsConfig(modern, "ClusterProviderConfig", "", "nsless", map[string]any{"credentials": fromSecret("shared-creds", "")}),
@@ -138,6 +141,11 @@ func TestResolve(t *testing.T) {
 		mayNotRead []string
 		want       want
 	}{
+		"InvalidSecretName": {
+			reason: "a Secret name the API server cannot look up is a verdict on the config, not an error, and no request",
+			ref:    ref(modern.Group, "ProviderConfig", "slash"),
+			want:   want{reason: infrav1.CredentialsSecretUnreadableReason, message: `ProviderConfig slash spec.credentials.secretRef: "a/b" is not a valid Secret name: ` + strings.Join(validation.IsDNS1123Subdomain("a/b"), "; ")},
+		},
 		"OwnSecret": {
 			reason: "a namespaced config with a Secret of the namespace is the namespace's own",
 			ref:    ref(modern.Group, "ProviderConfig", "own"),

@@ -348,6 +348,21 @@ func SameUse(a, b *infrav1.NamespaceCredentialsSpec) bool {
 	return true
 }
 
+// Removed reports whether a namespace whose record was a may no longer
+// name something it could (b admits less): only then does anything need
+// pausing.
+func Removed(a, b *infrav1.NamespaceCredentialsSpec) bool {
+	if a.AllClusterConfigs && !b.AllClusterConfigs {
+		return true
+	}
+	for _, c := range a.Configs {
+		if !slices.Contains(b.Configs, c) {
+			return true
+		}
+	}
+	return false
+}
+
 // ownRefusal says why a namespace's own ProviderConfig may not be used; ""
 // when it may.
 func ownRefusal(ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, c *OwnConfig) (string, string) {
@@ -370,9 +385,82 @@ func ownRefusal(ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGran
 			if len(covering) == 0 {
 				return infrav1.ProviderConfigNotGrantedReason, fmt.Sprintf("%s uses %s.source %s, an identity every namespace shares: %s", what, b, src, msg)
 			}
+			if why := beyondAmbient(c, allowedRoles(grants, covering)); why != "" {
+				return infrav1.ProviderConfigNotGrantedReason, fmt.Sprintf("%s uses %s.source %s, granted to namespace %s by %s, and %s", what, b, src, ns.Name, strings.Join(covering, ", "), why)
+			}
 		}
 	}
 	return "", ""
+}
+
+// allowedRoles returns the roles the named grants allow, each once.
+func allowedRoles(grants []infrav1.ClusterProviderConfigGrant, names []string) map[string]bool {
+	allowed := map[string]bool{}
+	for i := range grants {
+		if slices.Contains(names, grants[i].Name) {
+			for _, r := range grants[i].Spec.AllowedRoles {
+				allowed[r] = true
+			}
+		}
+	}
+	return allowed
+}
+
+// awsRoleFields are where a provider-upjet-aws ProviderConfig names a role
+// to assume from its credentials.
+var awsRoleFields = []string{"spec.credentials.webIdentity.roleARN", "spec.credentials.upbound.webIdentity.roleARN"}
+
+// beyondAmbient says how a namespace's own config on a granted ambient
+// source reaches beyond what the grants allow; "" when it does not. A grant
+// of an ambient source grants acting as that identity and assuming the
+// roles it lists (a role's ARN, or an account's ID for its every role):
+// provider-upjet-aws assumes the roles of spec.assumeRoleChain and
+// spec.credentials.webIdentity.roleARN with it, and sends its requests, the
+// session token among them, to spec.endpoint.url.
+func beyondAmbient(c *OwnConfig, allowed map[string]bool) string {
+	if c.Provider.Secret != SecretAWS {
+		return ""
+	}
+	var roles []string
+	for _, f := range awsRoleFields {
+		if r, _ := c.Spec.GetString(f); r != "" {
+			roles = append(roles, r)
+		}
+	}
+	if chain, err := c.Spec.GetValue("spec.assumeRoleChain"); err == nil {
+		items, _ := chain.([]any)
+		for _, it := range items {
+			m, _ := it.(map[string]any)
+			r, _ := m["roleARN"].(string)
+			roles = append(roles, r)
+		}
+	}
+	var refused []string
+	for _, r := range roles {
+		if !roleAllowed(r, allowed) {
+			refused = append(refused, fmt.Sprintf("%q", truncate(r, 256)))
+		}
+	}
+	if len(refused) > 0 {
+		return fmt.Sprintf("assumes %s, which no grant of it lists in allowedRoles", strings.Join(refused, ", "))
+	}
+	if u, err := c.Spec.GetValue("spec.endpoint.url"); err == nil && u != nil {
+		return "sends the ambient identity's requests to an endpoint of its own (spec.endpoint.url): the platform puts a custom endpoint in a ClusterProviderConfig"
+	}
+	return ""
+}
+
+// roleAllowed reports whether a role ARN is allowed: listed, or of an
+// account listed by its ID (arn:PARTITION:iam::ACCOUNT:role/NAME).
+func roleAllowed(arn string, allowed map[string]bool) bool {
+	if arn == "" {
+		return false
+	}
+	if allowed[arn] {
+		return true
+	}
+	parts := strings.Split(arn, ":")
+	return len(parts) == 6 && parts[0] == "arn" && parts[2] == "iam" && strings.HasPrefix(parts[5], "role/") && allowed[parts[4]] && len(parts[4]) == 12
 }
 
 // ownSecret judges the Secret a block of a namespace's own config names.

@@ -60,6 +60,10 @@ func TestUsable(t *testing.T) {
 	grantedCPC := grant("g2", infrav1.ClusterProviderConfigReference{APIGroup: "kubernetes.m.crossplane.io", Name: "granted"}, infrav1.AllowedNamespaces{Names: []string{"team-a"}})
 	otherProvider := grant("g3", infrav1.ClusterProviderConfigReference{APIGroup: "gcp.m.upbound.io", Name: "x"}, infrav1.AllowedNamespaces{Names: []string{"team-a"}})
 	injected := sourceGrant("g4", infrav1.CredentialSourceReference{APIGroup: "aws.m.upbound.io", Source: "IRSA"}, infrav1.AllowedNamespaces{Names: []string{"team-a"}})
+	rolesGrant := sourceGrant("g5", infrav1.CredentialSourceReference{APIGroup: "aws.m.upbound.io", Source: "IRSA"}, infrav1.AllowedNamespaces{Names: []string{"team-a"}})
+	rolesGrant.Spec.AllowedRoles = []string{"arn:aws:iam::111111111111:role/team-a", "222222222222"}
+	webGrant := sourceGrant("g6", infrav1.CredentialSourceReference{APIGroup: "aws.m.upbound.io", Source: "WebIdentity"}, infrav1.AllowedNamespaces{Names: []string{"team-a"}})
+	webGrant.Spec.AllowedRoles = rolesGrant.Spec.AllowedRoles
 	brokenSelector := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpIn}}}
 	brokenCPC := grant("broken", infrav1.ClusterProviderConfigReference{APIGroup: "kubernetes.m.crossplane.io", Name: "shared"}, infrav1.AllowedNamespaces{Selector: brokenSelector})
 	brokenSource := sourceGrant("broken-source", infrav1.CredentialSourceReference{APIGroup: "aws.m.upbound.io", Source: "IRSA"}, infrav1.AllowedNamespaces{Selector: brokenSelector})
@@ -133,6 +137,45 @@ func TestUsable(t *testing.T) {
 			grants: []infrav1.ClusterProviderConfigGrant{injected},
 			own:    []OwnConfig{ownConfig(awsProvider, "irsa", map[string]any{"credentials": map[string]any{"source": "IRSA"}}, nil)},
 			want:   want{configs: []string{"aws.m.upbound.io/ProviderConfig/irsa"}},
+		},
+		"AmbientAssumesUnlistedRole": {
+			reason: "a granted ambient source grants acting as it, not assuming a role its grant does not list (another team's account)",
+			grants: []infrav1.ClusterProviderConfigGrant{injected},
+			own: []OwnConfig{ownConfig(awsProvider, "irsa", map[string]any{"credentials": map[string]any{"source": "IRSA"},
+				"assumeRoleChain": []any{map[string]any{"roleARN": "arn:aws:iam::999999999999:role/other-team"}}}, nil)},
+			want: want{refused: map[string]string{"irsa": infrav1.ProviderConfigNotGrantedReason},
+				msg: map[string]string{"irsa": `assumes "arn:aws:iam::999999999999:role/other-team", which no grant of it lists in allowedRoles`}},
+		},
+		"AmbientAssumesListedRole": {
+			reason: "a role the grant lists, by ARN or by its account, may be assumed",
+			grants: []infrav1.ClusterProviderConfigGrant{rolesGrant, webGrant},
+			own: []OwnConfig{
+				ownConfig(awsProvider, "by-arn", map[string]any{"credentials": map[string]any{"source": "IRSA"},
+					"assumeRoleChain": []any{map[string]any{"roleARN": "arn:aws:iam::111111111111:role/team-a"}}}, nil),
+				ownConfig(awsProvider, "by-account", map[string]any{"credentials": map[string]any{"source": "WebIdentity",
+					"webIdentity": map[string]any{"roleARN": "arn:aws:iam::222222222222:role/anything"}}}, nil),
+			},
+			want: want{configs: []string{"aws.m.upbound.io/ProviderConfig/by-account", "aws.m.upbound.io/ProviderConfig/by-arn"}},
+		},
+		"AmbientWebIdentityUnlistedRole": {
+			reason: "a web identity's role is pinned as a chained one is; an account ID in the role's path is not its account",
+			grants: []infrav1.ClusterProviderConfigGrant{webGrant},
+			own: []OwnConfig{ownConfig(awsProvider, "web", map[string]any{"credentials": map[string]any{"source": "WebIdentity",
+				"webIdentity": map[string]any{"roleARN": "arn:aws:iam::333333333333:role/222222222222"}}}, nil)},
+			want: want{refused: map[string]string{"web": infrav1.ProviderConfigNotGrantedReason}, msg: map[string]string{"web": "333333333333:role/222222222222"}},
+		},
+		"AmbientOwnEndpoint": {
+			reason: "an ambient identity's requests, its session token among them, go to no endpoint of the tenant's",
+			grants: []infrav1.ClusterProviderConfigGrant{injected},
+			own: []OwnConfig{ownConfig(awsProvider, "irsa", map[string]any{"credentials": map[string]any{"source": "IRSA"},
+				"endpoint": map[string]any{"url": map[string]any{"type": "Static", "static": "https://collector.example"}}}, nil)},
+			want: want{refused: map[string]string{"irsa": infrav1.ProviderConfigNotGrantedReason}, msg: map[string]string{"irsa": "spec.endpoint.url"}},
+		},
+		"OwnKeysAssumeAnyRole": {
+			reason: "the namespace's own keys assume what they may: the role chain is theirs to name",
+			own: []OwnConfig{ownConfig(awsProvider, "keys", map[string]any{"credentials": map[string]any{"source": "Secret", "secretRef": map[string]any{"name": "s", "key": "creds"}},
+				"assumeRoleChain": []any{map[string]any{"roleARN": "arn:aws:iam::999999999999:role/x"}}}, map[string]map[string][]byte{"s": {"creds": []byte("[default]\naws_access_key_id = A\n")}})},
+			want: want{configs: []string{"aws.m.upbound.io/ProviderConfig/keys"}},
 		},
 		"NoSource": {
 			reason: "a config without a source is not the namespace's own",

@@ -345,6 +345,36 @@ func attackAsTenant(ctx context.Context, t *testing.T, p *plane.Plane) {
 		t.Fatalf("writing resourceRefs: %v", err)
 	}
 
+	// Switching the check off instead of getting past it: a config of its
+	// own the bridge cannot read (its Secret's name is no name) stays
+	// beside the revocation below, which must still land within 5 s; a
+	// <cluster>-kubeconfig Secret that would have CAPI's controllers send
+	// their own token where the tenant says.
+	createAs(ctx, t, tc, providerConfig(k8sGroup, "ProviderConfig", ns, "malformed",
+		map[string]any{"source": "Secret", "secretRef": map[string]any{"namespace": ns, "name": "a/b", "key": "kubeconfig"}}))
+	eventually(t, "the malformed config is refused, named", time.Minute, func() error {
+		rec := &infrav1.NamespaceCredentials{}
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: infrav1.NamespaceCredentialsName}, rec); err != nil {
+			return err
+		}
+		for _, r := range rec.Spec.Refused {
+			if r.Name == "malformed" && r.Reason == infrav1.CredentialsSecretUnreadableReason {
+				return nil
+			}
+		}
+		return fmt.Errorf("not refused as %s: %+v", infrav1.CredentialsSecretUnreadableReason, rec.Spec.Refused)
+	})
+	record("its own config naming Secret a/b (the record froze)", "refused as "+infrav1.CredentialsSecretUnreadableReason+"; the revocation below still lands")
+	stolen := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "revoked-kubeconfig"}, Type: clusterv1.ClusterSecretType,
+		Data: map[string][]byte{"value": []byte(`{"apiVersion":"v1","kind":"Config","clusters":[{"name":"c","cluster":{"server":"https://tenant.example:6443"}}],` +
+			`"users":[{"name":"u","user":{"tokenFile":"/var/run/secrets/kubernetes.io/serviceaccount/token"}}],"contexts":[{"name":"x","context":{"cluster":"c","user":"u"}}],"current-context":"x"}`)}}
+	err = tc.Create(ctx, stolen)
+	if err == nil || !strings.Contains(err.Error(), policies.KubeconfigPolicyName) {
+		t.Errorf("a <cluster>-kubeconfig Secret naming CAPI's token file: %v, want a refusal by %s", err, policies.KubeconfigPolicyName)
+	} else {
+		record("a <cluster>-kubeconfig Secret naming a token file", "refused at admission: "+firstLine(err.Error()))
+	}
+
 	// A grant revoked while what it covered runs: the XR is held and what
 	// it composed is paused within 5 s.
 	revoked := xr("revoked", ref(k8sGroup, "ClusterProviderConfig", revocableConfig), nil)

@@ -77,6 +77,7 @@ type AllowedNamespaces struct {
 // ClusterProviderConfigGrantSpec is the desired state of a
 // ClusterProviderConfigGrant.
 // +kubebuilder:validation:XValidation:rule="has(self.providerConfigRef) != has(self.credentialSource)",message="a grant names exactly one of providerConfigRef and credentialSource"
+// +kubebuilder:validation:XValidation:rule="!has(self.allowedRoles) || has(self.credentialSource)",message="allowedRoles belong to a credentialSource grant"
 type ClusterProviderConfigGrantSpec struct {
 	// providerConfigRef names the shared credentials config granted.
 	// +optional
@@ -91,6 +92,21 @@ type ClusterProviderConfigGrantSpec struct {
 	// them.
 	// +required
 	AllowedNamespaces AllowedNamespaces `json:"allowedNamespaces"`
+
+	// allowedRoles are, for a credentialSource grant, the roles a
+	// namespace's own ProviderConfig on that source may assume from the
+	// ambient identity (provider-upjet-aws: spec.assumeRoleChain[].roleARN,
+	// spec.credentials.webIdentity.roleARN): a role's ARN, or an account's
+	// ID (12 digits) for every role of that account. Empty: none, so the
+	// config acts as the ambient identity itself. A config naming any other
+	// role is refused, as is one sending the ambient identity's requests to
+	// an endpoint of its own (spec.endpoint.url).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=2048
+	AllowedRoles []string `json:"allowedRoles,omitempty"`
 }
 
 // ClusterProviderConfigGrant lets the composite resources of some namespaces
