@@ -87,7 +87,7 @@ verify: verify-deps ## Fail when generated files are stale (regenerates and comp
 FORBIDDEN_DEPS := ^github\.com/capxp/cluster-api-provider-crossplane/(test|dev|internal/function)/|^github\.com/aws/|^sigs\.k8s\.io/controller-runtime/pkg/envtest|^sigs\.k8s\.io/cluster-api/core/|^sigs\.k8s\.io/cluster-api/internal/
 
 .PHONY: verify-deps
-verify-deps: ## Fail when cmd/capxp links test code, the development plane (dev/), the composition function or the AWS SDK, envtest or CAPI's core controllers; when internal/, dev/ or cmd/ import test/; when internal/ imports controllers/; or when bridge/ imports more than apis/ and bridge/.
+verify-deps: ## Fail when cmd/capxp links test code, the development plane (dev/), the composition function or the AWS SDK, envtest or CAPI's core controllers; when internal/, dev/ or cmd/ import test/; when internal/ imports controllers/; when bridge/ imports more than apis/ and bridge/; or when the packages below controllers/ import upward.
 	@deps=$$(go list -deps ./cmd/capxp) || exit 1; \
 	bad=$$(echo "$$deps" | grep -E '$(FORBIDDEN_DEPS)' | grep -vx 'sigs.k8s.io/cluster-api/internal/contract'); \
 	if [ -n "$$bad" ]; then echo "cmd/capxp links packages only capxp-dev and the tests may use:"; echo "$$bad"; exit 1; fi; \
@@ -97,6 +97,10 @@ verify-deps: ## Fail when cmd/capxp links test code, the development plane (dev/
 	if [ -n "$$up" ]; then echo "internal/ imports a layer above it:"; echo "$$up"; exit 1; fi; \
 	up=$$(go list -deps ./bridge/... | grep '^github.com/capxp/cluster-api-provider-crossplane/' | grep -v '^github.com/capxp/cluster-api-provider-crossplane/\(apis/\|bridge\(/\|$$\)\)'); \
 	if [ -n "$$up" ]; then echo "bridge/ imports more than apis/ and bridge/:"; echo "$$up"; exit 1; fi; \
+	up=$$(go list -deps ./controllers/access/... ./controllers/budget/... ./controllers/apply/... ./controllers/tenancy/... | grep -x 'github.com/capxp/cluster-api-provider-crossplane/controllers'); \
+	if [ -n "$$up" ]; then echo "a package below controllers/ imports the manager's setup:"; echo "$$up"; exit 1; fi; \
+	up=$$(go list -deps ./controllers/access/... ./controllers/budget/... ./controllers/apply/... | grep -x 'github.com/capxp/cluster-api-provider-crossplane/controllers/tenancy'); \
+	if [ -n "$$up" ]; then echo "a shared package below controllers/ imports a reconciler's:"; echo "$$up"; exit 1; fi; \
 	echo "cmd/capxp links $$(echo "$$deps" | wc -l) packages, none of test/, dev/, internal/function, the AWS SDK, envtest or CAPI's core controllers"
 
 .PHONY: lint

@@ -19,6 +19,7 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/apply"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
 )
 
@@ -165,9 +166,9 @@ func ensureCredentialsWebhook(ctx context.Context, c client.Client, live client.
 			Expression: sharedCredentialsChanged,
 		}},
 	}}
-	u, err := toUnstructured(c, cfg)
+	u, err := apply.ToUnstructured(c, cfg)
 	if err != nil {
 		return err
 	}
-	return errors.Wrap(applyIfChanged(ctx, c, live, u), "cannot apply the credentials webhook configuration")
+	return errors.Wrap(apply.IfChanged(ctx, c, live, u), "cannot apply the credentials webhook configuration")
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/apply"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
 )
 
@@ -41,7 +42,7 @@ func ensurePolicies(ctx context.Context, c client.Client, live client.Reader, ow
 		{[]client.Object{mp, mb}, len(all) == 0},
 		{[]client.Object{tp, tb}, len(templates) == 0},
 	} {
-		err := ensurePolicy(ctx, c, live, want.objs, want.none)
+		err := apply.Policy(ctx, c, live, want.objs, want.none)
 		switch {
 		case err == nil:
 		case kmeta.IsNoMatchError(errors.Cause(err)):
@@ -62,28 +63,5 @@ func deleteLegacyHold(ctx context.Context, c client.Client, live client.Reader) 
 	if err := live.Get(ctx, client.ObjectKeyFromObject(p), &admissionv1.MutatingAdmissionPolicy{}); err != nil {
 		return client.IgnoreNotFound(ignoreNoMatch(err))
 	}
-	return ensurePolicy(ctx, c, live, []client.Object{p, b}, true)
-}
-
-// ensurePolicy applies a policy and its binding, or deletes both (binding
-// first) when none.
-func ensurePolicy(ctx context.Context, c client.Client, live client.Reader, objs []client.Object, none bool) error {
-	if none {
-		for i := len(objs) - 1; i >= 0; i-- {
-			if err := client.IgnoreNotFound(c.Delete(ctx, objs[i])); err != nil {
-				return errors.Wrapf(err, "cannot delete %s", objs[i].GetName())
-			}
-		}
-		return nil
-	}
-	for _, o := range objs {
-		u, err := toUnstructured(c, o)
-		if err != nil {
-			return err
-		}
-		if err := applyIfChanged(ctx, c, live, u); err != nil {
-			return err
-		}
-	}
-	return nil
+	return apply.Policy(ctx, c, live, []client.Object{p, b}, true)
 }

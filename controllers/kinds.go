@@ -28,6 +28,7 @@ import (
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/xrd"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/access"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/composed"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/contracts"
 )
@@ -43,7 +44,7 @@ type kindControllers struct {
 	// kinds.
 	crdLabels crdLabels
 	// access is what the bridge may read, shared by every kind.
-	access *readAccess
+	access *access.Reads
 
 	mu      sync.Mutex
 	base    context.Context  //nolint:containedctx // the manager's context, handed to Start.
@@ -59,7 +60,7 @@ type kind struct {
 
 // newKindControllers returns a kindControllers to add to the manager. watchFilter is CAPI's
 // --watch-filter label value; empty watches everything.
-func newKindControllers(mgr manager.Manager, o controller.Options, watchFilter string, creds credentials.Resolver, access *readAccess) (*kindControllers, error) {
+func newKindControllers(mgr manager.Manager, o controller.Options, watchFilter string, creds credentials.Resolver, access *access.Reads) (*kindControllers, error) {
 	disc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
 	if err != nil {
 		return nil, errors.Wrap(err, "cannot create a discovery client")
@@ -125,7 +126,7 @@ func (k *kindControllers) Ensure(ctx context.Context, name string, a xrd.Adaptat
 		return log.WithValues(a.GVK.Kind, req.String())
 	}
 	tracker := &external.ObjectTracker{Cache: k.mgr.GetCache(), Scheme: k.mgr.GetScheme(), PredicateLogger: &log}
-	sm, err := contracts.New(a.Contract, contracts.Options{Client: k.mgr.GetClient(), Missing: k.access.missing, KubeconfigWritten: func(kind string) {
+	sm, err := contracts.New(a.Contract, contracts.Options{Client: k.mgr.GetClient(), Missing: k.access.Missing, KubeconfigWritten: func(kind string) {
 		writes.WithLabelValues(targetKubeconfig, kind).Inc()
 	}})
 	if err != nil {
@@ -136,7 +137,7 @@ func (k *kindControllers) Ensure(ctx context.Context, name string, a xrd.Adaptat
 	r := &xrReconciler{
 		client: k.mgr.GetClient(), gvk: a.GVK, contract: sm, tracker: counting, credentials: k.credentials,
 		recorder: k.mgr.GetEventRecorder(controllerName(a.GVK)), access: k.access,
-		composed: composed.New(k.mgr.GetClient(), a.GVK, counting, k.access.missing, crdLabeller{client: k.mgr.GetClient(), labels: &k.crdLabels}),
+		composed: composed.New(k.mgr.GetClient(), a.GVK, counting, k.access.Missing, crdLabeller{client: k.mgr.GetClient(), labels: &k.crdLabels}),
 	}
 	opts.Reconciler = r
 	c, err := controller.NewUnmanaged(controllerName(a.GVK), opts)

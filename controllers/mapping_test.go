@@ -14,6 +14,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/access"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/contracts"
 )
 
@@ -100,7 +101,7 @@ func TestDecideMapping(t *testing.T) {
 				infrav1.CrossplaneMachineKind:      infrav1.ContractInfraMachine,
 				infrav1.CrossplaneControlPlaneKind: infrav1.ContractControlPlane,
 			}[tc.xr.GetKind()]
-			contract, err := contracts.New(kind, contracts.Options{Client: fake.NewClientBuilder().Build(), Missing: newReadAccess(nil).missing})
+			contract, err := contracts.New(kind, contracts.Options{Client: fake.NewClientBuilder().Build(), Missing: access.NewReads(nil).Missing})
 			if err != nil {
 				t.Fatal(err)
 			}

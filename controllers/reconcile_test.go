@@ -36,6 +36,7 @@ import (
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/access"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/composed"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/contracts"
 )
@@ -407,9 +408,8 @@ func reconcileWith(t *testing.T, creds credentials.Resolver, res composed.Resour
 			return nil
 		},
 	}).Build()
-	access := newReadAccess(c)
-	access.ok[schema.GroupResource{Resource: "configmaps"}] = true
-	access.ok[schema.GroupResource{Group: infrav1.GroupVersion.Group, Resource: "crossplaneclusters"}] = true
+	reads := access.NewReads(c)
+	reads.Readable(schema.GroupResource{Resource: "configmaps"}, schema.GroupResource{Group: infrav1.GroupVersion.Group, Resource: "crossplaneclusters"})
 	rec := events.NewFakeRecorder(10)
 	name := map[string]string{
 		infrav1.CrossplaneClusterKind:      infrav1.ContractInfraCluster,
@@ -417,16 +417,16 @@ func reconcileWith(t *testing.T, creds credentials.Resolver, res composed.Resour
 		infrav1.CrossplaneMachinePoolKind:  infrav1.ContractInfraMachinePool,
 		infrav1.CrossplaneControlPlaneKind: infrav1.ContractControlPlane,
 	}[xr.GetKind()]
-	contract, err := contracts.New(name, contracts.Options{Client: c, Missing: access.missing})
+	contract, err := contracts.New(name, contracts.Options{Client: c, Missing: reads.Missing})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res == nil {
-		res = composed.New(c, xr.GroupVersionKind(), nopWatcher{}, access.missing, crdLabeller{client: c, labels: &crdLabels{}})
+		res = composed.New(c, xr.GroupVersionKind(), nopWatcher{}, reads.Missing, crdLabeller{client: c, labels: &crdLabels{}})
 	}
 	r := &xrReconciler{
 		client: c, gvk: xr.GroupVersionKind(), contract: contract, recorder: rec,
-		credentials: creds, access: access, tracker: nopWatcher{}, composed: res,
+		credentials: creds, access: reads, tracker: nopWatcher{}, composed: res,
 	}
 	ctx := ctrl.LoggerInto(t.Context(), ctrl.Log)
 	result, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: xr.GetNamespace(), Name: xr.GetName()}})

@@ -34,7 +34,10 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/access"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/budget"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/contracts"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/tenancy"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/leanjson"
 )
 
@@ -356,8 +359,8 @@ func secretReader(mgr ctrl.Manager) (client.Reader, error) {
 }
 
 // resolver reads credentials kinds only once access says the bridge may.
-func resolver(mgr ctrl.Manager, o Options, access *readAccess, secrets client.Reader) *credentials.APIResolver {
-	opts := []credentials.APIResolverOption{credentials.WithReadCheck(access.missing)}
+func resolver(mgr ctrl.Manager, o Options, reads *access.Reads, secrets client.Reader) *credentials.APIResolver {
+	opts := []credentials.APIResolverOption{credentials.WithReadCheck(reads.Missing)}
 	if o.SharedCredentialsForAllNamespaces {
 		opts = append(opts, credentials.WithSharedCredentialsForAllNamespaces())
 	}
@@ -367,7 +370,7 @@ func resolver(mgr ctrl.Manager, o Options, access *readAccess, secrets client.Re
 // Setup adds the bridge's controllers to a manager.
 func Setup(mgr ctrl.Manager, o Options) error {
 	co := controllerOptions(max(o.Concurrency, 1))
-	access := newReadAccess(mgr.GetClient())
+	reads := access.NewReads(mgr.GetClient())
 	secrets, err := secretReader(mgr)
 	if err != nil {
 		return err
@@ -375,9 +378,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := forgetMissesOnCRDChanges(context.Background(), mgr); err != nil {
 		return err
 	}
-	budgets := newSecretBudgets()
-	creds := resolver(mgr, o, access, failFast{Reader: secrets, budgets: budgets})
-	kinds, err := newKindControllers(mgr, co, o.WatchFilter, creds, access)
+	budgets := budget.NewBudgets()
+	creds := resolver(mgr, o, reads, budget.FailFast{Reader: secrets, Budgets: budgets})
+	kinds, err := newKindControllers(mgr, co, o.WatchFilter, creds, reads)
 	if err != nil {
 		return err
 	}
@@ -391,11 +394,20 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if providers == nil {
 		providers = credentials.DefaultProviders
 	}
-	records := &nsCredentials{client: mgr.GetClient(), live: mgr.GetAPIReader(), secrets: failFast{Reader: secrets, budgets: budgets}, relock: secrets, access: access, providers: providers, networks: networkKinds(providers), all: o.SharedCredentialsForAllNamespaces}
+	ropts := []tenancy.RecordsOption{
+		tenancy.WithSecretReaders(budget.FailFast{Reader: secrets, Budgets: budgets}, secrets),
+		tenancy.WithReadAccess(reads), tenancy.WithNetworks(networkKinds(providers)), tenancy.WithCacheTransform(stripManagedFields),
+	}
+	if o.SharedCredentialsForAllNamespaces {
+		ropts = append(ropts, tenancy.WithAllClusterConfigs())
+	}
+	records := tenancy.NewRecords(mgr.GetClient(), mgr.GetAPIReader(), providers, ropts...)
 	if err := records.SetupWithManager(mgr, controllerOptions(max(o.Concurrency, 1))); err != nil {
 		return err
 	}
-	policy := &credentialsPolicyController{client: mgr.GetClient(), live: mgr.GetAPIReader(), providers: providers, uses: networkUses(providers), webhook: o.Webhook}
+	policy := tenancy.NewPolicyController(mgr.GetClient(), mgr.GetAPIReader(), providers, networkUses(providers), func(ctx context.Context) ([]metav1.OwnerReference, error) {
+		return managerOwners(ctx, mgr.GetClient(), o.Webhook)
+	})
 	if err := policy.SetupWithManager(mgr, controllerOptions(1)); err != nil {
 		return err
 	}

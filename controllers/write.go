@@ -14,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,12 +22,12 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/apply"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/composed"
 )
 
@@ -95,7 +94,7 @@ func (r *xrReconciler) writeVerdict(ctx context.Context, s *scope) error {
 		return nil
 	}
 	// Converted only to be written: most reconciles write no verdict.
-	owner, err := toUnstructured(r.client, s.Owner)
+	owner, err := apply.ToUnstructured(r.client, s.Owner)
 	if err != nil {
 		return errors.Wrap(err, errWriteOwner)
 	}
@@ -288,75 +287,4 @@ func patchTo(ctx context.Context, c client.Client, w *memory, obj, want *unstruc
 	}
 	obj.Object = want.Object
 	return nil
-}
-
-// applyIfChanged server-side applies u under the bridge's field manager
-// unless the live object already holds every field u sets. An apply that
-// changes nothing is still a write, and every replica that starts, or takes
-// the lease over, would make it again. The live object is read with
-// reader, uncached: the manager may get these objects, not watch them.
-func applyIfChanged(ctx context.Context, c client.Client, reader client.Reader, u *unstructured.Unstructured) error {
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(u.GroupVersionKind())
-	err := reader.Get(ctx, client.ObjectKeyFromObject(u), live)
-	switch {
-	case err == nil && holds(live.Object, u.Object):
-		return nil
-	case err != nil && !apierrors.IsNotFound(err):
-		return errors.Wrapf(err, "cannot get %s %s", u.GetKind(), u.GetName())
-	}
-	return errors.Wrapf(c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldManager), client.ForceOwnership),
-		"cannot apply %s %s", u.GetKind(), u.GetName())
-}
-
-// holds reports whether live has every field want sets, with the same
-// value: the API server's defaults may add fields, never change those set.
-// Lists match element by element; a null in want sets nothing.
-func holds(live, want any) bool {
-	switch w := want.(type) {
-	case map[string]any:
-		l, ok := live.(map[string]any)
-		if !ok {
-			return false
-		}
-		for k, v := range w {
-			lv, found := l[k]
-			if v == nil && !found {
-				continue
-			}
-			if !found || !holds(lv, v) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		l, ok := live.([]any)
-		if !ok || len(l) != len(w) {
-			return false
-		}
-		for i := range w {
-			if !holds(l[i], w[i]) {
-				return false
-			}
-		}
-		return true
-	default:
-		return equality.Semantic.DeepEqual(live, want)
-	}
-}
-
-// toUnstructured converts a typed object, whose kind the client's scheme
-// knows, for the status apply helpers.
-func toUnstructured(c client.Client, obj client.Object) (*unstructured.Unstructured, error) {
-	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
-	if err != nil {
-		return nil, errors.Wrap(err, "cannot determine the object's kind")
-	}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, errors.Wrap(err, "cannot convert object")
-	}
-	u := &unstructured.Unstructured{Object: m}
-	u.SetGroupVersionKind(gvk)
-	return u, nil
 }

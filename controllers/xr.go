@@ -33,6 +33,8 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/lifecycle"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/readiness"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/access"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/budget"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/composed"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/contracts"
 )
@@ -75,7 +77,7 @@ type xrReconciler struct {
 	// composed is what the XRs composed.
 	composed composed.Resources
 	// access says which kinds the bridge may read.
-	access *readAccess
+	access *access.Reads
 }
 
 // forget drops everything the reconciler remembers of an object. It is
@@ -195,7 +197,7 @@ func (r *xrReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result 
 		}
 		// The namespace spent its budget of Secret reads: nothing was
 		// decided on credentials; try again once it has one, quietly.
-		if after, ok := spent(reterr); ok {
+		if after, ok := budget.Spent(reterr); ok {
 			log.V(4).Info("Credentials Secret read budget spent; requeueing", "after", after)
 			result, reterr = ctrl.Result{RequeueAfter: after}, nil
 		}
@@ -356,28 +358,6 @@ func (r *xrReconciler) actOnComposed(ctx context.Context, s *scope, c lifecycle.
 		return r.composed.Delete(ctx, s.tree)
 	}
 	return nil
-}
-
-// spent reports whether err is only that the namespace spent its budget of
-// Secret reads, and when to try again.
-func spent(err error) (time.Duration, bool) {
-	var agg kerrors.Aggregate
-	if errors.As(err, &agg) {
-		var after time.Duration
-		for _, e := range agg.Errors() {
-			d, ok := spent(e)
-			if !ok {
-				return 0, false
-			}
-			after = max(after, d)
-		}
-		return after, len(agg.Errors()) > 0
-	}
-	var be *budgetExceeded
-	if errors.As(err, &be) {
-		return be.RetryAfter, true
-	}
-	return 0, false
 }
 
 // conflicted reports whether err is a conflict, or aggregates (as the

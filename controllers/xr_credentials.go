@@ -5,12 +5,9 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 	"strings"
-	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -26,6 +23,7 @@ import (
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/budget"
 )
 
 // checkCredentials resolves the credentials an XR composes with; a verdict
@@ -42,7 +40,7 @@ func (r *xrReconciler) checkCredentials(ctx context.Context, xr *composite.Unstr
 			return nil, 0, nil, err
 		}
 	}
-	res, err := r.credentials.Resolve(withReadFor(ctx, xr.GetNamespace()), xr.GetNamespace(), ref)
+	res, err := r.credentials.Resolve(budget.WithReadFor(ctx, xr.GetNamespace()), xr.GetNamespace(), ref)
 	if err != nil {
 		return nil, 0, nil, errors.Wrap(err, errResolveCreds)
 	}
@@ -162,118 +160,4 @@ func referencing(ctx context.Context, c client.Client, gvk schema.GroupVersionKi
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 	}
 	return reqs
-}
-
-// Each namespace's reads of credentials Secrets have a budget of their own,
-// under the manager-wide one (secretReadQPS): a namespace naming many
-// missing or changing Secrets spends its own budget and waits, while every
-// other namespace's reads go through.
-const (
-	nsSecretReadQPS   = 2
-	nsSecretReadBurst = 10
-	// budgetIdle is how long a namespace's budget is kept unused before it
-	// is forgotten (it is full again by then).
-	budgetIdle = time.Minute
-)
-
-// budgetExceeded is returned, without reading, when a namespace has spent
-// its budget: its XR is checked again after RetryAfter, and the worker is
-// free for other namespaces' meanwhile.
-type budgetExceeded struct {
-	Namespace  string
-	RetryAfter time.Duration
-}
-
-func (e *budgetExceeded) Error() string {
-	return fmt.Sprintf("namespace %s has spent its budget of credentials Secret reads (%d/s); checking again in %s", e.Namespace, nsSecretReadQPS, e.RetryAfter.Round(time.Millisecond))
-}
-
-// secretBudgets are the namespaces' budgets.
-type secretBudgets struct {
-	qps   rate.Limit
-	burst int
-	now   func() time.Time
-
-	mu       sync.Mutex
-	budgets  map[string]*budget
-	lastSwep time.Time
-}
-
-type budget struct {
-	*rate.Limiter
-	used time.Time
-}
-
-func newSecretBudgets() *secretBudgets {
-	return &secretBudgets{qps: nsSecretReadQPS, burst: nsSecretReadBurst, now: time.Now, budgets: map[string]*budget{}}
-}
-
-// of returns the namespace's budget, forgetting those idle for long.
-func (b *secretBudgets) of(ns string) *rate.Limiter {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := b.now()
-	if now.Sub(b.lastSwep) > budgetIdle {
-		for k, v := range b.budgets {
-			if now.Sub(v.used) > budgetIdle {
-				delete(b.budgets, k)
-			}
-		}
-		b.lastSwep = now
-	}
-	bu, ok := b.budgets[ns]
-	if !ok {
-		bu = &budget{Limiter: rate.NewLimiter(b.qps, b.burst)}
-		b.budgets[ns] = bu
-	}
-	bu.used = now
-	return bu.Limiter
-}
-
-// spend takes one read from the namespace's budget; when it is spent, it
-// says how long until the next read without taking it.
-func (b *secretBudgets) spend(ns string) (time.Duration, bool) {
-	l := b.of(ns)
-	r := l.ReserveN(b.now(), 1)
-	if d := r.DelayFrom(b.now()); d > 0 {
-		r.CancelAt(b.now())
-		return d, false
-	}
-	return 0, true
-}
-
-// failFast reads Secrets on the namespaces' budgets, refusing a read with a
-// budgetExceeded when the namespace's is spent: an XR's credentials are
-// checked again later; a namespace's record keeps its verdicts on the
-// configs not read, and reads them in turn.
-type failFast struct {
-	client.Reader
-	budgets *secretBudgets
-}
-
-func (f failFast) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	ns := readFor(ctx, key.Namespace)
-	if d, ok := f.budgets.spend(ns); !ok {
-		return &budgetExceeded{Namespace: ns, RetryAfter: d}
-	}
-	return f.Reader.Get(ctx, key, obj, opts...)
-}
-
-type readForKey struct{}
-
-// withReadFor charges the Secret reads made with ctx to namespace ns's
-// budget: the namespace whose XR or record needs them, not the one holding
-// the Secret (a shared config's, in the platform's namespace, is read for
-// every tenant).
-func withReadFor(ctx context.Context, ns string) context.Context {
-	return context.WithValue(ctx, readForKey{}, ns)
-}
-
-// readFor is the namespace reads made with ctx are charged to; the
-// Secret's own by default.
-func readFor(ctx context.Context, secretNamespace string) string {
-	if ns, ok := ctx.Value(readForKey{}).(string); ok && ns != "" {
-		return ns
-	}
-	return secretNamespace
 }

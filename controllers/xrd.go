@@ -35,6 +35,7 @@ import (
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/lifecycle"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/xrd"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/access"
 )
 
 const (
@@ -194,7 +195,7 @@ var xrVerbs = []string{"get", "list", "watch", "patch", "patch/status"}
 // denied asks the API server which of xrVerbs the bridge may not use on the
 // XRD's kind, each as "<verb> <plural>[/status].<group>".
 func (r *xrdReconciler) denied(ctx context.Context, x *xpextv2.CompositeResourceDefinition) ([]string, error) {
-	return mayNot(ctx, r.client, schema.GroupResource{Group: x.Spec.Group, Resource: x.Spec.Names.Plural}, xrVerbs...)
+	return access.MayNot(ctx, r.client, schema.GroupResource{Group: x.Spec.Group, Resource: x.Spec.Names.Plural}, xrVerbs...)
 }
 
 // release stops adapting an XRD that no longer declares the contract, or

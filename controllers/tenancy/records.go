@@ -1,4 +1,4 @@
-package controllers
+package tenancy
 
 // The record of what each namespace's managed resources may name
 // (NamespaceCredentials), kept by the bridge and read by the API server's
@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/cluster-api/util"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -41,6 +42,8 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/access"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/budget"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
 )
 
@@ -53,11 +56,11 @@ const (
 	nsCredsController = "namespacecredentials"
 )
 
-// nsCredentials keeps one NamespaceCredentials in every namespace. It reads
+// Records keeps one NamespaceCredentials in every namespace. It reads
 // the grants, the namespace's labels, its ProviderConfigs of the enforced
 // providers and the Secrets they name (uncached gets: the bridge never
 // caches or watches Secrets), and writes the record only when it changes.
-type nsCredentials struct {
+type Records struct {
 	client client.Client
 	// live reads uncached: the configs judged again once locked, and
 	// managed resources.
@@ -85,7 +88,7 @@ type nsCredentials struct {
 	watchedMarked map[schema.GroupVersionKind]bool
 	// access says which managed kinds the manager may read; unreadable
 	// are those it was logged it may not.
-	access     *readAccess
+	access     *access.Reads
 	unreadable map[schema.GroupVersionKind]bool
 	// lastRead is when the bridge first saw each namespace's configs, and
 	// last read their Secrets.
@@ -94,17 +97,61 @@ type nsCredentials struct {
 	// rescan are the namespaces whose marked managed resources changed.
 	rescanMu sync.Mutex
 	rescan   map[string]bool
+	// transform is what the cache of marked managed resources keeps of
+	// each.
+	transform toolscache.TransformFunc
+}
+
+// A RecordsOption configures Records.
+type RecordsOption func(*Records)
+
+// WithSecretReaders reads credentials Secrets with secrets (on each
+// namespace's budget) and, once locked, again with relock (on the
+// manager-wide budget alone). Default: live, both.
+func WithSecretReaders(secrets, relock client.Reader) RecordsOption {
+	return func(r *Records) { r.secrets, r.relock = secrets, relock }
+}
+
+// WithReadAccess skips, and logs once, the kinds reads says the manager may
+// not list and watch.
+func WithReadAccess(reads *access.Reads) RecordsOption {
+	return func(r *Records) { r.access = reads }
+}
+
+// WithNetworks has the records list the network IDs the kinds' managed
+// resources report.
+func WithNetworks(kinds []credentials.NetworkKind) RecordsOption {
+	return func(r *Records) { r.networks = kinds }
+}
+
+// WithAllClusterConfigs grants every namespace every ClusterProviderConfig:
+// for single-tenant management clusters.
+func WithAllClusterConfigs() RecordsOption {
+	return func(r *Records) { r.all = true }
+}
+
+// WithCacheTransform is what the cache of marked managed resources keeps of
+// each (the manager's: managed fields stripped).
+func WithCacheTransform(t toolscache.TransformFunc) RecordsOption {
+	return func(r *Records) { r.transform = t }
+}
+
+// NewRecords returns the records of the credentials each namespace may use
+// with the providers, read with c (cached) and live (uncached).
+func NewRecords(c client.Client, live client.Reader, providers []credentials.Provider, opts ...RecordsOption) *Records {
+	r := &Records{client: c, live: live, secrets: live, relock: live, providers: providers,
+		watched: map[schema.GroupVersionKind]bool{}, watchedMarked: map[schema.GroupVersionKind]bool{},
+		unreadable: map[schema.GroupVersionKind]bool{}, rescan: map[string]bool{}, lastRead: map[string]map[string]readTimes{}}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
 }
 
 // SetupWithManager watches namespaces, grants and NamespaceCredentials; the
 // providers' ProviderConfig kinds are watched once the API serves them.
-func (r *nsCredentials) SetupWithManager(mgr ctrl.Manager, o controller.Options) error {
-	r.watched = map[schema.GroupVersionKind]bool{}
-	r.watchedMarked = map[schema.GroupVersionKind]bool{}
-	r.unreadable = map[schema.GroupVersionKind]bool{}
-	r.rescan = map[string]bool{}
-	r.lastRead = map[string]map[string]readTimes{}
-	marked, err := markedCache(mgr)
+func (r *Records) SetupWithManager(mgr ctrl.Manager, o controller.Options) error {
+	marked, err := markedCache(mgr, r.transform)
 	if err != nil {
 		return err
 	}
@@ -133,7 +180,7 @@ func (r *nsCredentials) SetupWithManager(mgr ctrl.Manager, o controller.Options)
 	return nil
 }
 
-func (r *nsCredentials) allNamespaces(ctx context.Context) []reconcile.Request {
+func (r *Records) allNamespaces(ctx context.Context) []reconcile.Request {
 	l := &metav1.PartialObjectMetadataList{}
 	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
 	if err := r.client.List(ctx, l); err != nil {
@@ -154,7 +201,7 @@ func (r *nsCredentials) allNamespaces(ctx context.Context) []reconcile.Request {
 // longer usable, pause what uses it, then unlock it. Every failure to judge
 // one config is a verdict on it; a failure to judge the namespace's configs
 // at all still writes what the grants give and take.
-func (r *nsCredentials) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *Records) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	ns := &corev1.Namespace{}
 	if err := r.client.Get(ctx, req.NamespacedName, ns); err != nil {
 		return reconcile.Result{}, errors.Wrap(client.IgnoreNotFound(err), errGetNamespace)
@@ -274,7 +321,7 @@ func (r *nsCredentials) Reconcile(ctx context.Context, req reconcile.Request) (r
 // names a shared config no longer granted: for a reconcile that could not
 // judge the namespace's own configs, or that locks first what it judged
 // (locks, marked with when they were added).
-func (r *nsCredentials) grantsFirst(ctx context.Context, ns *corev1.Namespace, rec *infrav1.NamespaceCredentials, grants []infrav1.ClusterProviderConfigGrant, locks []infrav1.LockedObject) error {
+func (r *Records) grantsFirst(ctx context.Context, ns *corev1.Namespace, rec *infrav1.NamespaceCredentials, grants []infrav1.ClusterProviderConfigGrant, locks []infrav1.LockedObject) error {
 	var prev *infrav1.NamespaceCredentialsSpec
 	if rec != nil {
 		prev = &rec.Spec
@@ -356,6 +403,10 @@ func newLocks(rec *infrav1.NamespaceCredentials, want []infrav1.LockedObject) []
 	return out
 }
 
+// conflictRequeue is how soon a record whose write met a newer one is
+// judged again.
+const conflictRequeue = 100 * time.Millisecond
+
 // writeResult turns a conflict on the record into a quiet retry.
 func writeResult(err error) (reconcile.Result, error) {
 	if c := errors.Cause(err); apierrors.IsConflict(c) || apierrors.IsAlreadyExists(c) {
@@ -378,7 +429,7 @@ type judgement struct {
 // earn it; prev is its record as read, whose verdicts stand for what is not
 // read again. relocked: the record has just locked what it judged, and
 // the configs it locked are read again first, on the manager-wide budget.
-func (r *nsCredentials) judge(ctx context.Context, ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, configs client.Reader, prev *infrav1.NamespaceCredentialsSpec, relocked bool) (infrav1.NamespaceCredentialsSpec, judgement, error) {
+func (r *Records) judge(ctx context.Context, ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, configs client.Reader, prev *infrav1.NamespaceCredentialsSpec, relocked bool) (infrav1.NamespaceCredentialsSpec, judgement, error) {
 	own, j, err := r.ownConfigs(ctx, ns.Name, configs, prev, relocked)
 	if err != nil {
 		return infrav1.NamespaceCredentialsSpec{}, j, err
@@ -394,7 +445,7 @@ func (r *nsCredentials) judge(ctx context.Context, ns *corev1.Namespace, grants 
 // ownNetworks reads the network IDs the namespace's own managed resources
 // report, from the cache (the kinds are watched for a change of what they
 // report); nil when there are none.
-func (r *nsCredentials) ownNetworks(ctx context.Context, ns string) (map[string]string, error) {
+func (r *Records) ownNetworks(ctx context.Context, ns string) (map[string]string, error) {
 	owned := map[string]string{}
 	for _, k := range r.networks {
 		m, err := r.client.RESTMapper().RESTMapping(k.GroupKind)
@@ -440,11 +491,11 @@ func (r *nsCredentials) ownNetworks(ctx context.Context, ns string) (map[string]
 
 // mayRead reports whether the manager may list and watch the kind; the
 // first time it may not, it logs why.
-func (r *nsCredentials) mayRead(ctx context.Context, m *meta.RESTMapping, why string) (bool, error) {
+func (r *Records) mayRead(ctx context.Context, m *meta.RESTMapping, why string) (bool, error) {
 	if r.access == nil {
 		return true, nil
 	}
-	missing, err := r.access.missing(ctx, m.Resource.GroupResource())
+	missing, err := r.access.Missing(ctx, m.Resource.GroupResource())
 	if err != nil || len(missing) == 0 {
 		return err == nil, err
 	}
@@ -460,7 +511,7 @@ func (r *nsCredentials) mayRead(ctx context.Context, m *meta.RESTMapping, why st
 
 // watchNetworks starts watching a network kind once, for a change of the
 // IDs its managed resources report.
-func (r *nsCredentials) watchNetworks(gvk schema.GroupVersionKind, k credentials.NetworkKind) error {
+func (r *Records) watchNetworks(gvk schema.GroupVersionKind, k credentials.NetworkKind) error {
 	reported := func(o client.Object) map[string]string {
 		ids := map[string]string{}
 		if u, ok := o.(*unstructured.Unstructured); ok {
@@ -477,7 +528,7 @@ func (r *nsCredentials) watchNetworks(gvk schema.GroupVersionKind, k credentials
 // provider the API serves, and the Secrets they name: not those of a config
 // whose verdict in prev stands (credentials.Carried), and, once the
 // namespace's reads are spent, not those of the configs read least recently.
-func (r *nsCredentials) ownConfigs(ctx context.Context, ns string, configs client.Reader, prev *infrav1.NamespaceCredentialsSpec, relocked bool) ([]credentials.OwnConfig, judgement, error) {
+func (r *Records) ownConfigs(ctx context.Context, ns string, configs client.Reader, prev *infrav1.NamespaceCredentialsSpec, relocked bool) ([]credentials.OwnConfig, judgement, error) {
 	var own []credentials.OwnConfig
 	var created []time.Time
 	var j judgement
@@ -549,7 +600,7 @@ func (r *nsCredentials) ownConfigs(ctx context.Context, ns string, configs clien
 			}
 			s := &corev1.Secret{}
 			err := secrets.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)
-			var spent *budgetExceeded
+			var spent *budget.Exceeded
 			switch {
 			case errors.As(err, &spent):
 				j.unread = spent.RetryAfter
@@ -580,7 +631,7 @@ func (r *nsCredentials) ownConfigs(ctx context.Context, ns string, configs clien
 // readOrder returns the indexes of own: the configs never read, those the
 // bridge saw last first, then the others, least recently read first; it
 // forgets configs that no longer exist.
-func (r *nsCredentials) readOrder(ns string, own []credentials.OwnConfig, created []time.Time) []int {
+func (r *Records) readOrder(ns string, own []credentials.OwnConfig, created []time.Time) []int {
 	r.readMu.Lock()
 	defer r.readMu.Unlock()
 	now := time.Now()
@@ -620,7 +671,7 @@ func (r *nsCredentials) readOrder(ns string, own []credentials.OwnConfig, create
 type readTimes struct{ seen, read time.Time }
 
 // read notes that the namespace's config was read.
-func (r *nsCredentials) read(ns string, c *credentials.OwnConfig) {
+func (r *Records) read(ns string, c *credentials.OwnConfig) {
 	r.readMu.Lock()
 	defer r.readMu.Unlock()
 	k := c.Provider.ConfigGroup + "/" + c.Name
@@ -634,7 +685,7 @@ func (r *nsCredentials) read(ns string, c *credentials.OwnConfig) {
 
 // watch starts watching a kind once (a ProviderConfig kind for a change of
 // its spec, a network kind for a change of what it reports).
-func (r *nsCredentials) watch(gvk schema.GroupVersionKind, p predicate.Predicate) error {
+func (r *Records) watch(gvk schema.GroupVersionKind, p predicate.Predicate) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.watched[gvk] || r.ctrl == nil {
@@ -654,12 +705,12 @@ func (r *nsCredentials) watch(gvk schema.GroupVersionKind, p predicate.Predicate
 // that). An update carries the resourceVersion read, so a record decided
 // on a stale read never lands; a conflict is returned. It clears the lock
 // mark: what the record locks has been judged again.
-func (r *nsCredentials) write(ctx context.Context, ns string, rec *infrav1.NamespaceCredentials, spec infrav1.NamespaceCredentialsSpec, pending bool) (*infrav1.NamespaceCredentials, error) {
+func (r *Records) write(ctx context.Context, ns string, rec *infrav1.NamespaceCredentials, spec infrav1.NamespaceCredentialsSpec, pending bool) (*infrav1.NamespaceCredentials, error) {
 	return r.writeMarked(ctx, ns, rec, spec, pending, "")
 }
 
 // writeMarked is write that sets the lock mark to lockedAt, unless empty.
-func (r *nsCredentials) writeMarked(ctx context.Context, ns string, rec *infrav1.NamespaceCredentials, spec infrav1.NamespaceCredentialsSpec, pending bool, lockedAt string) (*infrav1.NamespaceCredentials, error) {
+func (r *Records) writeMarked(ctx context.Context, ns string, rec *infrav1.NamespaceCredentials, spec infrav1.NamespaceCredentialsSpec, pending bool, lockedAt string) (*infrav1.NamespaceCredentials, error) {
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	if rec == nil {
 		rec = &infrav1.NamespaceCredentials{

@@ -1,4 +1,4 @@
-package controllers
+package tenancy
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +23,7 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/contracts"
 )
 
 // The tenancy record's reconcile, one namespace at a time, against a fake
@@ -160,7 +162,7 @@ func TestNamespaceCredentialsReconcile(t *testing.T) {
 			mapper.Add(stubGVK, meta.RESTScopeNamespace)
 			mapper.Add(corev1.SchemeGroupVersion.WithKind("Namespace"), meta.RESTScopeRoot)
 			mapper.Add(extv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"), meta.RESTScopeRoot)
-			c := fake.NewClientBuilder().WithScheme(NewScheme()).WithRESTMapper(mapper).
+			c := fake.NewClientBuilder().WithScheme(scheme(t)).WithRESTMapper(mapper).
 				WithObjects(append(tc.objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})...).
 				WithInterceptorFuncs(interceptor.Funcs{
 					Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -179,9 +181,7 @@ func TestNamespaceCredentialsReconcile(t *testing.T) {
 						return c.List(ctx, list, opts...)
 					},
 				}).Build()
-			r := &nsCredentials{client: c, live: c, secrets: c, relock: c, providers: []credentials.Provider{provider},
-				watched: map[schema.GroupVersionKind]bool{}, watchedMarked: map[schema.GroupVersionKind]bool{},
-				unreadable: map[schema.GroupVersionKind]bool{}, rescan: map[string]bool{}, lastRead: map[string]map[string]readTimes{}}
+			r := NewRecords(c, c, []credentials.Provider{provider})
 
 			res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: ns}})
 			g.Expect(err != nil).To(Equal(tc.want.err), "%s: Reconcile error %v", tc.reason, err)
@@ -230,6 +230,15 @@ func TestNamespaceCredentialsReconcile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scheme is the manager's.
+func scheme(t *testing.T) *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := contracts.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 type errFake string

@@ -1,4 +1,8 @@
-package controllers
+// Package access asks the API server what the manager may do, with
+// SelfSubjectAccessReviews, and remembers the answers: the bridge reports a
+// permission it lacks rather than read through a cache that would never
+// sync.
+package access
 
 import (
 	"context"
@@ -14,12 +18,14 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/lifecycle"
 )
 
-// mayNot asks the API server, with a SelfSubjectAccessReview per verb, which
+// MayNot asks the API server, with a SelfSubjectAccessReview per verb, which
 // verbs (each "verb[/subresource]") the bridge may not use on a resource; each
 // answer is "<verb> <resource>[/<subresource>].<group>".
-func mayNot(ctx context.Context, c client.Client, gr schema.GroupResource, verbs ...string) ([]string, error) {
+func MayNot(ctx context.Context, c client.Client, gr schema.GroupResource, verbs ...string) ([]string, error) {
 	var missing []string
 	for _, v := range verbs {
 		verb, sub, _ := strings.Cut(v, "/")
@@ -41,12 +47,12 @@ func mayNot(ctx context.Context, c client.Client, gr schema.GroupResource, verbs
 	return missing, nil
 }
 
-// readAccess asks the API server, with SelfSubjectAccessReviews, which of
+// Reads asks the API server, with SelfSubjectAccessReviews, which of
 // get, list and watch the bridge may not use on a resource. It remembers a
 // resource it may read for good, and one it may not for recheckAccessAfter,
 // so that a reference to it costs no review on every reconcile; reconciles
 // that ask about the same resource at once share one set of reviews.
-type readAccess struct {
+type Reads struct {
 	client client.Client
 	flight singleflight.Group
 
@@ -56,20 +62,37 @@ type readAccess struct {
 	now    func() time.Time
 }
 
+// RecheckAfter is how long a resource the manager may not read is taken as
+// such before it is asked about again.
+const RecheckAfter = lifecycle.RecheckAccessAfter
+
 type deniedAt struct {
 	missing []string
 	at      time.Time
 }
 
-func newReadAccess(c client.Client) *readAccess {
-	return &readAccess{client: c, ok: map[schema.GroupResource]bool{}, denied: map[schema.GroupResource]deniedAt{}, now: time.Now}
+// NewReads returns a Reads asking with c.
+func NewReads(c client.Client) *Reads {
+	return &Reads{client: c, ok: map[schema.GroupResource]bool{}, denied: map[schema.GroupResource]deniedAt{}, now: time.Now}
 }
 
-func (a *readAccess) missing(ctx context.Context, gr schema.GroupResource) ([]string, error) {
+// Readable remembers resources as readable without asking: for a caller
+// that knows, such as a test whose fake API server answers no review.
+func (a *Reads) Readable(grs ...schema.GroupResource) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, gr := range grs {
+		a.ok[gr] = true
+	}
+}
+
+// Missing returns which of get, list and watch the manager may not use on
+// the resource ("<verb> <resource>.<group>"); none when it may read it.
+func (a *Reads) Missing(ctx context.Context, gr schema.GroupResource) ([]string, error) {
 	a.mu.Lock()
 	ok, d, wasDenied := a.ok[gr], a.denied[gr], false
 	if _, found := a.denied[gr]; found {
-		wasDenied = a.now().Sub(d.at) < recheckAccessAfter
+		wasDenied = a.now().Sub(d.at) < RecheckAfter
 	}
 	a.mu.Unlock()
 	switch {
@@ -79,7 +102,7 @@ func (a *readAccess) missing(ctx context.Context, gr schema.GroupResource) ([]st
 		return d.missing, nil
 	}
 	v, err, _ := a.flight.Do(gr.String(), func() (any, error) {
-		missing, err := mayNot(ctx, a.client, gr, "get", "list", "watch")
+		missing, err := MayNot(ctx, a.client, gr, "get", "list", "watch")
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package controllers
+package tenancy
 
 // Credentials enforced where they are used: the ValidatingAdmissionPolicy
 // that admits a managed resource of an enforced provider only with
@@ -26,27 +26,35 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/apply"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
 )
 
 // credentialsPolicyKey is the one request the policy's controller handles.
 var credentialsPolicyKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: policies.CredentialsPolicyName}}
 
-// credentialsPolicyController keeps the policy's groups those of the
+// PolicyController keeps the policy's groups those of the
 // enforced providers' managed resource CRDs: a provider installed later is
 // enforced as soon as its CRDs are.
-type credentialsPolicyController struct {
+type PolicyController struct {
 	client    client.Client
 	live      client.Reader
 	providers []credentials.Provider
 	// uses are the kinds whose network IDs are checked.
-	uses    []credentials.NetworkUse
-	webhook *WebhookClientConfig
+	uses []credentials.NetworkUse
+	// owners are the owner references every policy carries.
+	owners func(context.Context) ([]metav1.OwnerReference, error)
+}
+
+// NewPolicyController returns the controller of the credentials policies
+// for the providers, whose policies carry the references owners returns.
+func NewPolicyController(c client.Client, live client.Reader, providers []credentials.Provider, uses []credentials.NetworkUse, owners func(context.Context) ([]metav1.OwnerReference, error)) *PolicyController {
+	return &PolicyController{client: c, live: live, providers: providers, uses: uses, owners: owners}
 }
 
 // SetupWithManager watches the CRDs' metadata (a CRD's name is
 // plural.group).
-func (r *credentialsPolicyController) SetupWithManager(mgr ctrl.Manager, o controller.Options) error {
+func (r *PolicyController) SetupWithManager(mgr ctrl.Manager, o controller.Options) error {
 	return errors.Wrap(ctrl.NewControllerManagedBy(mgr).
 		Named("credentials-policy").
 		WithOptions(o).
@@ -59,7 +67,7 @@ func (r *credentialsPolicyController) SetupWithManager(mgr ctrl.Manager, o contr
 		Complete(r), "cannot set up the credentials policy controller")
 }
 
-func (r *credentialsPolicyController) managed(group string) bool {
+func (r *PolicyController) managed(group string) bool {
 	for _, p := range r.providers {
 		if p.Manages(group) {
 			return true
@@ -70,7 +78,7 @@ func (r *credentialsPolicyController) managed(group string) bool {
 
 // Reconcile applies the policy for the groups served, or deletes it when
 // there are none.
-func (r *credentialsPolicyController) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+func (r *PolicyController) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	l := &metav1.PartialObjectMetadataList{}
 	l.SetGroupVersionKind(extv1.SchemeGroupVersion.WithKind("CustomResourceDefinitionList"))
 	if err := r.client.List(ctx, l); err != nil {
@@ -85,7 +93,7 @@ func (r *credentialsPolicyController) Reconcile(ctx context.Context, _ reconcile
 			groups = append(groups, g)
 		}
 	}
-	owners, err := managerOwners(ctx, r.client, r.webhook)
+	owners, err := r.owners(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -116,11 +124,11 @@ func (r *credentialsPolicyController) Reconcile(ctx context.Context, _ reconcile
 	}
 	// Each policy is applied whatever becomes of the others.
 	return res, kerrors.NewAggregate([]error{
-		ensurePolicy(ctx, r.client, r.live, []client.Object{p, b}, len(groups) == 0),
-		ensurePolicy(ctx, r.client, r.live, []client.Object{up, ub}, len(r.providers) == 0),
-		ensurePolicy(ctx, r.client, r.live, []client.Object{lp, lb}, false),
-		ensurePolicy(ctx, r.client, r.live, []client.Object{np, nb}, len(r.uses) == 0),
-		ensurePolicy(ctx, r.client, r.live, []client.Object{kp, kb}, false),
+		apply.Policy(ctx, r.client, r.live, []client.Object{p, b}, len(groups) == 0),
+		apply.Policy(ctx, r.client, r.live, []client.Object{up, ub}, len(r.providers) == 0),
+		apply.Policy(ctx, r.client, r.live, []client.Object{lp, lb}, false),
+		apply.Policy(ctx, r.client, r.live, []client.Object{np, nb}, len(r.uses) == 0),
+		apply.Policy(ctx, r.client, r.live, []client.Object{kp, kb}, false),
 	})
 }
 
@@ -130,7 +138,7 @@ const policySettles = 2 * time.Second
 
 // listedGroups reads the API groups the credentials policy lists as the API
 // server holds it now: none when it does not exist.
-func (r *credentialsPolicyController) listedGroups(ctx context.Context) (map[string]bool, error) {
+func (r *PolicyController) listedGroups(ctx context.Context) (map[string]bool, error) {
 	p := &admissionv1.ValidatingAdmissionPolicy{}
 	err := r.live.Get(ctx, types.NamespacedName{Name: policies.CredentialsPolicyName}, p)
 	if apierrors.IsNotFound(err) {

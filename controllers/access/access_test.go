@@ -1,4 +1,4 @@
-package controllers
+package access
 
 import (
 	"context"
@@ -31,20 +31,20 @@ func TestReadAccess(t *testing.T) {
 		"AllowedOnce": {
 			reason:  "Reconciles that ask at once share one review per verb; an allowed resource is never asked again.",
 			allowed: func(string) bool { return true },
-			callers: 8, later: 2 * recheckAccessAfter,
+			callers: 8, later: 2 * RecheckAfter,
 			reviews: 3,
 		},
 		"DeniedRemembered": {
 			reason:  "A denied verb is named, and remembered until the recheck.",
 			allowed: func(v string) bool { return v != "watch" },
-			callers: 8, later: recheckAccessAfter / 2,
+			callers: 8, later: RecheckAfter / 2,
 			want:    []string{"watch providerconfigs.kubernetes.m.crossplane.io"},
 			reviews: 3,
 		},
 		"DeniedRechecked": {
 			reason:  "After the recheck interval a denied resource is asked again: a grant changes no object the bridge watches.",
 			allowed: func(v string) bool { return v != "list" },
-			callers: 4, later: recheckAccessAfter + time.Second,
+			callers: 4, later: RecheckAfter + time.Second,
 			want:    []string{"list providerconfigs.kubernetes.m.crossplane.io"},
 			reviews: 6,
 		},
@@ -64,14 +64,14 @@ func TestReadAccess(t *testing.T) {
 					return nil
 				},
 			}).Build()
-			a := newReadAccess(c)
+			a := NewReads(c)
 			clock := now
 			a.now = func() time.Time { return clock }
 			var wg sync.WaitGroup
 			got := make([][]string, tc.callers)
 			for i := range tc.callers {
 				wg.Go(func() {
-					m, err := a.missing(t.Context(), gr)
+					m, err := a.Missing(t.Context(), gr)
 					if err != nil {
 						t.Error(err)
 					}
@@ -87,7 +87,7 @@ func TestReadAccess(t *testing.T) {
 				}
 			}
 			clock = clock.Add(tc.later)
-			if m, err := a.missing(t.Context(), gr); err != nil || cmp.Diff(tc.want, m) != "" {
+			if m, err := a.Missing(t.Context(), gr); err != nil || cmp.Diff(tc.want, m) != "" {
 				t.Errorf("%s\nlater: %v, %v; want %v", tc.reason, m, err, tc.want)
 			}
 			if n := reviews.Load(); n != tc.reviews {

@@ -1,4 +1,4 @@
-package controllers
+package tenancy
 
 // Revocation where credentials are used: when a namespace's record stops
 // listing a config, every managed resource of the namespace that names it
@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,6 +33,7 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/composed"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
 )
 
@@ -51,14 +53,14 @@ type managedKind struct {
 // revoked credentials, but the bridge cannot pause those that exist. A
 // platform grants the manager list, watch and patch on its own kinds as
 // config/rbac/backends.yaml does for the shipped ones.
-func (r *nsCredentials) readable(ctx context.Context, kinds []managedKind) ([]managedKind, error) {
+func (r *Records) readable(ctx context.Context, kinds []managedKind) ([]managedKind, error) {
 	if r.access == nil {
 		return kinds, nil
 	}
 	out := kinds[:0:0]
 	for i := range kinds {
 		k := &kinds[i]
-		missing, err := r.access.missing(ctx, k.resource)
+		missing, err := r.access.Missing(ctx, k.resource)
 		if err != nil {
 			return nil, err
 		}
@@ -81,7 +83,7 @@ func (r *nsCredentials) readable(ctx context.Context, kinds []managedKind) ([]ma
 // managedKinds returns the namespaced managed resource kinds of the
 // enforced providers whose CRDs are installed (a CRD's name is
 // plural.group), their credentials kinds left out.
-func (r *nsCredentials) managedKinds(ctx context.Context) ([]managedKind, error) {
+func (r *Records) managedKinds(ctx context.Context) ([]managedKind, error) {
 	l := &metav1.PartialObjectMetadataList{}
 	l.SetGroupVersionKind(extv1.SchemeGroupVersion.WithKind("CustomResourceDefinitionList"))
 	if err := r.client.List(ctx, l); err != nil {
@@ -124,7 +126,7 @@ func isCredentialsKind(kind string) bool {
 // cache managed resources, and a revocation is rare. A kind the bridge may
 // not list is skipped (readable); every error is returned once all kinds
 // were tried.
-func (r *nsCredentials) revoke(ctx context.Context, ns string, spec *infrav1.NamespaceCredentialsSpec) error {
+func (r *Records) revoke(ctx context.Context, ns string, spec *infrav1.NamespaceCredentialsSpec) error {
 	kinds, err := r.managedKinds(ctx)
 	if err != nil {
 		return err
@@ -164,7 +166,7 @@ func (r *nsCredentials) revoke(ctx context.Context, ns string, spec *infrav1.Nam
 // resumeMarked resumes what the bridge paused in the namespace whose config
 // spec lists again, finding it in the cache of what the bridge marked: it
 // lists nothing from the API server when nothing is marked.
-func (r *nsCredentials) resumeMarked(ctx context.Context, ns string, spec *infrav1.NamespaceCredentialsSpec) error {
+func (r *Records) resumeMarked(ctx context.Context, ns string, spec *infrav1.NamespaceCredentialsSpec) error {
 	if r.marked == nil {
 		return r.revoke(ctx, ns, spec)
 	}
@@ -188,7 +190,7 @@ func (r *nsCredentials) resumeMarked(ctx context.Context, ns string, spec *infra
 // revokeOne pauses or resumes one managed resource, with the
 // resourceVersion it was read at: a resource whose reference changed since
 // is decided again.
-func (r *nsCredentials) revokeOne(ctx context.Context, mr *unstructured.Unstructured, p credentials.Provider, spec *infrav1.NamespaceCredentialsSpec) error {
+func (r *Records) revokeOne(ctx context.Context, mr *unstructured.Unstructured, p credentials.Provider, spec *infrav1.NamespaceCredentialsSpec) error {
 	kind, _, _ := unstructured.NestedString(mr.Object, "spec", "providerConfigRef", "kind")
 	name, _, _ := unstructured.NestedString(mr.Object, "spec", "providerConfigRef", "name")
 	admitted := credentials.Admits(spec, p.ConfigGroup, kind, name)
@@ -216,7 +218,7 @@ func (r *nsCredentials) revokeOne(ctx context.Context, mr *unstructured.Unstruct
 		}
 		xpmeta.RemoveAnnotations(mr, k)
 	}
-	err := r.client.Patch(ctx, mr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(fieldManager))
+	err := r.client.Patch(ctx, mr, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(composed.FieldManager))
 	if err = client.IgnoreNotFound(err); err != nil {
 		return errors.Wrapf(err, "cannot pause or resume %s %s", mr.GetKind(), mr.GetName())
 	}
@@ -234,7 +236,7 @@ func (r *nsCredentials) revokeOne(ctx context.Context, mr *unstructured.Unstruct
 // namespace may use what it names now. The first list after a start scans
 // every namespace that has one, so what an earlier manager marked is
 // decided again.
-func (r *nsCredentials) watchMarked(kinds []managedKind) error {
+func (r *Records) watchMarked(kinds []managedKind) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.marked == nil || r.ctrl == nil {
@@ -261,7 +263,7 @@ func (r *nsCredentials) watchMarked(kinds []managedKind) error {
 
 // rescanLater has the namespace's next reconcile scan its managed
 // resources, whatever its record says.
-func (r *nsCredentials) rescanLater(ns string) {
+func (r *Records) rescanLater(ns string) {
 	r.rescanMu.Lock()
 	defer r.rescanMu.Unlock()
 	r.rescan[ns] = true
@@ -269,7 +271,7 @@ func (r *nsCredentials) rescanLater(ns string) {
 
 // takeRescan reports whether the namespace is to be scanned, and forgets
 // it.
-func (r *nsCredentials) takeRescan(ns string) bool {
+func (r *Records) takeRescan(ns string) bool {
 	r.rescanMu.Lock()
 	defer r.rescanMu.Unlock()
 	ok := r.rescan[ns]
@@ -279,7 +281,7 @@ func (r *nsCredentials) takeRescan(ns string) bool {
 
 // markedCache is a cache of managed resources' metadata selected by the
 // bridge's revocation mark.
-func markedCache(mgr ctrl.Manager) (cache.Cache, error) {
+func markedCache(mgr ctrl.Manager, transform toolscache.TransformFunc) (cache.Cache, error) {
 	req, err := labels.NewRequirement(infrav1.CredentialsRevokedLabel, selection.Exists, nil)
 	if err != nil {
 		return nil, errors.Wrap(err, "cannot select marked managed resources")
@@ -287,7 +289,7 @@ func markedCache(mgr ctrl.Manager) (cache.Cache, error) {
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		DefaultLabelSelector: labels.NewSelector().Add(*req),
-		DefaultTransform:     stripManagedFields,
+		DefaultTransform:     transform,
 	})
 	if err != nil {
 		return nil, errors.Wrap(err, "cannot build the cache of marked managed resources")
