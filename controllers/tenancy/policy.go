@@ -6,6 +6,7 @@ package tenancy
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"time"
 
@@ -100,23 +101,20 @@ func (r *PolicyController) Reconcile(ctx context.Context, _ reconcile.Request) (
 	// The unknown-families policy lets a group go only once the credentials
 	// policy has listed it for a while: the API server loads policies
 	// asynchronously, and a group neither refuses must never be.
-	inForce, err := r.listedGroups(ctx)
+	listed, since, err := r.listedGroups(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	var known []string
-	for _, g := range groups {
-		if inForce[g] {
-			known = append(known, g)
-		}
-	}
-	var res reconcile.Result
-	if len(known) < len(groups) {
-		res.RequeueAfter = policySettles
-	}
+	known, since, wait := knownGroups(groups, listed, since, time.Now())
+	res := reconcile.Result{RequeueAfter: wait}
 	lp, lb := policies.Lock(r.providers)
 	np, nb := policies.Network(r.uses)
 	p, b := policies.Credentials(r.providers, groups)
+	stamps, err := json.Marshal(since)
+	if err != nil {
+		return reconcile.Result{}, errors.Wrap(err, "cannot record when the policy's groups were listed")
+	}
+	p.SetAnnotations(map[string]string{listedSinceAnnotation: string(stamps)})
 	up, ub := policies.UnknownFamilies(r.providers, known)
 	kp, kb := policies.Kubeconfig()
 	for _, o := range []client.Object{lp, lb, np, nb, p, b, up, ub, kp, kb} {
@@ -136,16 +134,54 @@ func (r *PolicyController) Reconcile(ctx context.Context, _ reconcile.Request) (
 // bridge wrote before another policy relies on it.
 const policySettles = 2 * time.Second
 
+// listedSinceAnnotation records, on the credentials policy, when each of its
+// API groups was first listed (RFC 3339), so that a manager that restarts
+// knows which groups the API server enforces already.
+const listedSinceAnnotation = "capxp.dev/groups-listed-since"
+
+// knownGroups decides which of the groups the unknown-families policy may
+// let go: those the credentials policy, as the API server holds it
+// (listed), has listed for policySettles by now. since is when each listed
+// group was first listed, as recorded; a listed group without a record was
+// listed by an earlier manager (long since). It returns the groups known,
+// when each group of groups was first listed, to be recorded, and how long
+// until the next is known (0 when none waits).
+func knownGroups(groups []string, listed map[string]bool, since map[string]time.Time, now time.Time) ([]string, map[string]time.Time, time.Duration) {
+	out := map[string]time.Time{}
+	var known []string
+	var wait time.Duration
+	for _, g := range groups {
+		t, ok := since[g]
+		switch {
+		case ok && listed[g]:
+		case listed[g]:
+			t = time.Time{}
+		default:
+			t = now
+		}
+		out[g] = t
+		if left := policySettles - now.Sub(t); left > 0 {
+			if wait == 0 || left < wait {
+				wait = left
+			}
+			continue
+		}
+		known = append(known, g)
+	}
+	return known, out, wait
+}
+
 // listedGroups reads the API groups the credentials policy lists as the API
-// server holds it now: none when it does not exist.
-func (r *PolicyController) listedGroups(ctx context.Context) (map[string]bool, error) {
+// server holds it now, and when each was first listed: none when it does
+// not exist.
+func (r *PolicyController) listedGroups(ctx context.Context) (map[string]bool, map[string]time.Time, error) {
 	p := &admissionv1.ValidatingAdmissionPolicy{}
 	err := r.live.Get(ctx, types.NamespacedName{Name: policies.CredentialsPolicyName}, p)
 	if apierrors.IsNotFound(err) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, errors.Wrap(err, "cannot get the credentials policy")
+		return nil, nil, errors.Wrap(err, "cannot get the credentials policy")
 	}
 	listed := map[string]bool{}
 	if mc := p.Spec.MatchConstraints; mc != nil {
@@ -155,5 +191,15 @@ func (r *PolicyController) listedGroups(ctx context.Context) (map[string]bool, e
 			}
 		}
 	}
-	return listed, nil
+	// Without a record, an earlier manager listed the groups, long since;
+	// a record that cannot be read counts every group as listed now.
+	since := map[string]time.Time{}
+	raw, ok := p.GetAnnotations()[listedSinceAnnotation]
+	if err := json.Unmarshal([]byte(raw), &since); ok && err != nil {
+		since = map[string]time.Time{}
+		for g := range listed {
+			since[g] = time.Now()
+		}
+	}
+	return listed, since, nil
 }
