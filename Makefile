@@ -87,7 +87,7 @@ verify: verify-deps ## Fail when generated files are stale (regenerates and comp
 FORBIDDEN_DEPS := ^github\.com/capxp/cluster-api-provider-crossplane/(test|dev|internal/function)/|^github\.com/aws/|^sigs\.k8s\.io/controller-runtime/pkg/envtest|^sigs\.k8s\.io/cluster-api/core/|^sigs\.k8s\.io/cluster-api/internal/
 
 .PHONY: verify-deps
-verify-deps: ## Fail when cmd/capxp links test code, the development plane (dev/), the composition function or the AWS SDK, envtest or CAPI's core controllers; when internal/, dev/ or cmd/ import test/; when internal/ imports controllers/; when bridge/ imports more than apis/ and bridge/; or when the packages below controllers/ import upward.
+verify-deps: ## Fail when cmd/capxp links test code, the development plane (dev/), the composition function or the AWS SDK, envtest or CAPI's core controllers; when internal/, dev/ or cmd/ import test/; when internal/ imports controllers/; when bridge/ imports more than apis/ and bridge/, or an API client; or when the packages below controllers/ import upward.
 	@deps=$$(go list -deps ./cmd/capxp) || exit 1; \
 	bad=$$(echo "$$deps" | grep -E '$(FORBIDDEN_DEPS)' | grep -vx 'sigs.k8s.io/cluster-api/internal/contract'); \
 	if [ -n "$$bad" ]; then echo "cmd/capxp links packages only capxp-dev and the tests may use:"; echo "$$bad"; exit 1; fi; \
@@ -97,7 +97,9 @@ verify-deps: ## Fail when cmd/capxp links test code, the development plane (dev/
 	if [ -n "$$up" ]; then echo "internal/ imports a layer above it:"; echo "$$up"; exit 1; fi; \
 	up=$$(go list -deps ./bridge/... | grep '^github.com/capxp/cluster-api-provider-crossplane/' | grep -v '^github.com/capxp/cluster-api-provider-crossplane/\(apis/\|bridge\(/\|$$\)\)'); \
 	if [ -n "$$up" ]; then echo "bridge/ imports more than apis/ and bridge/:"; echo "$$up"; exit 1; fi; \
-	up=$$(go list -deps ./controllers/access/... ./controllers/budget/... ./controllers/apply/... ./controllers/tenancy/... | grep -x 'github.com/capxp/cluster-api-provider-crossplane/controllers'); \
+	io=$$(go list -f '{{.ImportPath}}:{{range .Imports}} {{.}}{{end}}' ./bridge/... | grep -E ' (sigs.k8s.io/controller-runtime/pkg/client|k8s.io/client-go/rest|k8s.io/client-go/kubernetes)( |$$)' | cut -d: -f1); \
+	if [ -n "$$io" ]; then echo "bridge/ reads the API server (it decides on values; controllers/ reads):"; echo "$$io"; exit 1; fi; \
+	up=$$(go list -deps ./controllers/access/... ./controllers/budget/... ./controllers/apply/... ./controllers/tenancy/... ./controllers/resolve/... | grep -x 'github.com/capxp/cluster-api-provider-crossplane/controllers'); \
 	if [ -n "$$up" ]; then echo "a package below controllers/ imports the manager's setup:"; echo "$$up"; exit 1; fi; \
 	up=$$(go list -deps ./controllers/access/... ./controllers/budget/... ./controllers/apply/... | grep -x 'github.com/capxp/cluster-api-provider-crossplane/controllers/tenancy'); \
 	if [ -n "$$up" ]; then echo "a shared package below controllers/ imports a reconciler's:"; echo "$$up"; exit 1; fi; \
@@ -128,7 +130,7 @@ test-all: test ## Run make test, then the fault tests (test/chaos, ~13 min), the
 # duration: with a duration, Go's fuzz coordinator (1.26) can fail a target
 # with "context deadline exceeded" as the time runs out on a loaded machine
 # (golang/go#75804, fixed in Go 1.27), a failure with no failing input.
-FUZZ_TARGETS := bridge/outputs:FuzzMapCluster bridge/outputs:FuzzMapMachine bridge/outputs:FuzzMapControlPlane bridge/outputs:FuzzMapMachinePool bridge/readiness:FuzzObserve bridge/gate:FuzzDecide bridge/xrd:FuzzCheck bridge/credentials:FuzzGranted bridge/credentials:FuzzSharedInSecret bridge/kubeconfig:FuzzUsable controllers/policies:FuzzKubeconfigPatterns internal/leanjson:FuzzStripManagedFields
+FUZZ_TARGETS := bridge/outputs:FuzzMapCluster bridge/outputs:FuzzMapMachine bridge/outputs:FuzzMapControlPlane bridge/outputs:FuzzMapMachinePool bridge/readiness:FuzzObserve bridge/gate:FuzzDecide bridge/xrd:FuzzCheck bridge/credentials:FuzzGranted bridge/credentials:FuzzSharedInSecret bridge/credentials:FuzzUsable bridge/kubeconfig:FuzzUsable controllers/policies:FuzzKubeconfigPatterns internal/leanjson:FuzzStripManagedFields
 FUZZ_TIME ?= 30000x
 
 .PHONY: fuzz

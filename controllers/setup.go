@@ -37,6 +37,7 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/access"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/budget"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/contracts"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/resolve"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/tenancy"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/leanjson"
 )
@@ -359,12 +360,12 @@ func secretReader(mgr ctrl.Manager) (client.Reader, error) {
 }
 
 // resolver reads credentials kinds only once access says the bridge may.
-func resolver(mgr ctrl.Manager, o Options, reads *access.Reads, secrets client.Reader) *credentials.APIResolver {
-	opts := []credentials.APIResolverOption{credentials.WithReadCheck(reads.Missing)}
+func resolver(mgr ctrl.Manager, o Options, reads *access.Reads, secrets client.Reader) *resolve.APIResolver {
+	opts := []resolve.APIResolverOption{resolve.WithReadCheck(reads.Missing)}
 	if o.SharedCredentialsForAllNamespaces {
-		opts = append(opts, credentials.WithSharedCredentialsForAllNamespaces())
+		opts = append(opts, resolve.WithSharedCredentialsForAllNamespaces())
 	}
-	return credentials.NewAPIResolver(mgr.GetClient(), secrets, opts...)
+	return resolve.NewAPIResolver(mgr.GetClient(), secrets, opts...)
 }
 
 // Setup adds the bridge's controllers to a manager.

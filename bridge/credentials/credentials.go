@@ -9,10 +9,12 @@
 package credentials
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +23,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
 )
 
 // Shared is credentials a namespace does not own: a cluster-scoped
@@ -140,3 +143,25 @@ func covers(a infrav1.AllowedNamespaces, ns *corev1.Namespace) (bool, error) {
 	}
 	return sel.Matches(labels.Set(ns.Labels)), nil
 }
+
+// RecheckSecretAfter is how long the bridge waits before looking for a
+// missing credentials secret again, and how long it trusts that one it
+// found still exists. The bridge does not watch Secrets, so that it needs no
+// list or watch permission on them (least privilege); this is the one
+// time-based wait of the credentials check, and it keeps the check from
+// reading a Secret's metadata on every reconcile of every XR that uses it.
+const RecheckSecretAfter = 30 * time.Second
+
+// Resolver resolves an XR's credentials.
+type Resolver interface {
+	Resolve(ctx context.Context, namespace string, ref *infrav1.ProviderConfigReference) (verdict.Verdict, error)
+}
+
+// CredentialBlocks are the fields of a provider's credentials config that say
+// where credentials come from: spec.credentials (every provider) and
+// spec.identity (provider-kubernetes' identity to the API server it
+// manages), each with a source and, for source Secret, a secretRef.
+var CredentialBlocks = []string{"spec.credentials", "spec.identity"}
+
+// SourceSecret is the one credentials source a namespace owns: a Secret.
+const SourceSecret = "Secret"

@@ -157,8 +157,8 @@ func Locked(prev *infrav1.NamespaceCredentialsSpec, c *OwnConfig) bool {
 // spec names in its credential blocks with source Secret.
 func SecretsNamed(spec *fieldpath.Paved) []string {
 	var names []string
-	for _, b := range credentialBlocks {
-		if src, _ := spec.GetString(b + ".source"); src != sourceSecret {
+	for _, b := range CredentialBlocks {
+		if src, _ := spec.GetString(b + ".source"); src != SourceSecret {
 			continue
 		}
 		if n, _ := spec.GetString(b + ".secretRef.name"); n != "" {
@@ -367,16 +367,16 @@ func Removed(a, b *infrav1.NamespaceCredentialsSpec) bool {
 // when it may.
 func ownRefusal(ns *corev1.Namespace, grants []infrav1.ClusterProviderConfigGrant, c *OwnConfig) (string, string) {
 	what := fmt.Sprintf("ProviderConfig %s/%s", c.Provider.ConfigGroup, c.Name)
-	for _, b := range credentialBlocks {
+	for _, b := range CredentialBlocks {
 		src, err := c.Spec.GetString(b + ".source")
-		if err != nil && b != credentialBlocks[0] {
+		if err != nil && b != CredentialBlocks[0] {
 			// Only spec.credentials is always there.
 			continue
 		}
 		switch src {
 		case "":
 			return infrav1.ProviderConfigNotGrantedReason, fmt.Sprintf("%s: %s.source is not set: only credentials from a Secret of namespace %s are the namespace's own", what, b, ns.Name)
-		case sourceSecret:
+		case SourceSecret:
 			if reason, msg := ownSecret(ns, c, b, what); reason != "" {
 				return reason, msg
 			}
@@ -471,7 +471,7 @@ func ownSecret(ns *corev1.Namespace, c *OwnConfig, block, what string) (string, 
 	if sns != "" && sns != ns.Name {
 		return infrav1.SecretOutsideNamespaceReason, fmt.Sprintf("%s %s.secretRef names namespace %s; a ProviderConfig in namespace %s may only use Secrets of its own namespace", what, block, sns, ns.Name)
 	}
-	if block != credentialBlocks[0] {
+	if block != CredentialBlocks[0] {
 		// provider-kubernetes' spec.identity holds a cloud identity (a
 		// Google service account key, an Azure principal, an Upbound
 		// token) whose formats can name external accounts the bridge does

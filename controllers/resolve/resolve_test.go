@@ -1,4 +1,4 @@
-package credentials
+package resolve
 
 import (
 	"context"
@@ -22,9 +22,10 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 )
 
-// A Secret found to exist is trusted for RecheckSecretAfter, one found
+// A Secret found to exist is trusted for credentials.RecheckSecretAfter, one found
 // missing for RecheckMissingSecretAfter: an XR that uses it is reconciled
 // many times, and many XRs may name it; each would read it again.
 func TestSecretIsReadAgainOnlyAfterTheRecheckInterval(t *testing.T) {
@@ -39,8 +40,8 @@ func TestSecretIsReadAgainOnlyAfterTheRecheckInterval(t *testing.T) {
 		wantReads int
 		wantOK    bool
 	}{
-		"FoundThenWithinTheInterval":   {exists: true, after: RecheckSecretAfter - time.Second, wantReads: 1, wantOK: true},
-		"FoundThenAfterTheInterval":    {exists: true, after: RecheckSecretAfter, wantReads: 2, wantOK: true},
+		"FoundThenWithinTheInterval":   {exists: true, after: credentials.RecheckSecretAfter - time.Second, wantReads: 1, wantOK: true},
+		"FoundThenAfterTheInterval":    {exists: true, after: credentials.RecheckSecretAfter, wantReads: 2, wantOK: true},
 		"MissingThenWithinItsInterval": {exists: false, after: RecheckMissingSecretAfter - time.Second, wantReads: 1, wantOK: false},
 		"MissingThenAfterItsInterval":  {exists: false, after: RecheckMissingSecretAfter, wantReads: 2, wantOK: false},
 	}
@@ -242,4 +243,12 @@ func TestResolve(t *testing.T) {
 			}
 		})
 	}
+}
+
+func grant(name string, ref infrav1.ClusterProviderConfigReference, a infrav1.AllowedNamespaces) infrav1.ClusterProviderConfigGrant {
+	return infrav1.ClusterProviderConfigGrant{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: infrav1.ClusterProviderConfigGrantSpec{ProviderConfigRef: &ref, AllowedNamespaces: a}}
+}
+
+func sourceGrant(name string, src infrav1.CredentialSourceReference, a infrav1.AllowedNamespaces) infrav1.ClusterProviderConfigGrant {
+	return infrav1.ClusterProviderConfigGrant{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: infrav1.ClusterProviderConfigGrantSpec{CredentialSource: &src, AllowedNamespaces: a}}
 }

@@ -1,4 +1,9 @@
-package credentials
+// Package resolve checks an XR's credentials against the API server: the
+// early, readable refusal on the XR and its owner (the boundary is the
+// admission of managed resources). It reads configs, grants and namespaces
+// from the cache and only the metadata of Secrets, uncached; what it
+// decides, bridge/credentials decides.
+package resolve
 
 import (
 	"context"
@@ -20,22 +25,10 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/xrd"
 )
-
-// RecheckSecretAfter is how long the bridge waits before looking for a
-// missing credentials secret again, and how long it trusts that one it
-// found still exists. The bridge does not watch Secrets, so that it needs no
-// list or watch permission on them (least privilege); this is the one
-// time-based wait of the credentials check, and it keeps the check from
-// reading a Secret's metadata on every reconcile of every XR that uses it.
-const RecheckSecretAfter = 30 * time.Second
-
-// Resolver resolves an XR's credentials.
-type Resolver interface {
-	Resolve(ctx context.Context, namespace string, ref *infrav1.ProviderConfigReference) (verdict.Verdict, error)
-}
 
 // APIResolver resolves credentials against the API server.
 type APIResolver struct {
@@ -141,7 +134,7 @@ func (r *APIResolver) Resolve(ctx context.Context, namespace string, ref *infrav
 			return res, err
 		}
 	}
-	for _, b := range credentialBlocks {
+	for _, b := range credentials.CredentialBlocks {
 		if res, ok, err := r.secret(ctx, c, b); err != nil || !ok {
 			return res, err
 		}
@@ -158,34 +151,25 @@ type config struct {
 	namespace string
 }
 
-// credentialBlocks are the fields of a provider's credentials config that say
-// where credentials come from: spec.credentials (every provider) and
-// spec.identity (provider-kubernetes' identity to the API server it
-// manages), each with a source and, for source Secret, a secretRef.
-var credentialBlocks = []string{"spec.credentials", "spec.identity"}
-
-// sourceSecret is the one credentials source a namespace owns: a Secret.
-const sourceSecret = "Secret"
-
 // granted checks what of the config is shared: the config itself when it is
 // cluster-scoped, else every source other than a Secret (an ambient
 // identity: every namespace's ProviderConfig naming it gets the provider's
 // own identity).
 func (r *APIResolver) granted(ctx context.Context, c config) (verdict.Verdict, bool, error) {
 	if c.shared {
-		ok, msg, err := r.Granted(ctx, c.namespace, Config(c.ref.APIGroup, string(c.ref.Kind), c.ref.Name))
+		ok, msg, err := r.Granted(ctx, c.namespace, credentials.Config(c.ref.APIGroup, string(c.ref.Kind), c.ref.Name))
 		if err != nil || ok {
 			return verdict.Verdict{}, ok, err
 		}
 		return verdict.Verdict{Reason: infrav1.ProviderConfigNotGrantedReason, Message: "spec.providerConfigRef: " + msg}, false, nil
 	}
-	for _, b := range credentialBlocks {
+	for _, b := range credentials.CredentialBlocks {
 		src, err := c.obj.GetString(b + ".source")
-		if err != nil && b != credentialBlocks[0] {
+		if err != nil && b != credentials.CredentialBlocks[0] {
 			// Only spec.credentials is always there.
 			continue
 		}
-		if src == sourceSecret {
+		if src == credentials.SourceSecret {
 			continue
 		}
 		if src == "" {
@@ -193,7 +177,7 @@ func (r *APIResolver) granted(ctx context.Context, c config) (verdict.Verdict, b
 				"spec.providerConfigRef: %s %s %s.source is not set: only credentials from a Secret of namespace %s are the namespace's own",
 				c.ref.Kind, c.ref.Name, b, c.namespace)}, false, nil
 		}
-		ok, msg, err := r.Granted(ctx, c.namespace, Ambient(c.ref.APIGroup, src))
+		ok, msg, err := r.Granted(ctx, c.namespace, credentials.Ambient(c.ref.APIGroup, src))
 		if err != nil {
 			return verdict.Verdict{}, false, err
 		}
@@ -207,7 +191,7 @@ func (r *APIResolver) granted(ctx context.Context, c config) (verdict.Verdict, b
 }
 
 // Granted reports whether a namespace may use shared credentials.
-func (r *APIResolver) Granted(ctx context.Context, namespace string, s Shared) (bool, string, error) {
+func (r *APIResolver) Granted(ctx context.Context, namespace string, s credentials.Shared) (bool, string, error) {
 	if r.all {
 		return true, "", nil
 	}
@@ -219,13 +203,13 @@ func (r *APIResolver) Granted(ctx context.Context, namespace string, s Shared) (
 	if err := r.client.List(ctx, grants); err != nil {
 		return false, "", errors.Wrap(err, "cannot list ClusterProviderConfigGrants")
 	}
-	return Granted(grants.Items, s, ns)
+	return credentials.Granted(grants.Items, s, ns)
 }
 
 // secret checks the credentials secret a block of the config names, when
 // its credentials come from a Secret. It reads only the Secret's metadata.
 func (r *APIResolver) secret(ctx context.Context, c config, block string) (verdict.Verdict, bool, error) {
-	if src, _ := c.obj.GetString(block + ".source"); src != sourceSecret {
+	if src, _ := c.obj.GetString(block + ".source"); src != credentials.SourceSecret {
 		return verdict.Verdict{}, true, nil
 	}
 	name, _ := c.obj.GetString(block + ".secretRef.name")
@@ -246,7 +230,7 @@ func (r *APIResolver) secret(ctx context.Context, c config, block string) (verdi
 	case ns == "":
 		ns = c.namespace
 	}
-	if why := InvalidSecretRef(ns, name); why != "" {
+	if why := credentials.InvalidSecretRef(ns, name); why != "" {
 		// Validated before any request: a name the API server cannot
 		// look up is a verdict on this config, not an error.
 		return verdict.Verdict{Reason: infrav1.CredentialsSecretUnreadableReason,
@@ -292,13 +276,13 @@ const (
 // cost one read, not one each.
 const RecheckMissingSecretAfter = 5 * time.Second
 
-// recently says whether the Secret was found less than RecheckSecretAfter
+// recently says whether the Secret was found less than credentials.RecheckSecretAfter
 // ago, or found missing less than RecheckMissingSecretAfter ago.
 func (r *APIResolver) recently(key types.NamespacedName) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
-	if at, ok := r.found[key]; ok && now.Sub(at) < RecheckSecretAfter {
+	if at, ok := r.found[key]; ok && now.Sub(at) < credentials.RecheckSecretAfter {
 		return seenFound
 	}
 	if at, ok := r.missing[key]; ok && now.Sub(at) < RecheckMissingSecretAfter {
