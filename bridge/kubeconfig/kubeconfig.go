@@ -62,19 +62,35 @@ func Reaches(cfg *clientcmdapi.Config) []string {
 }
 
 // Parse reads raw as a kubeconfig, as client-go's clientcmd.Load does,
-// without resolving or opening anything it names.
+// without resolving or opening anything it names. Its error quotes nothing
+// of raw: a decoder's error can print what it read (a client key among it),
+// and the error ends up in objects that are not Secrets.
 func Parse(raw []byte) (*clientcmdapi.Config, error) {
 	cfg, err := clientcmd.Load(raw)
 	if err != nil {
-		return nil, errors.Wrap(errors.New(firstLine(err.Error())), errParse)
+		return nil, errors.Wrap(errors.New(parseProblem(err.Error())), errParse)
 	}
 	return cfg, nil
+}
+
+// parseProblem says what kind of problem a decoder's error is, in words of
+// its own.
+func parseProblem(msg string) string {
+	switch {
+	case strings.Contains(msg, "duplicate name"):
+		return "it names a cluster, user or context twice"
+	case strings.Contains(msg, "yaml:"), strings.Contains(msg, "json:"), strings.Contains(msg, "invalid character"):
+		return "it is not YAML or JSON of a kubeconfig's shape"
+	default:
+		return "it is not a kubeconfig"
+	}
 }
 
 // Usable checks that raw is a kubeconfig a client can connect with using
 // nothing but its content: its current context names a cluster with an http
 // or https server and a user, and nothing in it reaches beyond itself
-// (Reaches). It reads no file and runs nothing; its errors quote only raw.
+// (Reaches). It reads no file and runs nothing; its errors name fields and
+// quote no data of raw.
 func Usable(raw []byte) error {
 	cfg, err := Parse(raw)
 	if err != nil {
@@ -107,9 +123,4 @@ func Usable(raw []byte) error {
 		return errors.Errorf("%s: %q", errBadServer, cluster.Server)
 	}
 	return nil
-}
-
-func firstLine(s string) string {
-	first, _, _ := strings.Cut(s, "\n")
-	return first
 }

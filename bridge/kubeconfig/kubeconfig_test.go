@@ -85,6 +85,17 @@ current-context: x
 			raw:    "{",
 			want:   errParse,
 		},
+		"DuplicateUsers": {
+			reason: "a decoder's error, which prints what it read, is not quoted: the key stays out of the message",
+			raw: `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://h:1"}}]
+users: [{name: u, user: {client-key-data: c2VjcmV0LWtleS1ieXRlcw==}}, {name: u, user: {token: a}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`,
+			want: "it names a cluster, user or context twice",
+		},
 		"NoCurrentContext": {
 			reason: "a client needs a current context",
 			raw:    strings.Replace(kc(server, `token: a`), "current-context: x", "", 1),
@@ -114,6 +125,8 @@ current-context: x
 				t.Errorf("%s\nUsable(): %v, want nil", tc.reason, err)
 			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 				t.Errorf("%s\nUsable(): %v, want an error containing %q", tc.reason, err, tc.want)
+			case err != nil && (strings.Contains(err.Error(), "115 101 99") || strings.Contains(err.Error(), "secret-key")):
+				t.Errorf("%s\nUsable(): %v quotes the kubeconfig's key", tc.reason, err)
 			}
 		})
 	}

@@ -26,6 +26,11 @@ const KubeconfigPolicyName = "capxp-kubeconfig-content"
 // client-certificate-data, client-key-data and the base64 in them pass.
 var kubeconfigReaching = []struct{ field, text string }{
 	{"a backslash escape", `\`},
+	// A YAML tag (!!binary decodes base64 into any key), and a NUL byte
+	// (UTF-16 and UTF-32, which YAML parsers read after a byte-order mark,
+	// spell every ASCII text with NULs between its bytes).
+	{"a YAML tag", "!"},
+	{"a NUL byte (UTF-16 or UTF-32)", "\x00"},
 	{"tokenFile", "tokenFile"},
 	{"auth-provider", "auth-provider"},
 	{"exec", "exec" + keyEnd},
@@ -37,7 +42,7 @@ var kubeconfigReaching = []struct{ field, text string }{
 // keyEnd, ending a text of kubeconfigReaching, stands for any one byte of
 // keyEnds.
 const (
-	keyEnd  = "\x00"
+	keyEnd  = "\xff\xfe"
 	keyEnds = ":\"' \t\n\r,]}"
 )
 
@@ -150,7 +155,8 @@ func class(values map[int]bool) string {
 // Secret named <cluster>-kubeconfig whose key value (what CAPI's
 // controllers read to reach a workload cluster, acting as themselves) holds
 // a kubeconfig naming a file of the reader, a command or an auth plugin, or
-// a backslash escape that could spell one. With such a kubeconfig CAPI's
+// a backslash escape, a YAML tag or a NUL byte (UTF-16) that could spell
+// one. With such a kubeconfig CAPI's
 // controllers would send their own service account token to a server the
 // writer picks. It needs no parameter, so it holds whatever state the
 // manager is in.
@@ -175,7 +181,7 @@ func Kubeconfig() (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.Validati
 		Validations: []admissionv1.Validation{{
 			Expression: `size(variables.found) == 0`,
 			MessageExpression: `'data.value: Secret ' + request.namespace + '/' + object.metadata.name + ' is read by Cluster API as the kubeconfig of cluster ' + object.metadata.name.substring(0, size(object.metadata.name) - 11) + ` +
-				`' with its own identity, and holds ' + variables.found.join(', ') + ': a kubeconfig there may not name a file (tokenFile, client-certificate, client-key, certificate-authority), a command (exec) or a plugin (auth-provider), nor hold a backslash escape; ` +
+				`' with its own identity, and holds ' + variables.found.join(', ') + ': a kubeconfig there may not name a file (tokenFile, client-certificate, client-key, certificate-authority), a command (exec) or a plugin (auth-provider), nor hold a backslash escape, a YAML tag or a NUL byte (it must be UTF-8 YAML or JSON); ` +
 				`put the token, certificates and keys inline (token, client-certificate-data, client-key-data, certificate-authority-data)'`,
 			Reason: ptr.To(metav1.StatusReasonForbidden),
 		}},

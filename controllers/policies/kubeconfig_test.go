@@ -40,6 +40,8 @@ func TestKubeconfigPatterns(t *testing.T) {
 		"CAFile":       {reason: "a CA file is refused", content: "clusters: [{name: c, cluster: {certificate-authority: /etc/ca.crt}}]\n", refused: true},
 		"KeyFile":      {reason: "a key file is refused", content: "users: [{name: u, user: {'client-key': /etc/k}}]\n", refused: true},
 		"Escape":       {reason: "an escape that could spell a field is refused", content: `{"users":[{"name":"u","user":{"token\u0046ile":"/dev/zero"}}]}`, refused: true},
+		"BinaryTag":    {reason: "a YAML !!binary key decodes into any key", content: "users: [{name: u, user: {!!binary dG9rZW5GaWxl: /dev/zero}}]\n", refused: true},
+		"UTF16":        {reason: "UTF-16 spells every field with NULs between its bytes", content: "\xff\xfeu\x00s\x00e\x00r\x00s\x00", refused: true},
 		"AnchoredExec": {reason: "an anchor spelling exec as a flow item is refused", content: "x: [&a exec]\nusers: [{name: u, user: {*a : {command: sh}}}]\n", refused: true},
 	}
 	for name, tc := range cases {

@@ -95,6 +95,13 @@ func TestAnUnreadableConfigIsAVerdictOnItAlone(t *testing.T) {
 // plugin, in YAML or JSON, plainly or escaped. A kubeconfig holding its
 // credentials inline is admitted, as is any other Secret.
 func TestClusterKubeconfigSecretsReachNothingBeyondThemselves(t *testing.T) {
+	utf16 := func(s string) string {
+		b := []byte{0xff, 0xfe}
+		for _, c := range []byte(s) {
+			b = append(b, c, 0)
+		}
+		return string(b)
+	}
 	bridge := stack(t)
 	g := NewWithT(t)
 	ns := namespace(t)
@@ -120,6 +127,10 @@ func TestClusterKubeconfigSecretsReachNothingBeyondThemselves(t *testing.T) {
 		"escaped":       {kubeconfig(`{"token\u0046ile":"/dev/zero"}`), "a backslash escape"},
 		"yaml":          {"users:\n- name: u\n  user:\n    'exec' :\n      command: sh\n", "exec"},
 		"ca-file":       {"clusters: [{name: c, cluster: {certificate-authority: /etc/ca}}]\n", "certificate-authority"},
+		// Found by an adversarial review: a YAML !!binary key decodes into
+		// tokenFile; UTF-16 spells it with NULs between its bytes.
+		"binary-tag": {"users: [{name: u, user: {!!binary dG9rZW5GaWxl: /dev/zero}}]\n", "a YAML tag"},
+		"utf-16":     {utf16(kubeconfig(`{"tokenFile":"/dev/zero"}`)), "a NUL byte (UTF-16 or UTF-32)"},
 	}
 	for name, r := range refused {
 		err := tc.Create(ctx, secret(name+"-kubeconfig", "value", r.value))
