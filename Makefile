@@ -134,7 +134,7 @@ FUZZ_TARGETS := bridge/outputs:FuzzMapCluster bridge/outputs:FuzzMapMachine brid
 FUZZ_TIME ?= 30000x
 
 .PHONY: fuzz
-fuzz: ## Fuzz output mapping, readiness, the gate, the XRD check, the grant check and the cache's managed-field stripping for FUZZ_TIME each (make test: 30000x, 30 000 executions, 1–15 s a target); a failing input is written to the package's testdata/fuzz.
+fuzz: ## Fuzz output mapping, readiness, the gate, the XRD check, the grant check, the credentials record, kubeconfig judging, the kubeconfig policy's patterns and the cache's managed-field stripping for FUZZ_TIME each (make test: 30000x, 30 000 executions, 1–15 s a target); a failing input is written to the package's testdata/fuzz.
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 	  out=$$(go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZ_TIME) ./$$pkg 2>&1) || { echo "$$out"; exit 1; }; \
 	  echo "$$fn: $$(echo "$$out" | grep -o 'execs: [0-9]*' | tail -1 | cut -d' ' -f2) executions, no failure"; \
