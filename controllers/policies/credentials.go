@@ -186,8 +186,9 @@ const LockPolicyName = "capxp-credentials-locked"
 // Lock returns the policy and binding that refuse, to anyone but the
 // bridge (whoever may release holds), a change of a locked object's
 // contents: the spec of a namespace's ProviderConfig its NamespaceCredentials
-// lists in locked, or the data of a Secret listed there, and the creation of
-// either under a locked name (deleted and created again). Without it a
+// lists in locked, or the data of a Secret listed there, the deletion of
+// such a Secret (but by the namespace's own deletion), and the creation of
+// either under a locked name. Without it a
 // tenant could edit a Secret the bridge judged its own into one that runs a
 // command in the provider, between the bridge's read and the provider's.
 // Namespaces without a record lock nothing: their managed resources are
@@ -198,27 +199,34 @@ func Lock(providers []credentials.Provider) (*admissionv1.ValidatingAdmissionPol
 		configGroups = append(configGroups, p.ConfigGroup)
 	}
 	sort.Strings(configGroups)
-	rule := func(groups []string, resource string) admissionv1.NamedRuleWithOperations {
+	rule := func(groups []string, resource string, ops ...admissionv1.OperationType) admissionv1.NamedRuleWithOperations {
 		return admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{
-			Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update},
+			Operations: append([]admissionv1.OperationType{admissionv1.Create, admissionv1.Update}, ops...),
 			Rule:       admissionv1.Rule{APIGroups: groups, APIVersions: []string{"*"}, Resources: []string{resource}, Scope: ptr.To(admissionv1.NamespacedScope)},
 		}}
 	}
 	return validatingPolicy(LockPolicyName, admissionv1.ValidatingAdmissionPolicySpec{
 		ParamKind: &admissionv1.ParamKind{APIVersion: infrav1.GroupVersion.String(), Kind: "NamespaceCredentials"},
 		MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{
-			rule([]string{""}, "secrets"), rule(configGroups, "providerconfigs"),
+			// A locked Secret is not deleted either: the record would go on
+			// listing its config, judged on what is gone. Deleting the
+			// config unlocks it.
+			rule([]string{""}, "secrets", admissionv1.Delete), rule(configGroups, "providerconfigs"),
 		}},
 		FailurePolicy:   ptr.To(admissionv1.Fail),
 		MatchConditions: []admissionv1.MatchCondition{{Name: "not-the-bridge", Expression: "!" + mayRelease}},
 		Variables: []admissionv1.Variable{{
+			Name:       "obj",
+			Expression: `request.operation == 'DELETE' ? oldObject : object`,
+		}, {
 			Name: "locked",
 			Expression: `has(params.spec) && has(params.spec.locked) && params.spec.locked.exists(l, (has(l.apiGroup) ? l.apiGroup : '') == request.kind.group && ` +
-				`l.kind == request.kind.kind && l.name == object.metadata.name)`,
+				`l.kind == request.kind.kind && l.name == variables.obj.metadata.name)`,
 		}},
 		Validations: []admissionv1.Validation{{
-			Expression: `!variables.locked || (request.operation == 'UPDATE' && (request.kind.kind == 'Secret' ? object.?data == oldObject.?data : object.?spec == oldObject.?spec))`,
-			MessageExpression: `(request.kind.kind == 'Secret' ? 'data' : 'spec') + ': ' + request.kind.kind + ' ' + request.namespace + '/' + object.metadata.name + ` +
+			// The namespace controller empties a deleted namespace.
+			Expression: `!variables.locked || (request.operation == 'DELETE' && has(namespaceObject.metadata.deletionTimestamp)) || (request.operation == 'UPDATE' && (request.kind.kind == 'Secret' ? object.?data == oldObject.?data : object.?spec == oldObject.?spec))`,
+			MessageExpression: `(request.operation == 'DELETE' ? 'delete' : request.kind.kind == 'Secret' ? 'data' : 'spec') + ': ' + request.kind.kind + ' ' + request.namespace + '/' + variables.obj.metadata.name + ` +
 				`' is locked: the credentials of namespace ' + request.namespace + ' were judged with what it holds and are in use; to change them, create a new Secret and ProviderConfig under new names and point spec.providerConfigRef at them, ` +
 				`or delete the ProviderConfig that relies on it (kubectl get namespacecredentials ` + infrav1.NamespaceCredentialsName + ` -n ' + request.namespace + ' -o yaml lists what is locked)'`,
 			Reason: ptr.To(metav1.StatusReasonForbidden),

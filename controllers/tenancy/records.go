@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -202,9 +203,34 @@ func (r *Records) allNamespaces(ctx context.Context) []reconcile.Request {
 // one config is a verdict on it; a failure to judge the namespace's configs
 // at all still writes what the grants give and take.
 func (r *Records) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var releasing reconcile.Result
+	res, err := r.reconcile(ctx, req, &releasing)
+	return util.LowestNonZeroResult(res, releasing), err
+}
+
+// reconcile is Reconcile; releasing is set to when a deleted record that
+// is still judged with looks again for what needs it.
+func (r *Records) reconcile(ctx context.Context, req reconcile.Request, releasing *reconcile.Result) (reconcile.Result, error) {
 	ns := &corev1.Namespace{}
 	if err := r.client.Get(ctx, req.NamespacedName, ns); err != nil {
 		return reconcile.Result{}, errors.Wrap(client.IgnoreNotFound(err), errGetNamespace)
+	}
+	rec := &infrav1.NamespaceCredentials{}
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: ns.Name, Name: infrav1.NamespaceCredentialsName}, rec); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, errors.Wrap(err, errWriteRecord)
+		}
+		rec = nil
+	}
+	if rec != nil && !rec.DeletionTimestamp.IsZero() {
+		// Deleted (with its namespace, its CRD, or by hand): it goes once
+		// nothing the policies judge with it is left.
+		res, released, err := r.release(ctx, rec)
+		if released || err != nil || !ns.DeletionTimestamp.IsZero() {
+			return res, err
+		}
+		// Its namespace stays: it is still kept, for what is left.
+		*releasing = res
 	}
 	if !ns.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
@@ -220,13 +246,6 @@ func (r *Records) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	}
 	if err := r.watchMarked(kinds); err != nil {
 		return reconcile.Result{}, err
-	}
-	rec := &infrav1.NamespaceCredentials{}
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: ns.Name, Name: infrav1.NamespaceCredentialsName}, rec); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, errors.Wrap(err, errWriteRecord)
-		}
-		rec = nil
 	}
 	var prev *infrav1.NamespaceCredentialsSpec
 	if rec != nil {
@@ -714,8 +733,9 @@ func (r *Records) writeMarked(ctx context.Context, ns string, rec *infrav1.Names
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	if rec == nil {
 		rec = &infrav1.NamespaceCredentials{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: infrav1.NamespaceCredentialsName, Labels: policies.Labels()},
-			Spec:       spec,
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: infrav1.NamespaceCredentialsName, Labels: policies.Labels(),
+				Finalizers: []string{infrav1.NamespaceCredentialsFinalizer}},
+			Spec: spec,
 		}
 		marks := map[string]string{}
 		if pending {
@@ -736,10 +756,16 @@ func (r *Records) writeMarked(ctx context.Context, ns string, rec *infrav1.Names
 	case stamp == "" || !credentials.SameUse(&rec.Spec, &spec):
 		stamp = now
 	}
-	if reflect.DeepEqual(rec.Spec, spec) && rec.GetAnnotations()[revocationPendingAnnotation] == stamp && rec.GetAnnotations()[lockedAnnotation] == lockedAt {
+	// A record written before it carried the finalizer gains it; one
+	// being deleted cannot.
+	finalized := controllerutil.ContainsFinalizer(rec, infrav1.NamespaceCredentialsFinalizer) || !rec.DeletionTimestamp.IsZero()
+	if reflect.DeepEqual(rec.Spec, spec) && rec.GetAnnotations()[revocationPendingAnnotation] == stamp && rec.GetAnnotations()[lockedAnnotation] == lockedAt && finalized {
 		return rec, nil
 	}
 	rec = rec.DeepCopy()
+	if rec.DeletionTimestamp.IsZero() {
+		controllerutil.AddFinalizer(rec, infrav1.NamespaceCredentialsFinalizer)
+	}
 	rec.Spec = spec
 	xpmeta.RemoveAnnotations(rec, revocationPendingAnnotation, lockedAnnotation)
 	if stamp != "" {
@@ -749,4 +775,44 @@ func (r *Records) writeMarked(ctx context.Context, ns string, rec *infrav1.Names
 		xpmeta.AddAnnotations(rec, map[string]string{lockedAnnotation: lockedAt})
 	}
 	return rec, errors.Wrap(r.client.Update(ctx, rec), errWriteRecord)
+}
+
+// releaseRecheck is how often a deleted record looks again for the managed
+// resources of its namespace that still need it.
+const releaseRecheck = 5 * time.Second
+
+// release removes the finalizer of a deleted record once its namespace
+// holds no managed resource of an enforced provider the manager may read:
+// until then the API server judges their updates (a provider's finalizer
+// removal too) with it, and without it would refuse them all. released:
+// the record goes.
+func (r *Records) release(ctx context.Context, rec *infrav1.NamespaceCredentials) (reconcile.Result, bool, error) {
+	if !controllerutil.ContainsFinalizer(rec, infrav1.NamespaceCredentialsFinalizer) {
+		return reconcile.Result{}, true, nil
+	}
+	kinds, err := r.managedKinds(ctx)
+	if err != nil {
+		return reconcile.Result{}, false, err
+	}
+	for i := range kinds {
+		l := &metav1.PartialObjectMetadataList{}
+		l.SetGroupVersionKind(kinds[i].gvk.GroupVersion().WithKind(kinds[i].gvk.Kind + "List"))
+		err := r.live.List(ctx, l, client.InNamespace(rec.Namespace), client.Limit(1))
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			continue
+		}
+		if err != nil {
+			return reconcile.Result{}, false, errors.Wrapf(err, "cannot list %s", kinds[i].gvk.Kind)
+		}
+		if len(l.Items) > 0 {
+			return reconcile.Result{RequeueAfter: releaseRecheck}, false, nil
+		}
+	}
+	rec = rec.DeepCopy()
+	controllerutil.RemoveFinalizer(rec, infrav1.NamespaceCredentialsFinalizer)
+	if err := r.client.Update(ctx, rec); err != nil {
+		res, err := writeResult(client.IgnoreNotFound(err))
+		return res, false, err
+	}
+	return reconcile.Result{}, true, nil
 }

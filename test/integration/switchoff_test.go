@@ -8,6 +8,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -225,4 +226,71 @@ func TestAGrantRevokedDuringAnOutageTakesEffectOnStart(t *testing.T) {
 		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
 	}, timeout, interval).Should(Succeed())
 	t.Logf("a grant revoked during the outage: dropped, and what ran on it paused, %s after the manager started", time.Since(start).Round(10*time.Millisecond))
+}
+
+// A namespace deleted while managed resources of an enforced provider are in
+// it finishes: its NamespaceCredentials outlives them, so the provider's
+// finalizer removal is admitted (without the record, every update of them
+// is refused), and a change of their credentials is still judged meanwhile.
+// The test deletes what the namespace controller would.
+func TestADeletedNamespaceKeepsItsRecordUntilItsManagedResourcesAreGone(t *testing.T) {
+	stackWith(t, controllers.Options{CredentialsProviders: []credentials.Provider{testProvider}})
+	removeCredentialsPolicies(t)
+	g := NewWithT(t)
+	ns, suffix, granted, ungranted := tenantBesideSharedCredentials(t)
+	grantTo(t, "granted"+suffix, granted, infrav1.AllowedNamespaces{Names: []string{ns}})
+	// The tenant's own config, on a Secret the record locks.
+	tc := tenantClient(t, ns)
+	own := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "own"}, Data: map[string][]byte{"kubeconfig": []byte(ownKubeconfig)}}
+	g.Expect(tc.Create(ctx, own)).To(Succeed())
+	g.Expect(tc.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": credsGroup + "/v1beta1", "kind": "ProviderConfig",
+		"metadata": map[string]any{"name": "own", "namespace": ns},
+		"spec":     map[string]any{"credentials": map[string]any{"source": "Secret", "secretRef": map[string]any{"name": "own", "key": "kubeconfig"}}},
+	}})).To(Succeed())
+	key := client.ObjectKey{Namespace: ns, Name: infrav1.NamespaceCredentialsName}
+	g.Eventually(func(g Gomega) {
+		rec := &infrav1.NamespaceCredentials{}
+		g.Expect(env.Client.Get(ctx, key, rec)).To(Succeed())
+		g.Expect(rec.Finalizers).To(ContainElement(infrav1.NamespaceCredentialsFinalizer))
+		g.Expect(rec.Spec.Configs).To(ContainElements(infrav1.UsableConfig{APIGroup: credsGroup, Kind: infrav1.ProviderConfigKindCluster, Name: granted},
+			infrav1.UsableConfig{APIGroup: credsGroup, Kind: infrav1.ProviderConfigKindNamespaced, Name: "own"}))
+		g.Expect(rec.Spec.Locked).To(ContainElement(infrav1.LockedObject{Kind: "Secret", Name: "own"}))
+	}, timeout, interval).Should(Succeed())
+	g.Expect(tc.Delete(ctx, own)).To(MatchError(ContainSubstring(policies.LockPolicyName)), "a locked Secret stays while its namespace does")
+	stub := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": envtest.StubGVK.GroupVersion().String(), "kind": envtest.StubGVK.Kind,
+		"metadata": map[string]any{"namespace": ns, "name": "running", "finalizers": []any{"provider.example.org/external"}},
+		"spec":     map[string]any{"providerConfigRef": map[string]any{"apiGroup": credsGroup, "kind": "ClusterProviderConfig", "name": granted}},
+	}}
+	g.Eventually(func() error { return env.Client.Create(ctx, stub) }, timeout, interval).Should(Succeed())
+
+	g.Expect(env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	g.Expect(env.Client.Delete(ctx, &infrav1.NamespaceCredentials{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: infrav1.NamespaceCredentialsName}})).To(Succeed())
+	g.Expect(env.Client.Delete(ctx, stub)).To(Succeed())
+	// As the namespace controller empties it, with no power over locks
+	// (here: the tenant's identity), the locked Secret goes too.
+	g.Eventually(func() error { return client.IgnoreNotFound(tc.Delete(ctx, own)) }, timeout, interval).Should(Succeed())
+	g.Consistently(func() error { return env.Client.Get(ctx, key, &infrav1.NamespaceCredentials{}) }, 2*time.Second, interval).
+		Should(Succeed(), "the record outlives the managed resource")
+
+	switched := stub.DeepCopy()
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(stub), switched)).To(Succeed())
+	g.Expect(unstructured.SetNestedField(switched.Object, ungranted, "spec", "providerConfigRef", "name")).To(Succeed())
+	g.Expect(env.Client.Update(ctx, switched)).To(MatchError(ContainSubstring(policies.CredentialsPolicyName)),
+		"a change of credentials is judged while the namespace is deleted")
+
+	// The provider lets its managed resource go.
+	g.Eventually(func() error {
+		got := stub.DeepCopy()
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(stub), got); err != nil {
+			return err
+		}
+		got.SetFinalizers(nil)
+		return env.Client.Update(ctx, got)
+	}, timeout, interval).Should(Succeed())
+	start := time.Now()
+	g.Eventually(func() bool { return apierrors.IsNotFound(env.Client.Get(ctx, key, &infrav1.NamespaceCredentials{})) }, timeout, interval).
+		Should(BeTrue(), "the record goes once nothing needs it")
+	t.Logf("the record went %s after the last managed resource", time.Since(start).Round(10*time.Millisecond))
 }

@@ -199,6 +199,8 @@ func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
 		try.edit(try.obj)
 		g.Expect(tc.Update(ctx, try.obj)).To(MatchError(And(ContainSubstring(policies.LockPolicyName), ContainSubstring("is locked"))), "a tenant may not change %s", try.what)
 	}
+	g.Expect(tc.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine"}})).
+		To(MatchError(And(ContainSubstring(policies.LockPolicyName), ContainSubstring("is locked"))), "a tenant may not delete the Secret its usable config was judged on")
 	mine := pcObject()
 	g.Expect(tc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mine"}, mine)).To(Succeed())
 	mine.SetLabels(map[string]string{"team": "a"})

@@ -9,6 +9,12 @@ import (
 // resources reads it by that name, in the managed resource's namespace.
 const NamespaceCredentialsName = "credentials"
 
+// NamespaceCredentialsFinalizer keeps a namespace's NamespaceCredentials
+// until no managed resource of an enforced provider is left in the
+// namespace: the admission policies read it for every update of those
+// (their provider's finalizer removal too), and refuse them without it.
+const NamespaceCredentialsFinalizer = "capxp.dev/outlive-managed-resources"
+
 // UsableConfig names a credentials config a namespace's managed resources
 // may name in spec.providerConfigRef: a ProviderConfig of the namespace's
 // own, or a ClusterProviderConfig granted to it.
