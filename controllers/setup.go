@@ -351,13 +351,23 @@ const (
 	secretReadBurst = 20
 )
 
-// secretReader reads Secrets uncached, on a rate limit of its own.
-func secretReader(mgr ctrl.Manager) (client.Reader, error) {
+// rateLimited returns a client whose requests have a rate limit of their
+// own; what names what it reads.
+func rateLimited(mgr ctrl.Manager, qps float32, burst int, what string) (client.Client, error) {
 	cfg := rest.CopyConfig(mgr.GetConfig())
-	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(secretReadQPS, secretReadBurst)
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
 	c, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
-	return c, errors.Wrap(err, "cannot build the client that reads credentials Secrets")
+	return c, errors.Wrapf(err, "cannot build the client that reads %s", what)
 }
+
+// Lists of managed resources (to pause what a revocation reaches, and to let
+// a deleted namespace's record go) have a rate limit of their own: a
+// namespace whose record changes often spends it, not the budget every
+// tenant's holds and releases use.
+const (
+	managedListQPS   = 10
+	managedListBurst = 40
+)
 
 // resolver reads credentials kinds only once access says the bridge may.
 func resolver(mgr ctrl.Manager, o Options, reads *access.Reads, secrets client.Reader) *resolve.APIResolver {
@@ -372,7 +382,7 @@ func resolver(mgr ctrl.Manager, o Options, reads *access.Reads, secrets client.R
 func Setup(mgr ctrl.Manager, o Options) error {
 	co := controllerOptions(max(o.Concurrency, 1))
 	reads := access.NewReads(mgr.GetClient())
-	secrets, err := secretReader(mgr)
+	secrets, err := rateLimited(mgr, secretReadQPS, secretReadBurst, "credentials Secrets")
 	if err != nil {
 		return err
 	}
@@ -395,8 +405,12 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if providers == nil {
 		providers = credentials.DefaultProviders
 	}
+	managed, err := rateLimited(mgr, managedListQPS, managedListBurst, "managed resources")
+	if err != nil {
+		return err
+	}
 	ropts := []tenancy.RecordsOption{
-		tenancy.WithSecretReaders(budget.FailFast{Reader: secrets, Budgets: budgets}, secrets),
+		tenancy.WithSecretReaders(budget.FailFast{Reader: secrets, Budgets: budgets}, secrets), tenancy.WithManagedReader(managed),
 		tenancy.WithReadAccess(reads), tenancy.WithNetworks(networkKinds(providers)), tenancy.WithCacheTransform(stripManagedFields),
 	}
 	if o.SharedCredentialsForAllNamespaces {

@@ -71,7 +71,11 @@ type Records struct {
 	secrets client.Reader
 	// relock reads Secrets uncached on the manager-wide budget alone: the
 	// second reading of what a reconcile read once and locked.
-	relock    client.Reader
+	relock client.Reader
+	// managed lists managed resources uncached, to pause, resume or wait
+	// for them: on a budget of its own, so that revocations neither wait
+	// on nor slow the manager's other work.
+	managed   client.Reader
 	providers []credentials.Provider
 	// networks are the kinds whose managed resources report the networks
 	// a namespace owns.
@@ -113,6 +117,11 @@ func WithSecretReaders(secrets, relock client.Reader) RecordsOption {
 	return func(r *Records) { r.secrets, r.relock = secrets, relock }
 }
 
+// WithManagedReader lists managed resources with managed (default: live).
+func WithManagedReader(managed client.Reader) RecordsOption {
+	return func(r *Records) { r.managed = managed }
+}
+
 // WithReadAccess skips, and logs once, the kinds reads says the manager may
 // not list and watch.
 func WithReadAccess(reads *access.Reads) RecordsOption {
@@ -140,7 +149,7 @@ func WithCacheTransform(t toolscache.TransformFunc) RecordsOption {
 // NewRecords returns the records of the credentials each namespace may use
 // with the providers, read with c (cached) and live (uncached).
 func NewRecords(c client.Client, live client.Reader, providers []credentials.Provider, opts ...RecordsOption) *Records {
-	r := &Records{client: c, live: live, secrets: live, relock: live, providers: providers,
+	r := &Records{client: c, live: live, secrets: live, relock: live, managed: live, providers: providers,
 		watched: map[schema.GroupVersionKind]bool{}, watchedMarked: map[schema.GroupVersionKind]bool{},
 		unreadable: map[schema.GroupVersionKind]bool{}, rescan: map[string]bool{}, lastRead: map[string]map[string]readTimes{}}
 	for _, o := range opts {
@@ -262,77 +271,140 @@ func (r *Records) reconcile(ctx context.Context, req reconcile.Request, releasin
 		configs, relocked = r.live, true
 	}
 	spec, j, err := r.judge(ctx, ns, grants.Items, configs, prev, relocked)
-	if err != nil {
+	p := decide(observed{rec: rec, spec: spec, judged: j, judgeErr: err, rescan: r.takeRescan(ns.Name), now: time.Now()})
+	return r.act(ctx, ns, rec, grants.Items, p)
+}
+
+// observed is what one reconcile of a namespace's record read.
+type observed struct {
+	// rec is the record as read; nil when there is none.
+	rec *infrav1.NamespaceCredentials
+	// spec is the record the grants and the namespace's configs earn it
+	// now, as judged; judgeErr when its configs could not be judged.
+	spec     infrav1.NamespaceCredentialsSpec
+	judged   judgement
+	judgeErr error
+	// rescan: a managed resource the bridge marked changed what it names.
+	rescan bool
+	now    time.Time
+}
+
+// plan is what one reconcile of a namespace's record does, in this order.
+type plan struct {
+	// keepRescan leaves the rescan to a later reconcile.
+	keepRescan bool
+	// grantsOnly writes what the grants give and take, with the record's
+	// own verdicts and the new locks, and pauses what the grants no
+	// longer give: nothing else.
+	grantsOnly bool
+	locks      []infrav1.LockedObject
+	// interim is written first, marked pending: admission refuses what it
+	// no longer lists from then on; its locks stay.
+	interim *infrav1.NamespaceCredentialsSpec
+	// revoke pauses what names a config it does not list.
+	revoke *infrav1.NamespaceCredentialsSpec
+	// final is written last, not pending; nil while a revocation settles.
+	final *infrav1.NamespaceCredentialsSpec
+	// resume resumes what the bridge paused that final lists again.
+	resume bool
+	// err is returned once the plan is carried out.
+	err    error
+	result reconcile.Result
+}
+
+// decide plans the reconcile of a namespace's record from what it observed,
+// in the order that leaves no moment where a managed resource may use what
+// the bridge has not judged (Reconcile).
+func decide(o observed) plan {
+	if o.judgeErr != nil {
 		// What the platform grants and revokes never waits on judging
 		// what the namespace owns.
-		return reconcile.Result{}, kerrors.NewAggregate([]error{err, r.grantsFirst(ctx, ns, rec, grants.Items, nil)})
+		return plan{keepRescan: o.rescan, grantsOnly: true, err: o.judgeErr}
 	}
-	if locks := newLocks(rec, spec.Locked); len(locks) > 0 {
+	if locks := newLocks(o.rec, o.spec.Locked); len(locks) > 0 {
 		// What was read may change until the API server enforces the
 		// lock: lock it, with what the grants give the namespace now, and
 		// judge it again once the lock is in force.
-		if err := r.grantsFirst(ctx, ns, rec, grants.Items, locks); err != nil {
-			return writeResult(err)
-		}
-		return reconcile.Result{RequeueAfter: lockSettles}, nil
+		return plan{keepRescan: o.rescan, grantsOnly: true, locks: locks, result: reconcile.Result{RequeueAfter: lockSettles}}
 	}
-	var res reconcile.Result
-	if j.missing {
-		// The bridge does not watch Secrets: look for a missing one again.
-		res.RequeueAfter = credentials.RecheckSecretAfter
-	}
-	if j.failed {
-		res = util.LowestNonZeroResult(res, reconcile.Result{RequeueAfter: unreadableRecheck})
-	}
-	if j.unread > 0 {
-		// The namespace's Secret reads were spent: judge the rest in turn.
-		res = util.LowestNonZeroResult(res, reconcile.Result{RequeueAfter: j.unread})
-	}
-	rescan := r.takeRescan(ns.Name)
-	changed := rec == nil || !credentials.SameUse(&rec.Spec, &spec)
-	if changed && !rescan && !revocationPending(rec) && rec != nil && !credentials.Removed(&rec.Spec, &spec) {
+	spec, res := o.spec, o.judged.requeue()
+	pending := revocationPending(o.rec)
+	changed := o.rec == nil || !credentials.SameUse(&o.rec.Spec, &spec)
+	switch {
+	case changed && !o.rescan && !pending && o.rec != nil && !credentials.Removed(&o.rec.Spec, &spec):
 		// It admits more and refuses nothing new: nothing to pause, and no
 		// create to race. Only what the bridge marked may resume.
-		if rec, err = r.write(ctx, ns.Name, rec, spec, false); err != nil {
+		return plan{final: &spec, resume: true, result: res}
+	case !changed && !pending && o.rescan:
+		// A resource the bridge marked changed what it names.
+		return plan{revoke: &spec, final: &spec, result: res}
+	case !changed && !pending:
+		return plan{final: &spec, result: res}
+	}
+	// Admission first: what is no longer listed is refused from now on.
+	// Locks stay until what ran with it is paused. Pause what names what is
+	// no longer listed at once, and once more when the API server's
+	// admission, which reads records from its own cache, has settled (a
+	// create admitted just before the write may be stored just after the
+	// list); only then unlock.
+	interim := *spec.DeepCopy()
+	if o.rec != nil {
+		interim.Locked = credentials.MergeLocks(o.rec.Spec.Locked, spec.Locked)
+	}
+	wait := revocationSettles
+	if !changed {
+		wait -= o.now.Sub(pendingSince(o.rec))
+	}
+	p := plan{interim: &interim, result: res}
+	if changed || o.rescan || wait <= 0 {
+		p.revoke = &spec
+	}
+	if wait > 0 {
+		p.result = util.LowestNonZeroResult(res, reconcile.Result{RequeueAfter: wait})
+		return p
+	}
+	p.final = &spec
+	return p
+}
+
+// act carries out a plan for the namespace whose record was read as rec.
+func (r *Records) act(ctx context.Context, ns *corev1.Namespace, rec *infrav1.NamespaceCredentials, grants []infrav1.ClusterProviderConfigGrant, p plan) (reconcile.Result, error) {
+	if p.keepRescan {
+		r.rescanLater(ns.Name)
+	}
+	if p.grantsOnly {
+		err := r.grantsFirst(ctx, ns, rec, grants, p.locks)
+		if p.err != nil {
+			return reconcile.Result{}, kerrors.NewAggregate([]error{p.err, err})
+		}
+		if err != nil {
 			return writeResult(err)
 		}
-		return res, r.resumeMarked(ctx, ns.Name, &rec.Spec)
+		return p.result, nil
 	}
-	if !changed && !revocationPending(rec) && rescan {
-		// A resource the bridge marked changed what it names.
-		if err := r.revoke(ctx, ns.Name, &spec); err != nil {
+	var err error
+	if p.interim != nil {
+		if rec, err = r.write(ctx, ns.Name, rec, *p.interim, true); err != nil {
+			return writeResult(err)
+		}
+	}
+	if p.revoke != nil {
+		if err := r.revoke(ctx, ns.Name, p.revoke); err != nil {
+			// Scanned again, whether or not the record stays pending.
 			r.rescanLater(ns.Name)
 			return reconcile.Result{}, err
 		}
 	}
-	if changed || revocationPending(rec) {
-		// Admission first: what is no longer listed is refused from now
-		// on. Locks stay until what ran with it is paused.
-		interim := *spec.DeepCopy()
-		if rec != nil {
-			interim.Locked = credentials.MergeLocks(rec.Spec.Locked, spec.Locked)
-		}
-		if rec, err = r.write(ctx, ns.Name, rec, interim, true); err != nil {
-			return writeResult(err)
-		}
-		// Pause what names what is no longer listed at once, and once more
-		// when the API server's admission, which reads records from its
-		// own cache, has settled (a create admitted just before the write
-		// may be stored just after the list); only then unlock.
-		wait := revocationSettles - time.Since(pendingSince(rec))
-		if changed || rescan || wait <= 0 {
-			if err := r.revoke(ctx, ns.Name, &spec); err != nil {
-				return reconcile.Result{}, err
-			}
-		}
-		if wait > 0 {
-			return util.LowestNonZeroResult(res, reconcile.Result{RequeueAfter: wait}), nil
-		}
+	if p.final == nil {
+		return p.result, nil
 	}
-	if _, err := r.write(ctx, ns.Name, rec, spec, false); err != nil {
+	if rec, err = r.write(ctx, ns.Name, rec, *p.final, false); err != nil {
 		return writeResult(err)
 	}
-	return res, nil
+	if p.resume {
+		return p.result, r.resumeMarked(ctx, ns.Name, &rec.Spec)
+	}
+	return p.result, nil
 }
 
 // grantsFirst writes the record with the shared configs the grants give the
@@ -442,6 +514,23 @@ type judgement struct {
 	unread  time.Duration
 	// failed: a Secret could not be read, and its config was refused.
 	failed bool
+}
+
+// requeue is how soon what the judgement could not settle is judged again.
+func (j judgement) requeue() reconcile.Result {
+	var res reconcile.Result
+	if j.missing {
+		// The bridge does not watch Secrets: look for a missing one again.
+		res.RequeueAfter = credentials.RecheckSecretAfter
+	}
+	if j.failed {
+		res = util.LowestNonZeroResult(res, reconcile.Result{RequeueAfter: unreadableRecheck})
+	}
+	if j.unread > 0 {
+		// The namespace's Secret reads were spent: judge the rest in turn.
+		res = util.LowestNonZeroResult(res, reconcile.Result{RequeueAfter: j.unread})
+	}
+	return res
 }
 
 // judge computes the record a namespace's configs, as read with configs,
@@ -797,7 +886,7 @@ func (r *Records) release(ctx context.Context, rec *infrav1.NamespaceCredentials
 	for i := range kinds {
 		l := &metav1.PartialObjectMetadataList{}
 		l.SetGroupVersionKind(kinds[i].gvk.GroupVersion().WithKind(kinds[i].gvk.Kind + "List"))
-		err := r.live.List(ctx, l, client.InNamespace(rec.Namespace), client.Limit(1))
+		err := r.managed.List(ctx, l, client.InNamespace(rec.Namespace), client.Limit(1))
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 			continue
 		}

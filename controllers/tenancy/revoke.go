@@ -141,7 +141,7 @@ func (r *Records) revoke(ctx context.Context, ns string, spec *infrav1.Namespace
 		l.SetGroupVersionKind(k.gvk.GroupVersion().WithKind(k.gvk.Kind + "List"))
 		for cont := ""; ; {
 			l.Items = nil
-			err := r.live.List(ctx, l, client.InNamespace(ns), client.Limit(listPageSize), client.Continue(cont))
+			err := r.managed.List(ctx, l, client.InNamespace(ns), client.Limit(listPageSize), client.Continue(cont))
 			if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 				// The kind went since it was read.
 				break
