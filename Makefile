@@ -130,11 +130,11 @@ test-all: test ## Run make test, then the fault tests (test/chaos, ~13 min), the
 # duration: with a duration, Go's fuzz coordinator (1.26) can fail a target
 # with "context deadline exceeded" as the time runs out on a loaded machine
 # (golang/go#75804, fixed in Go 1.27), a failure with no failing input.
-FUZZ_TARGETS := bridge/outputs:FuzzMapCluster bridge/outputs:FuzzMapMachine bridge/outputs:FuzzMapControlPlane bridge/outputs:FuzzMapMachinePool bridge/readiness:FuzzObserve bridge/gate:FuzzDecide bridge/xrd:FuzzCheck bridge/credentials:FuzzGranted bridge/credentials:FuzzSharedInSecret bridge/credentials:FuzzUsable bridge/kubeconfig:FuzzUsable controllers/policies:FuzzKubeconfigPatterns internal/leanjson:FuzzStripManagedFields
+FUZZ_TARGETS := bridge/outputs:FuzzMapCluster bridge/outputs:FuzzMapMachine bridge/outputs:FuzzMapControlPlane bridge/outputs:FuzzMapMachinePool bridge/readiness:FuzzObserve bridge/gate:FuzzDecide bridge/xrd:FuzzCheck bridge/credentials:FuzzGranted bridge/credentials:FuzzSharedInSecret bridge/credentials:FuzzUsable bridge/kubeconfig:FuzzUsable controllers/policies:FuzzKubeconfigPatterns controllers/tenancy:FuzzDecide internal/leanjson:FuzzStripManagedFields
 FUZZ_TIME ?= 30000x
 
 .PHONY: fuzz
-fuzz: ## Fuzz output mapping, readiness, the gate, the XRD check, the grant check, the credentials record, kubeconfig judging, the kubeconfig policy's patterns and the cache's managed-field stripping for FUZZ_TIME each (make test: 30000x, 30 000 executions, 1–15 s a target); a failing input is written to the package's testdata/fuzz.
+fuzz: ## Fuzz output mapping, readiness, the gate, the XRD check, the grant check, the credentials record and its reconcile's plan, kubeconfig judging, the kubeconfig policy's patterns and the cache's managed-field stripping for FUZZ_TIME each (make test: 30000x, 30 000 executions, 1–15 s a target); a failing input is written to the package's testdata/fuzz.
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 	  out=$$(go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZ_TIME) ./$$pkg 2>&1) || { echo "$$out"; exit 1; }; \
 	  echo "$$fn: $$(echo "$$out" | grep -o 'execs: [0-9]*' | tail -1 | cut -d' ' -f2) executions, no failure"; \

@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -106,4 +107,84 @@ func TestDecide(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Whatever the record and the judgement, a plan never lets a config go
+// from the record before what uses it is paused: what the record listed and
+// no longer may is written pending first and paused, its locks kept; nothing
+// is listed before it is locked; and a judgement that failed changes only
+// what the grants give.
+func FuzzDecide(f *testing.F) {
+	f.Add(uint8(0b011), uint8(0b001), uint8(0b10), uint8(0b00), int64(0), false, false, uint8(0))
+	f.Add(uint8(0b001), uint8(0b011), uint8(0b00), uint8(0b10), int64(3e9), true, false, uint8(1))
+	f.Add(uint8(0b111), uint8(0b000), uint8(0b11), uint8(0b00), int64(1e9), false, true, uint8(2))
+	f.Fuzz(func(t *testing.T, had, has, hadLocks, hasLocks uint8, pendingFor int64, rescan, failed bool, shape uint8) {
+		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		configs := func(bits uint8) []infrav1.UsableConfig {
+			var out []infrav1.UsableConfig
+			for i := range 3 {
+				if bits&(1<<i) != 0 {
+					out = append(out, infrav1.UsableConfig{APIGroup: "creds.test", Kind: infrav1.ProviderConfigKindNamespaced, Name: string(rune('a' + i))})
+				}
+			}
+			return out
+		}
+		locks := func(bits uint8) []infrav1.LockedObject {
+			var out []infrav1.LockedObject
+			for i := range 2 {
+				if bits&(1<<i) != 0 {
+					out = append(out, infrav1.LockedObject{Kind: "Secret", Name: string(rune('a' + i))})
+				}
+			}
+			return out
+		}
+		o := observed{spec: infrav1.NamespaceCredentialsSpec{Configs: configs(has), Locked: locks(hasLocks)}, rescan: rescan, now: now,
+			judged: judgement{failed: failed}}
+		if shape%3 != 0 {
+			o.rec = &infrav1.NamespaceCredentials{Spec: infrav1.NamespaceCredentialsSpec{Configs: configs(had), Locked: locks(hadLocks)}}
+			if pendingFor != 0 {
+				o.rec.Annotations = map[string]string{revocationPendingAnnotation: now.Add(-time.Duration(pendingFor)).Format(time.RFC3339Nano)}
+			}
+		}
+		if shape%3 == 2 {
+			o.judgeErr = errors.New("unreadable")
+		}
+		p := decide(o)
+		switch {
+		case o.judgeErr != nil:
+			if !p.grantsOnly || p.err == nil || p.keepRescan != rescan {
+				t.Fatalf("a judgement that failed: %+v", p)
+			}
+			return
+		case len(newLocks(o.rec, o.spec.Locked)) > 0:
+			if !p.grantsOnly || len(p.locks) == 0 || p.final != nil || p.interim != nil {
+				t.Fatalf("new locks must be written before anything is listed: %+v", p)
+			}
+			return
+		case p.grantsOnly:
+			t.Fatalf("nothing to lock, judged: %+v", p)
+		}
+		if p.final == nil && p.interim == nil {
+			t.Fatalf("nothing written: %+v", p)
+		}
+		removed := o.rec == nil || credentials.Removed(&o.rec.Spec, &o.spec)
+		if removed && o.rec != nil && !revocationPending(o.rec) && (p.interim == nil || p.revoke == nil) {
+			t.Fatalf("what the record no longer lists must be refused, then paused: %+v", p)
+		}
+		if p.interim != nil {
+			if !credentials.SameUse(p.interim, &o.spec) {
+				t.Fatalf("the interim record admits %v, want %v", p.interim.Configs, o.spec.Configs)
+			}
+			if o.rec != nil {
+				for _, l := range o.rec.Spec.Locked {
+					if !slices.Contains(p.interim.Locked, l) {
+						t.Fatalf("lock %v dropped before the revocation settled", l)
+					}
+				}
+			}
+		}
+		if p.final != nil && p.interim != nil && p.revoke == nil {
+			t.Fatalf("unlocked without pausing once more: %+v", p)
+		}
+	})
 }

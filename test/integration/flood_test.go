@@ -1,8 +1,13 @@
 package integration
 
 import (
+	"context"
 	"fmt"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +20,7 @@ import (
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
 
 // A tenant floods its namespace with ProviderConfigs: hundreds naming
@@ -93,4 +99,133 @@ func TestAFloodedNamespaceIsStillJudgedAndRevoked(t *testing.T) {
 		reasons[r.Reason]++
 	}
 	t.Logf("the record: %d configs listed, %d refusals explained %v, %d locked", len(rec.Spec.Configs), len(rec.Spec.Refused), reasons, len(rec.Spec.Locked))
+}
+
+// One tenant's worst input delays another namespace's grants and
+// revocations by a bounded amount, measured side by side in one run: the
+// other namespace's new grant listed, and a revocation paused, with the
+// first namespace quiet and then while it floods its namespace with 800
+// ProviderConfigs, keeps four of its own configs cycling through judged,
+// listed and deleted (each deletion a revocation scanning its 300 managed
+// resources), and rewrites a config's spec as fast as the API server takes
+// it. The bridge's heap (the test process's) is reported beside it.
+func TestATenantsWorstInputDelaysAnotherNamespaceBoundedly(t *testing.T) {
+	stackWith(t, controllers.Options{CredentialsProviders: []credentials.Provider{testProvider}})
+	removeCredentialsPolicies(t)
+	g := NewWithT(t)
+	victim, suffix, shared, _ := tenantBesideSharedCredentials(t)
+	hostile := tenant(t, nil)
+	hc := tenantClient(t, hostile)
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse
+	}
+
+	// measure grants the victim the shared config, runs a managed resource
+	// on it and revokes the grant.
+	measure := func(round string) (granted, revoked time.Duration) {
+		start := time.Now()
+		grant := grantTo(t, round+suffix, shared, infrav1.AllowedNamespaces{Names: []string{victim}})
+		listed := func(g Gomega) bool {
+			rec := &infrav1.NamespaceCredentials{}
+			g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: victim, Name: infrav1.NamespaceCredentialsName}, rec)).To(Succeed())
+			return slices.Contains(rec.Spec.Configs, infrav1.UsableConfig{APIGroup: credsGroup, Kind: infrav1.ProviderConfigKindCluster, Name: shared})
+		}
+		g.Eventually(listed, 10*time.Second, 10*time.Millisecond).Should(BeTrue(), "%s: the grant is listed", round)
+		granted = time.Since(start)
+		stub := stubOn(victim, round, "ClusterProviderConfig", shared)
+		g.Eventually(func() error { return env.Client.Create(ctx, stub) }, timeout, interval).Should(Succeed())
+		start = time.Now()
+		g.Expect(env.Client.Delete(ctx, grant)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			g.Expect(listed(g)).To(BeFalse())
+			got := stub.DeepCopy()
+			g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(stub), got)).To(Succeed())
+			g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+		}, 10*time.Second, 10*time.Millisecond).Should(Succeed(), "%s: the revocation pauses what ran on the grant", round)
+		return granted, time.Since(start)
+	}
+	quietGrant, quietRevoke := measure("quiet")
+	quietHeap := heap()
+
+	// The hostile namespace's managed resources (what its XRs compose),
+	// scanned by each of its revocations, and its flood.
+	for i := range 300 {
+		g.Expect(env.Client.Create(ctx, stubOn(hostile, fmt.Sprintf("composed-%03d", i), "ProviderConfig", "none"))).To(Succeed())
+	}
+	long := strings.Repeat("x", 230)
+	config := func(c client.Client, name string, spec map[string]any) error {
+		return c.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": credsGroup + "/v1beta1", "kind": "ProviderConfig",
+			"metadata": map[string]any{"name": name, "namespace": hostile}, "spec": spec,
+		}})
+	}
+	for i := range 400 {
+		g.Expect(config(hc, fmt.Sprintf("missing-%03d-%s", i, long), map[string]any{"credentials": map[string]any{"source": "Secret", "secretRef": map[string]any{"name": fmt.Sprintf("missing-%03d", i), "key": "k"}}})).To(Succeed())
+		g.Expect(config(hc, fmt.Sprintf("ambient-%03d-%s", i, long), map[string]any{"credentials": map[string]any{"source": "InjectedIdentity"}})).To(Succeed())
+	}
+	attack, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var cycles, rewrites atomic.Int64
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; attack.Err() == nil; i++ {
+				name := fmt.Sprintf("cycle-%d-%d", w, i)
+				if hc.Create(attack, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hostile, Name: name}, Data: map[string][]byte{"kubeconfig": []byte(ownKubeconfig)}}) != nil ||
+					config(hc, name, map[string]any{"credentials": map[string]any{"source": "Secret", "secretRef": map[string]any{"name": name, "key": "kubeconfig"}}}) != nil {
+					continue
+				}
+				// Listed (locked, judged again) after about 2 s: then deleted.
+				select {
+				case <-attack.Done():
+				case <-time.After(2500 * time.Millisecond):
+				}
+				pc := pcObject()
+				pc.SetNamespace(hostile)
+				pc.SetName(name)
+				if hc.Delete(ctx, pc) == nil {
+					cycles.Add(1)
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		if config(hc, "rewritten", map[string]any{"credentials": map[string]any{"source": "Secret", "secretRef": map[string]any{"name": "v", "key": "k"}}}) != nil {
+			return
+		}
+		for i := 0; attack.Err() == nil; i++ {
+			pc := pcObject()
+			if hc.Get(attack, client.ObjectKey{Namespace: hostile, Name: "rewritten"}, pc) != nil {
+				continue
+			}
+			_ = unstructured.SetNestedField(pc.Object, fmt.Sprintf("v%d", i), "spec", "credentials", "secretRef", "name")
+			if hc.Update(attack, pc) == nil {
+				rewrites.Add(1)
+			}
+		}
+	})
+	time.Sleep(5 * time.Second)
+	attackedGrant, attackedRevoke := measure("attacked")
+	attackedHeap := heap()
+	stop()
+	wg.Wait()
+
+	t.Logf("the other namespace's grant listed in %s quiet, %s attacked (%.1fx); its revocation paused what ran on it in %s quiet, %s attacked (%.1fx); "+
+		"the attack: 800 configs, %d listed-then-deleted cycles, %d spec rewrites; test process heap %d MiB quiet, %d MiB attacked",
+		quietGrant.Round(time.Millisecond), attackedGrant.Round(time.Millisecond), float64(attackedGrant)/float64(quietGrant),
+		quietRevoke.Round(time.Millisecond), attackedRevoke.Round(time.Millisecond), float64(attackedRevoke)/float64(quietRevoke),
+		cycles.Load(), rewrites.Load(), quietHeap>>20, attackedHeap>>20)
+	g.Expect(attackedGrant).To(BeNumerically("<", 5*time.Second), "the bound on a grant's delay")
+	g.Expect(attackedRevoke).To(BeNumerically("<", 5*time.Second), "the bound on a revocation's delay")
+}
+
+// stubOn is a managed resource of the test provider in ns naming a config.
+func stubOn(ns, name, kind, config string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": envtest.StubGVK.GroupVersion().String(), "kind": envtest.StubGVK.Kind,
+		"metadata": map[string]any{"namespace": ns, "name": name},
+		"spec":     map[string]any{"providerConfigRef": map[string]any{"apiGroup": credsGroup, "kind": kind, "name": config}},
+	}}
 }
