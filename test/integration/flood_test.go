@@ -113,8 +113,9 @@ func TestATenantsWorstInputDelaysAnotherNamespaceBoundedly(t *testing.T) {
 	stackWith(t, controllers.Options{CredentialsProviders: []credentials.Provider{testProvider}})
 	removeCredentialsPolicies(t)
 	g := NewWithT(t)
-	victim, suffix, shared, _ := tenantBesideSharedCredentials(t)
+	victim, suffix, shared, hostiles := tenantBesideSharedCredentials(t)
 	hostile := tenant(t, nil)
+	grantTo(t, "hostile"+suffix, hostiles, infrav1.AllowedNamespaces{Names: []string{hostile}})
 	hc := tenantClient(t, hostile)
 	heap := func() uint64 {
 		runtime.GC()
@@ -147,13 +148,31 @@ func TestATenantsWorstInputDelaysAnotherNamespaceBoundedly(t *testing.T) {
 		}, 10*time.Second, 10*time.Millisecond).Should(Succeed(), "%s: the revocation pauses what ran on the grant", round)
 		return granted, time.Since(start)
 	}
-	quietGrant, quietRevoke := measure("quiet")
+	// rounds measures three times; the slowest of each.
+	rounds := func(name string) (granted, revoked time.Duration) {
+		for i := range 3 {
+			gr, rv := measure(fmt.Sprintf("%s-%d", name, i))
+			granted, revoked = max(granted, gr), max(revoked, rv)
+			time.Sleep(time.Second)
+		}
+		return granted, revoked
+	}
+	// The victim's record settled (written, no revocation pending).
+	g.Eventually(func(g Gomega) {
+		rec := &infrav1.NamespaceCredentials{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: victim, Name: infrav1.NamespaceCredentialsName}, rec)).To(Succeed())
+		g.Expect(rec.Annotations).NotTo(HaveKey("capxp.dev/revocation-pending"))
+	}, timeout, interval).Should(Succeed())
+	quietGrant, quietRevoke := rounds("quiet")
 	quietHeap := heap()
 
 	// The hostile namespace's managed resources (what its XRs compose),
 	// scanned by each of its revocations, and its flood.
-	for i := range 300 {
-		g.Expect(env.Client.Create(ctx, stubOn(hostile, fmt.Sprintf("composed-%03d", i), "ProviderConfig", "none"))).To(Succeed())
+	g.Eventually(func() error {
+		return env.Client.Create(ctx, stubOn(hostile, "composed-000", "ClusterProviderConfig", hostiles))
+	}, timeout, interval).Should(Succeed())
+	for i := 1; i < 300; i++ {
+		g.Expect(env.Client.Create(ctx, stubOn(hostile, fmt.Sprintf("composed-%03d", i), "ClusterProviderConfig", hostiles))).To(Succeed())
 	}
 	long := strings.Repeat("x", 230)
 	config := func(c client.Client, name string, spec map[string]any) error {
@@ -207,12 +226,12 @@ func TestATenantsWorstInputDelaysAnotherNamespaceBoundedly(t *testing.T) {
 		}
 	})
 	time.Sleep(5 * time.Second)
-	attackedGrant, attackedRevoke := measure("attacked")
+	attackedGrant, attackedRevoke := rounds("attacked")
 	attackedHeap := heap()
 	stop()
 	wg.Wait()
 
-	t.Logf("the other namespace's grant listed in %s quiet, %s attacked (%.1fx); its revocation paused what ran on it in %s quiet, %s attacked (%.1fx); "+
+	t.Logf("the slowest of three: the other namespace's grant listed in %s quiet, %s attacked (%.1fx); its revocation paused what ran on it in %s quiet, %s attacked (%.1fx); "+
 		"the attack: 800 configs, %d listed-then-deleted cycles, %d spec rewrites; test process heap %d MiB quiet, %d MiB attacked",
 		quietGrant.Round(time.Millisecond), attackedGrant.Round(time.Millisecond), float64(attackedGrant)/float64(quietGrant),
 		quietRevoke.Round(time.Millisecond), attackedRevoke.Round(time.Millisecond), float64(attackedRevoke)/float64(quietRevoke),
