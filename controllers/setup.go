@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
@@ -123,7 +124,36 @@ func NewRESTMapper(cfg *rest.Config, hc *http.Client) (meta.RESTMapper, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &restMapper{RESTMapper: m, answers: map[string]answer{}, now: time.Now}, nil
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot build the discovery client")
+	}
+	return &restMapper{RESTMapper: m, answers: map[string]answer{}, now: time.Now, served: func() (map[schema.GroupKind]bool, error) {
+		return servedKinds(dc)
+	}}, nil
+}
+
+// servedKinds reads the kinds the API server serves from its discovery (two
+// requests when it aggregates discovery, as every supported version does).
+// A group whose discovery failed is left out.
+func servedKinds(dc discovery.DiscoveryInterface) (map[schema.GroupKind]bool, error) {
+	_, lists, err := dc.ServerGroupsAndResources()
+	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
+		return nil, errors.Wrap(err, "cannot read the API server's discovery")
+	}
+	kinds := map[schema.GroupKind]bool{}
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, r := range l.APIResources {
+			if !strings.Contains(r.Name, "/") {
+				kinds[schema.GroupKind{Group: gv.Group, Kind: r.Kind}] = true
+			}
+		}
+	}
+	return kinds, nil
 }
 
 // restMapper remembers the answers of the mapper behind to lookups of a
@@ -134,6 +164,14 @@ func NewRESTMapper(cfg *rest.Config, hc *http.Client) (meta.RESTMapper, error) {
 // kinds, for every namespace's credentials). A kind it knows is found by
 // asking each API group's mapper in turn, several times in every XR's
 // reconcile (its credentials config's kind, each composed kind).
+//
+// A lookup of a kind the API server did not serve at its last reading of
+// discovery is answered without asking the mapper behind, which would read
+// the whole discovery again for each (under a lock every lookup waits on):
+// the kinds a tenant names in its XRs' resourceRefs are its to choose, and
+// 40 XRs of 256 references to made-up groups stalled every reconcile of
+// the manager. Discovery is read again at most once in missTTL, and at once
+// after a CRD changed.
 type restMapper struct {
 	meta.RESTMapper
 	mu      sync.Mutex
@@ -142,6 +180,51 @@ type restMapper struct {
 	// event and returned after it is not remembered.
 	forgotten uint64
 	now       func() time.Time
+
+	// served reads the kinds the API server serves; nil: every lookup not
+	// remembered reaches the mapper behind.
+	served func() (map[schema.GroupKind]bool, error)
+	// servedMu is held while discovery is read: lookups meanwhile wait for
+	// that reading instead of making their own.
+	servedMu sync.Mutex
+	kinds    map[schema.GroupKind]bool
+	// kindsAt is when discovery was last read, kindsForgotten forgotten's
+	// count then.
+	kindsAt        time.Time
+	kindsForgotten uint64
+}
+
+// mayServe reports whether the API server served gk at the last reading
+// of discovery, reading it again when gk was not served and the reading is
+// older than missTTL or a CRD changed since. When discovery cannot be
+// read, the mapper behind is asked.
+func (m *restMapper) mayServe(gk schema.GroupKind) bool {
+	if m.served == nil {
+		return true
+	}
+	m.servedMu.Lock()
+	defer m.servedMu.Unlock()
+	if m.kinds[gk] {
+		return true
+	}
+	m.mu.Lock()
+	forgotten := m.forgotten
+	m.mu.Unlock()
+	if m.kinds != nil && forgotten == m.kindsForgotten && m.now().Sub(m.kindsAt) < missTTL {
+		return false
+	}
+	kinds, err := m.served()
+	m.kindsAt, m.kindsForgotten = m.now(), forgotten
+	if err != nil {
+		return true
+	}
+	m.kinds = kinds
+	return kinds[gk]
+}
+
+// noMatch is the mapper's answer for a kind the API server does not serve.
+func noMatch(gk schema.GroupKind, versions []string) error {
+	return &meta.NoKindMatchError{GroupKind: gk, SearchedVersions: versions}
 }
 
 // answer is what the mapper behind answered to one lookup, and when.
@@ -160,6 +243,9 @@ func (m *restMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta
 	if ok {
 		return a.mapping, a.err
 	}
+	if !m.mayServe(gk) {
+		return nil, noMatch(gk, versions)
+	}
 	r, err := m.RESTMapper.RESTMapping(gk, versions...)
 	m.remember(key, answer{mapping: r, err: err}, asked)
 	return r, err
@@ -171,6 +257,9 @@ func (m *restMapper) RESTMappings(gk schema.GroupKind, versions ...string) ([]*m
 	a, ok, asked := m.recall(key)
 	if ok {
 		return a.mappings, a.err
+	}
+	if !m.mayServe(gk) {
+		return nil, noMatch(gk, versions)
 	}
 	r, err := m.RESTMapper.RESTMappings(gk, versions...)
 	m.remember(key, answer{mappings: r, err: err}, asked)

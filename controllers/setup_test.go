@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -262,5 +263,72 @@ func TestRESTMapperMemoryIsBounded(t *testing.T) {
 		if len(m.answers) > maxAnswers {
 			t.Fatalf("after %d lookups of distinct kinds: %d answers remembered, want at most %d", i+1, len(m.answers), maxAnswers)
 		}
+	}
+}
+
+// Kinds a tenant makes up (its XRs' resourceRefs name any group and kind)
+// never reach the mapper behind, which would read the API server's whole
+// discovery for each: discovery is read at most once in missTTL, and again
+// at once after a CRD changed.
+func TestRESTMapperReadsDiscoveryOnceForMadeUpKinds(t *testing.T) {
+	served := schema.GroupKind{Group: "example.org", Kind: "Served"}
+	later := schema.GroupKind{Group: "example.org", Kind: "Later"}
+	cases := map[string]struct {
+		// lookups of made-up kinds, then of want, after advancing the clock
+		// by after (and forgetting).
+		madeUp   int
+		after    time.Duration
+		forget   bool
+		install  bool
+		want     schema.GroupKind
+		found    bool
+		readings int
+		reached  int
+	}{
+		"thousands of made-up kinds: one reading, none reaches the mapper behind": {
+			madeUp: 2000, want: served, found: true, readings: 1, reached: 1,
+		},
+		"made-up kinds again after missTTL: a second reading": {
+			madeUp: 10, after: missTTL, want: schema.GroupKind{Group: "x.example", Kind: "Y"}, readings: 2,
+		},
+		"a kind installed since, within missTTL: not served until read again": {
+			madeUp: 1, install: true, want: later, readings: 1,
+		},
+		"a kind installed since, its CRD's event seen: read again at once": {
+			madeUp: 1, install: true, forget: true, want: later, found: true, readings: 2, reached: 1,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			behind := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Group: "example.org", Version: "v1"}})
+			behind.Add(served.WithVersion("v1"), meta.RESTScopeNamespace)
+			c := &countingMapper{RESTMapper: behind}
+			now := time.Unix(0, 0)
+			kinds := map[schema.GroupKind]bool{served: true}
+			readings := 0
+			m := &restMapper{RESTMapper: c, answers: map[string]answer{}, now: func() time.Time { return now },
+				served: func() (map[schema.GroupKind]bool, error) { readings++; return maps.Clone(kinds), nil }}
+			for i := range tc.madeUp {
+				gk := schema.GroupKind{Group: fmt.Sprintf("g%d.made.up", i), Kind: "K"}
+				if _, err := m.RESTMapping(gk); !meta.IsNoMatchError(err) {
+					t.Fatalf("made-up kind %d: %v, want a miss", i, err)
+				}
+			}
+			now = now.Add(tc.after)
+			if tc.install {
+				kinds[later] = true
+				behind.Add(later.WithVersion("v1"), meta.RESTScopeNamespace)
+			}
+			if tc.forget {
+				m.forget()
+			}
+			r, err := m.RESTMapping(tc.want)
+			if found := err == nil && r != nil; found != tc.found {
+				t.Errorf("%s: found %t (%v), want %t", tc.want, found, err, tc.found)
+			}
+			if readings != tc.readings || c.lookups != tc.reached {
+				t.Errorf("discovery read %d times, the mapper behind asked %d times; want %d and %d", readings, c.lookups, tc.readings, tc.reached)
+			}
+		})
 	}
 }
