@@ -147,8 +147,8 @@ func servedKinds(dc discovery.DiscoveryInterface) (map[schema.GroupKind]bool, er
 		if err != nil {
 			continue
 		}
-		for _, r := range l.APIResources {
-			if !strings.Contains(r.Name, "/") {
+		for i := range l.APIResources {
+			if r := &l.APIResources[i]; !strings.Contains(r.Name, "/") {
 				kinds[schema.GroupKind{Group: gv.Group, Kind: r.Kind}] = true
 			}
 		}
