@@ -113,3 +113,44 @@ func TestASelfReferencingXRIsBounded(t *testing.T) {
 	t.Logf("heap in use %d MiB -> %d MiB", before.HeapInuse>>20, after.HeapInuse>>20)
 	g.Expect(after.HeapInuse).To(BeNumerically("<", before.HeapInuse+256<<20), "the bridge's heap grew reconciling one self-referencing XR")
 }
+
+// Kinds a tenant makes up cost everyone else nothing: 40 of its XRs, each
+// whose resource references name 256 kinds of groups no API server serves,
+// and another tenant's XR created after them is still released in seconds.
+// Each made-up kind used to have the manager's REST mapper read the API
+// server's whole discovery, under a lock every reconcile waits on.
+func TestMadeUpKindsInResourceRefsStallNoOne(t *testing.T) {
+	stack(t)
+	g := NewWithT(t)
+	ns, _, granted, _ := tenantBesideSharedCredentials(t)
+	other := tenant(t, nil)
+	grantTo(t, granted, granted, infrav1.AllowedNamespaces{Names: []string{ns, other}})
+	tc, otc := tenantClient(t, ns), tenantClient(t, other)
+	newXR := func(ns, name string) *unstructured.Unstructured {
+		xr := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+			"providerConfigRef": map[string]any{"apiGroup": credsGroup, "kind": "ClusterProviderConfig", "name": granted},
+		}}}
+		xr.SetGroupVersionKind(clusterGVK)
+		xr.SetNamespace(ns)
+		xr.SetName(name)
+		return xr
+	}
+	for i := range 40 {
+		xr := newXR(ns, fmt.Sprintf("made-up-%02d", i))
+		refs := make([]any, policies.MaxResourceRefs)
+		for j := range refs {
+			refs[j] = map[string]any{"apiVersion": fmt.Sprintf("g%02d-%03d.made-up.example/v1", i, j), "kind": "Thing", "name": "x"}
+		}
+		g.Expect(unstructured.SetNestedSlice(xr.Object, refs, "spec", "crossplane", "resourceRefs")).To(Succeed())
+		g.Eventually(func() error { return tc.Create(ctx, xr) }, timeout, interval).Should(Succeed())
+	}
+	time.Sleep(2 * time.Second)
+
+	start := time.Now()
+	fine := newXR(other, "fine")
+	g.Eventually(func() error { return otc.Create(ctx, fine) }, timeout, interval).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(getXR(g, fine).GetAnnotations()).NotTo(HaveKey(infrav1.CrossplanePausedAnnotation))
+	}, 5*time.Second, interval).Should(Succeed(), "another tenant's XR is released beside 40 XRs naming 10240 made-up kinds (without the REST mapper's reading of discovery: 14 s)")
+	t.Logf("another tenant's XR released %v after it was created, beside 40 XRs naming 10240 made-up kinds", time.Since(start).Round(time.Millisecond))
+}
