@@ -441,13 +441,28 @@ const (
 )
 
 // rateLimited returns a client whose requests have a rate limit of their
-// own; what names what it reads.
-func rateLimited(mgr ctrl.Manager, qps float32, burst int, what string) (client.Client, error) {
+// own, reading uncached or, when cached, from the manager's cache as the
+// manager's client does; what names what it is for.
+func rateLimited(mgr ctrl.Manager, qps float32, burst int, what string, cached bool) (client.Client, error) {
 	cfg := rest.CopyConfig(mgr.GetConfig())
 	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
-	c, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
-	return c, errors.Wrapf(err, "cannot build the client that reads %s", what)
+	o := client.Options{}
+	if cached {
+		o = ClientOptions()
+		o.Cache.Reader = mgr.GetCache()
+	}
+	o.Scheme, o.Mapper = mgr.GetScheme(), mgr.GetRESTMapper()
+	c, err := client.New(cfg, o)
+	return c, errors.Wrapf(err, "cannot build the client for %s", what)
 }
+
+// The records' writes (and the pauses of what a revocation reaches) have a
+// rate limit of their own: a tenant whose XRs keep the manager's client
+// busy does not delay another namespace's grant or revocation.
+const (
+	recordsWriteQPS   = 20
+	recordsWriteBurst = 40
+)
 
 // Lists of managed resources (to pause what a revocation reaches, and to let
 // a deleted namespace's record go) have a rate limit of their own: a
@@ -471,7 +486,7 @@ func resolver(mgr ctrl.Manager, o Options, reads *access.Reads, secrets client.R
 func Setup(mgr ctrl.Manager, o Options) error {
 	co := controllerOptions(max(o.Concurrency, 1))
 	reads := access.NewReads(mgr.GetClient())
-	secrets, err := rateLimited(mgr, secretReadQPS, secretReadBurst, "credentials Secrets")
+	secrets, err := rateLimited(mgr, secretReadQPS, secretReadBurst, "credentials Secrets", false)
 	if err != nil {
 		return err
 	}
@@ -494,7 +509,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if providers == nil {
 		providers = credentials.DefaultProviders
 	}
-	managed, err := rateLimited(mgr, managedListQPS, managedListBurst, "managed resources")
+	managed, err := rateLimited(mgr, managedListQPS, managedListBurst, "managed resources", false)
 	if err != nil {
 		return err
 	}
@@ -505,7 +520,11 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if o.SharedCredentialsForAllNamespaces {
 		ropts = append(ropts, tenancy.WithAllClusterConfigs())
 	}
-	records := tenancy.NewRecords(mgr.GetClient(), mgr.GetAPIReader(), providers, ropts...)
+	recordsClient, err := rateLimited(mgr, recordsWriteQPS, recordsWriteBurst, "NamespaceCredentials", true)
+	if err != nil {
+		return err
+	}
+	records := tenancy.NewRecords(recordsClient, mgr.GetAPIReader(), providers, ropts...)
 	if err := records.SetupWithManager(mgr, controllerOptions(max(o.Concurrency, 1))); err != nil {
 		return err
 	}
