@@ -50,6 +50,17 @@ type kindControllers struct {
 	base    context.Context  //nolint:containedctx // the manager's context, handed to Start.
 	running map[string]*kind // by XRD name
 	started chan struct{}
+	// adapted holds the GroupKinds of the running controllers' XRs, read
+	// without mu (a reconcile asks while Stop holds mu and waits for it).
+	adapted sync.Map
+}
+
+// isAdapted reports whether a controller runs for the kind's XRs: an XR of
+// such a kind is held and released by its own reconcile, never by another
+// XR's.
+func (k *kindControllers) isAdapted(gk schema.GroupKind) bool {
+	_, ok := k.adapted.Load(gk)
+	return ok
 }
 
 type kind struct {
@@ -137,7 +148,8 @@ func (k *kindControllers) Ensure(ctx context.Context, name string, a xrd.Adaptat
 	r := &xrReconciler{
 		client: k.mgr.GetClient(), gvk: a.GVK, contract: sm, tracker: counting, credentials: k.credentials,
 		recorder: k.mgr.GetEventRecorder(controllerName(a.GVK)), access: k.access,
-		composed: composed.New(k.mgr.GetClient(), a.GVK, counting, k.access.Missing, crdLabeller{client: k.mgr.GetClient(), labels: &k.crdLabels}),
+		composed: composed.New(k.mgr.GetClient(), a.GVK, counting, k.access.Missing, crdLabeller{client: k.mgr.GetClient(), labels: &k.crdLabels},
+			composed.WithAdapted(k.isAdapted)),
 	}
 	opts.Reconciler = r
 	c, err := controller.NewUnmanaged(controllerName(a.GVK), opts)
@@ -180,6 +192,7 @@ func (k *kindControllers) Ensure(ctx context.Context, name string, a xrd.Adaptat
 		}
 	}()
 	k.running[name] = &kind{adaptation: a, cancel: cancel, done: done}
+	k.adapted.Store(a.GVK.GroupKind(), true)
 	log.Info("Adapted composite resource kind", "gvk", a.GVK.String())
 	return nil
 }
@@ -199,6 +212,7 @@ func (k *kindControllers) stopLocked(name string) {
 	r.cancel()
 	<-r.done
 	delete(k.running, name)
+	k.adapted.Delete(r.adaptation.GVK.GroupKind())
 	xr := &unstructured.Unstructured{}
 	xr.SetGroupVersionKind(r.adaptation.GVK)
 	_ = k.mgr.GetCache().RemoveInformer(k.base, xr)

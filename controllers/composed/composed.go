@@ -136,8 +136,23 @@ type MissingAccess func(ctx context.Context, gr schema.GroupResource) ([]string,
 // New returns the Resources of the XRs of kind xr on the API server c
 // reads, whose reads of a kind the bridge lacks access to are refused by
 // missing.
-func New(c client.Client, xr schema.GroupVersionKind, w Watcher, missing MissingAccess, l Labeller) Resources {
-	return &api{client: c, kind: xr, tracker: w, missing: missing, labels: l, nested: map[schema.GroupKind]schema.GroupVersionKind{}}
+func New(c client.Client, xr schema.GroupVersionKind, w Watcher, missing MissingAccess, l Labeller, opts ...Option) Resources {
+	a := &api{client: c, kind: xr, tracker: w, missing: missing, labels: l, nested: map[schema.GroupKind]schema.GroupVersionKind{}}
+	for _, o := range opts {
+		o(a)
+	}
+	return a
+}
+
+// An Option configures Resources.
+type Option func(*api)
+
+// WithAdapted says which kinds' XRs the bridge holds and releases for their
+// own credentials: an XR of such a kind in the tree (a tenant may give one
+// of its XRs a controller reference to another) keeps its own hold when
+// the XR whose tree it is in is released.
+func WithAdapted(adapted func(schema.GroupKind) bool) Option {
+	return func(a *api) { a.adapted = adapted }
 }
 
 type api struct {
@@ -146,6 +161,8 @@ type api struct {
 	tracker Watcher
 	missing MissingAccess
 	labels  Labeller
+	// adapted reports the kinds whose XRs hold for their own credentials.
+	adapted func(schema.GroupKind) bool
 
 	// nested are the kinds of the XRs Observe found composed, as it read
 	// them: a composed resource's event wakes the XR it belongs to through
@@ -186,6 +203,11 @@ func (a *api) Observe(ctx context.Context, xr *composite.Unstructured) (*Tree, e
 					return nil, errors.Errorf(errTooManyComposed, MaxComposed)
 				}
 				t.All = append(t.All, obj)
+				if a.adapted != nil && a.adapted(obj.GroupVersionKind().GroupKind()) {
+					// An XR the bridge holds for its own credentials: what it
+					// composed is its own reconcile's to hold and release.
+					continue
+				}
 				nested, err := a.nestedXR(ctx, obj)
 				if err != nil {
 					return nil, err
@@ -390,6 +412,10 @@ func (a *api) Hold(ctx context.Context, t *Tree, on bool) error {
 		switch {
 		case on && !held && !meta.IsPaused(obj):
 			meta.AddAnnotations(obj, map[string]string{infrav1.CrossplanePausedAnnotation: annotationTrue, infrav1.CredentialsHoldAnnotation: annotationTrue})
+		case !on && held && a.adapted != nil && a.adapted(obj.GroupVersionKind().GroupKind()):
+			// An XR held for its own credentials: its own reconcile
+			// releases it, once they may be used.
+			continue
 		case !on && held:
 			LiftPause(obj, infrav1.CredentialsHoldAnnotation)
 		default:
@@ -514,6 +540,10 @@ func LiftPause(obj metav1.Object, marker string) {
 	meta.RemoveAnnotations(obj, marker)
 	if obj.GetLabels()[infrav1.CredentialsRevokedLabel] != "" {
 		meta.AddLabels(obj, map[string]string{infrav1.CredentialsRevokedLabel: infrav1.CredentialsRevokedPaused})
+		return
+	}
+	if marker != infrav1.CredentialsHoldAnnotation && obj.GetAnnotations()[infrav1.CredentialsHoldAnnotation] == annotationTrue {
+		// Also held for credentials: that pause is the hold's to lift.
 		return
 	}
 	meta.RemoveAnnotations(obj, infrav1.CrossplanePausedAnnotation)

@@ -85,6 +85,12 @@ type sentTo struct{ verb, name, body string }
 // may read every kind but those in denied, and the writes it records.
 func newAPI(t *testing.T, denied []string, l Labeller, objs ...client.Object) (Resources, *[]sentTo) {
 	t.Helper()
+	return newAPIWith(t, denied, l, nil, objs...)
+}
+
+// newAPIWith is newAPI with options.
+func newAPIWith(t *testing.T, denied []string, l Labeller, opts []Option, objs ...client.Object) (Resources, *[]sentTo) {
+	t.Helper()
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		t.Fatal(err)
@@ -119,7 +125,7 @@ func newAPI(t *testing.T, denied []string, l Labeller, objs ...client.Object) (R
 		}
 		return nil, nil
 	}
-	return New(c, xrGVK, nopWatcher{}, missing, l), &writes
+	return New(c, xrGVK, nopWatcher{}, missing, l, opts...), &writes
 }
 
 func names(objs []*metav1.PartialObjectMetadata) []string {
@@ -329,6 +335,8 @@ func TestActs(t *testing.T) {
 		act       func(context.Context, Resources, *Tree) ([]string, error)
 		writes    []sentTo
 		remaining []string
+		// adapted: the composed kind is one whose XRs the bridge holds.
+		adapted bool
 	}{
 		"HoldPausesAndMarks": {
 			reason: "a hold pauses what is not paused, marked as the credentials' hold; a pause of anyone else's is left",
@@ -344,6 +352,20 @@ func TestActs(t *testing.T) {
 				{"patch", "a", `{"metadata":{"annotations":null,"resourceVersion":"999"}}`},
 				{"patch", "b", `{"metadata":{"annotations":{"capxp.dev/held-for-credentials":null},"labels":{"capxp.dev/credentials-revoked":"paused"},"resourceVersion":"999"}}`},
 			},
+		},
+		"ReleaseLeavesAnXRsOwnHold": {
+			reason:  "an XR of an adapted kind in the tree (a tenant gave it a controller reference) keeps its own hold: its own reconcile releases it",
+			objs:    []client.Object{composedBy("a", "xr-uid", held)},
+			adapted: true,
+			act:     hold(false),
+		},
+		"UnguardLeavesAHold": {
+			reason: "removing the guard of a resource also held for credentials leaves the pause to the hold",
+			objs: []client.Object{composedBy("a", "xr-uid", guarded, func(c *corev1.ConfigMap) {
+				c.Annotations[infrav1.CredentialsHoldAnnotation] = "true"
+			})},
+			act:    guard(false),
+			writes: []sentTo{{"patch", "a", `{"metadata":{"annotations":{"capxp.dev/paused-for-move":null},"finalizers":null,"resourceVersion":"999"}}`}},
 		},
 		"GuardFinalizesAndPauses": {
 			reason: "the move guard is a finalizer and a pause marked as the guard's; one guarded already is left",
@@ -384,7 +406,11 @@ func TestActs(t *testing.T) {
 			for _, o := range tc.objs {
 				refs = append(refs, cmRef(o.GetName()))
 			}
-			r, writes := newAPI(t, nil, nil, tc.objs...)
+			var opts []Option
+			if tc.adapted {
+				opts = append(opts, WithAdapted(func(gk schema.GroupKind) bool { return gk == cmGVK.GroupKind() }))
+			}
+			r, writes := newAPIWith(t, nil, nil, opts, tc.objs...)
 			tree, err := r.Observe(t.Context(), xrOf("xr", "xr-uid", "", refs...))
 			if err != nil {
 				t.Fatal(err)

@@ -154,3 +154,61 @@ func TestMadeUpKindsInResourceRefsStallNoOne(t *testing.T) {
 	}, 5*time.Second, interval).Should(Succeed(), "another tenant's XR is released beside 40 XRs naming 10240 made-up kinds (without the REST mapper's reading of discovery: 14 s)")
 	t.Logf("another tenant's XR released %v after it was created, beside 40 XRs naming 10240 made-up kinds", time.Since(start).Round(time.Millisecond))
 }
+
+// An XR held for credentials its namespace may not use stays held when the
+// tenant has another of its XRs, released, adopt it (a controller reference
+// to the one, a resource reference from it): the released XR's tree holds
+// it, but only its own reconcile releases it. It used to be released by the
+// adopting XR's and held again by its own, about 20 times a second, and
+// Crossplane composed it meanwhile.
+func TestAnXRAdoptedByAnotherKeepsItsOwnHold(t *testing.T) {
+	stack(t)
+	g := NewWithT(t)
+	ns, _, granted, ungranted := tenantBesideSharedCredentials(t)
+	grantTo(t, granted, granted, infrav1.AllowedNamespaces{Names: []string{ns}})
+	tc := tenantClient(t, ns)
+	newXR := func(name, config string) *unstructured.Unstructured {
+		xr := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+			"providerConfigRef": map[string]any{"apiGroup": credsGroup, "kind": "ClusterProviderConfig", "name": config},
+		}}}
+		xr.SetGroupVersionKind(clusterGVK)
+		xr.SetNamespace(ns)
+		xr.SetName(name)
+		return xr
+	}
+	// The API server loads the bridge's admission policies asynchronously:
+	// wait until a new XR comes back held.
+	g.Eventually(func(g Gomega) {
+		probe := newXR("probe", ungranted)
+		g.Expect(tc.Create(ctx, probe, client.DryRunAll)).To(Succeed())
+		g.Expect(probe.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+	}, timeout, interval).Should(Succeed())
+	adopter, adopted := newXR("adopter", granted), newXR("adopted", ungranted)
+	g.Eventually(func() error { return tc.Create(ctx, adopter) }, timeout, interval).Should(Succeed())
+	g.Eventually(func() error { return tc.Create(ctx, adopted) }, timeout, interval).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(getXR(g, adopter).GetAnnotations()).NotTo(HaveKey(infrav1.CrossplanePausedAnnotation))
+		g.Expect(getXR(g, adopted).GetAnnotations()).To(HaveKeyWithValue(infrav1.CredentialsHoldAnnotation, "true"))
+	}, timeout, interval).Should(Succeed())
+
+	g.Eventually(func() error {
+		got := getXR(g, adopted)
+		got.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: clusterGVK.GroupVersion().String(), Kind: clusterGVK.Kind, Name: "adopter", UID: getXR(g, adopter).GetUID(), Controller: ptr.To(true)}})
+		return tc.Update(ctx, got)
+	}, timeout, interval).Should(Succeed())
+	g.Eventually(func() error {
+		got := getXR(g, adopter)
+		refs, _, _ := unstructured.NestedSlice(got.Object, "spec", "crossplane", "resourceRefs")
+		refs = append(refs, map[string]any{"apiVersion": clusterGVK.GroupVersion().String(), "kind": clusterGVK.Kind, "name": "adopted"})
+		g.Expect(unstructured.SetNestedSlice(got.Object, refs, "spec", "crossplane", "resourceRefs")).To(Succeed())
+		return tc.Update(ctx, got)
+	}, timeout, interval).Should(Succeed())
+
+	before := getXR(g, adopted).GetResourceVersion()
+	g.Consistently(func(g Gomega) {
+		got := getXR(g, adopted)
+		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"), "the adopted XR stays paused")
+		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CredentialsHoldAnnotation, "true"))
+	}, 5*time.Second, 20*time.Millisecond).Should(Succeed())
+	g.Expect(getXR(g, adopted).GetResourceVersion()).To(Equal(before), "nothing fights over the adopted XR")
+}
