@@ -74,6 +74,14 @@ func (r *xrReconciler) watchConfig(ctx context.Context, ref *infrav1.ProviderCon
 		// watch yet.
 		return nil //nolint:nilerr // reported by the resolver as a verdict.
 	}
+	if r.access != nil {
+		// A kind the bridge may not list and watch is never watched: the
+		// informer would retry for good. The resolver refuses it.
+		missing, err := r.access.Missing(ctx, m.Resource.GroupResource())
+		if err != nil || len(missing) > 0 {
+			return err
+		}
+	}
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(m.GroupVersionKind)
 	kind := ref.Kind

@@ -141,8 +141,6 @@ type NamespaceCredentialsSpec struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=namespacecredentials,scope=Namespaced,categories=cluster-api,shortName=nscreds
-// +kubebuilder:printcolumn:name="Usable",type="string",JSONPath=".spec.configs[*].name"
-// +kubebuilder:printcolumn:name="Refused",type="string",JSONPath=".spec.refused[*].name"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 type NamespaceCredentials struct {
 	metav1.TypeMeta   `json:",inline"`
