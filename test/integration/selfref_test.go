@@ -164,12 +164,18 @@ func TestMadeUpKindsInResourceRefsStallNoOne(t *testing.T) {
 func TestAnXRAdoptedByAnotherKeepsItsOwnHold(t *testing.T) {
 	stack(t)
 	g := NewWithT(t)
-	ns, _, granted, ungranted := tenantBesideSharedCredentials(t)
+	ns, _, granted, _ := tenantBesideSharedCredentials(t)
 	grantTo(t, granted, granted, infrav1.AllowedNamespaces{Names: []string{ns}})
 	tc := tenantClient(t, ns)
-	newXR := func(name, config string) *unstructured.Unstructured {
+	// Its own config on the provider's ambient identity: held (a
+	// credentials webhook, when one runs, admits it held).
+	g.Expect(tc.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": credsGroup + "/v1beta1", "kind": "ProviderConfig",
+		"metadata": map[string]any{"name": "ambient", "namespace": ns}, "spec": map[string]any{"credentials": map[string]any{"source": "InjectedIdentity"}},
+	}})).To(Succeed())
+	newXR := func(name, kind, config string) *unstructured.Unstructured {
 		xr := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-			"providerConfigRef": map[string]any{"apiGroup": credsGroup, "kind": "ClusterProviderConfig", "name": config},
+			"providerConfigRef": map[string]any{"apiGroup": credsGroup, "kind": kind, "name": config},
 		}}}
 		xr.SetGroupVersionKind(clusterGVK)
 		xr.SetNamespace(ns)
@@ -179,11 +185,12 @@ func TestAnXRAdoptedByAnotherKeepsItsOwnHold(t *testing.T) {
 	// The API server loads the bridge's admission policies asynchronously:
 	// wait until a new XR comes back held.
 	g.Eventually(func(g Gomega) {
-		probe := newXR("probe", ungranted)
+		probe := newXR("probe", "ProviderConfig", "ambient")
 		g.Expect(tc.Create(ctx, probe, client.DryRunAll)).To(Succeed())
 		g.Expect(probe.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
 	}, timeout, interval).Should(Succeed())
-	adopter, adopted := newXR("adopter", granted), newXR("adopted", ungranted)
+	adopter, adopted := newXR("adopter", "ClusterProviderConfig", granted), newXR("adopted", "ProviderConfig", "ambient")
+	adopted.SetAnnotations(map[string]string{infrav1.CrossplanePausedAnnotation: "true"})
 	g.Eventually(func() error { return tc.Create(ctx, adopter) }, timeout, interval).Should(Succeed())
 	g.Eventually(func() error { return tc.Create(ctx, adopted) }, timeout, interval).Should(Succeed())
 	g.Eventually(func(g Gomega) {
