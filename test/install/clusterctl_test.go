@@ -90,18 +90,6 @@ func TestClusterctl(t *testing.T) {
 		return nil
 	})
 	run("delete", "--infrastructure", "crossplane", "--include-crd", "--include-namespace")
-	// The manager lets each namespace's NamespaceCredentials go once no
-	// managed resource needs it: the CRD goes with them.
-	eventually(t, "the NamespaceCredentials CRD is gone", 2*time.Minute, func() error {
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion("apiextensions.k8s.io/v1")
-		u.SetKind("CustomResourceDefinition")
-		err := c.Get(ctx, client.ObjectKey{Name: "namespacecredentials.infrastructure.cluster.x-k8s.io"}, u)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("still there (finalizers %v): %v", u.GetFinalizers(), err)
-	})
 	p.StopDeployment()
 	eventually(t, "nothing labelled for infrastructure-crossplane stays", 2*time.Minute, func() error {
 		return leftovers(ctx, c)
