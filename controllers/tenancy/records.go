@@ -822,9 +822,11 @@ func (r *Records) writeMarked(ctx context.Context, ns string, rec *infrav1.Names
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	if rec == nil {
 		rec = &infrav1.NamespaceCredentials{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: infrav1.NamespaceCredentialsName, Labels: policies.Labels(),
-				Finalizers: []string{infrav1.NamespaceCredentialsFinalizer}},
-			Spec: spec,
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: infrav1.NamespaceCredentialsName, Labels: policies.Labels()},
+			Spec:       spec,
+		}
+		if needsFinalizer(&spec) {
+			rec.Finalizers = []string{infrav1.NamespaceCredentialsFinalizer}
 		}
 		marks := map[string]string{}
 		if pending {
@@ -845,14 +847,14 @@ func (r *Records) writeMarked(ctx context.Context, ns string, rec *infrav1.Names
 	case stamp == "" || !credentials.SameUse(&rec.Spec, &spec):
 		stamp = now
 	}
-	// A record written before it carried the finalizer gains it; one
-	// being deleted cannot.
-	finalized := controllerutil.ContainsFinalizer(rec, infrav1.NamespaceCredentialsFinalizer) || !rec.DeletionTimestamp.IsZero()
-	if reflect.DeepEqual(rec.Spec, spec) && rec.GetAnnotations()[revocationPendingAnnotation] == stamp && rec.GetAnnotations()[lockedAnnotation] == lockedAt && finalized {
+	// A record that lists a config gains the finalizer, and keeps it until
+	// released; one being deleted cannot gain it.
+	finalize := needsFinalizer(&spec) && rec.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(rec, infrav1.NamespaceCredentialsFinalizer)
+	if reflect.DeepEqual(rec.Spec, spec) && rec.GetAnnotations()[revocationPendingAnnotation] == stamp && rec.GetAnnotations()[lockedAnnotation] == lockedAt && !finalize {
 		return rec, nil
 	}
 	rec = rec.DeepCopy()
-	if rec.DeletionTimestamp.IsZero() {
+	if finalize {
 		controllerutil.AddFinalizer(rec, infrav1.NamespaceCredentialsFinalizer)
 	}
 	rec.Spec = spec
@@ -864,6 +866,15 @@ func (r *Records) writeMarked(ctx context.Context, ns string, rec *infrav1.Names
 		xpmeta.AddAnnotations(rec, map[string]string{lockedAnnotation: lockedAt})
 	}
 	return rec, errors.Wrap(r.client.Update(ctx, rec), errWriteRecord)
+}
+
+// needsFinalizer reports whether a record written with spec must outlive
+// its namespace's managed resources: it lists a config they may name. A
+// record that never listed one admitted none (the manager's own
+// namespace's, a new namespace's), and its namespace goes at once, whether
+// the manager runs or not.
+func needsFinalizer(spec *infrav1.NamespaceCredentialsSpec) bool {
+	return len(spec.Configs) > 0
 }
 
 // releaseRecheck is how often a deleted record looks again for the managed
