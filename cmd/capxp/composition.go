@@ -44,7 +44,9 @@ the Configuration's functions, staged in the tools directory. CAPXP's own
 function, function-asg-instances, runs from --function-asg-instances: by
 default the binary beside capxp (a release's out/bin holds both), or the
 one on $PATH.
-Exit status 0 only when every field holds.
+Exit status: 0 when every field holds, 1 when one does not or rendering
+failed, 2 for bad input (a flag; a file, tool or function binary that is
+missing or is not what it should be).
 
 The example XR defaults to CAPXP's shipped example for its own Compositions,
 and is otherwise generated from the XRD's schema (a starting point: give a
@@ -60,9 +62,9 @@ $CAPXP_TOOLS_CACHE).
 // runComposition runs `capxp composition SUBCOMMAND`; it returns the exit
 // status.
 func runComposition(args []string, stdout, stderr io.Writer) int {
-	fs, ok := subcommand(args, "check", "capxp composition check", compositionUsage, stderr)
+	fs, c, rest, status, ok := subcommand("capxp composition", args, "check", compositionUsage, stdout, stderr)
 	if !ok {
-		return 2
+		return status
 	}
 	xrPath := fs.String("xr", "", "an example XR of the Composition's kind (YAML); CAPXP's shipped one, or one generated from the XRD, by default")
 	xrdPath := fs.String("xrd", "", "the XRD the Composition is for (YAML); CAPXP's own by default")
@@ -74,21 +76,19 @@ func runComposition(args []string, stdout, stderr io.Writer) int {
 	crdDirs := fs.String("crds", "", "comma-separated CRD files or directories of the composed kinds; the Configuration's providers' by default")
 	ownFunction := fs.String("function-asg-instances", ownFunctionBinary(), "CAPXP's function-asg-instances binary; the one beside capxp, or on $PATH, by default")
 	// The Composition may come before the flags, as in the usage line.
-	positional, err := parseInterspersed(fs, args[1:])
-	if err != nil {
-		return parseStatus(err)
+	compPath, status, ok := c.parseOne(fs, rest, "Composition file")
+	if !ok {
+		return status
 	}
-	if len(positional) != 1 || (*output != "text" && *output != outputJSON) {
-		fmt.Fprint(stderr, compositionUsage)
-		return 2
+	if err := oneOf("-o", *output, "text", outputJSON); err != nil {
+		return c.usageError("%v", err)
 	}
 	started := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	r, in, err := checkComposition(ctx, positional[0], *xrPath, *xrdPath, *crdDirs, *observedDir, *functionsPath, *ownFunction, tools.Dir(*toolsDir))
+	r, in, err := checkComposition(ctx, compPath, *xrPath, *xrdPath, *crdDirs, *observedDir, *functionsPath, *ownFunction, tools.Dir(*toolsDir))
 	if err != nil {
-		fmt.Fprintln(stderr, "capxp composition check:", err)
-		return 2
+		return c.outcome(err)
 	}
 	took := time.Since(started).Round(10 * time.Millisecond)
 	if *output == outputJSON {
@@ -103,8 +103,7 @@ func runComposition(args []string, stdout, stderr io.Writer) int {
 			Seconds     float64             `json:"seconds"`
 			Verdicts    []compcheck.Verdict `json:"verdicts"`
 		}{in.Composition.GetName(), in.Contract, in.Example, r.OK(), r.Rounds, took.Seconds(), r.Verdicts}); err != nil {
-			fmt.Fprintln(stderr, "capxp composition check:", err)
-			return 2
+			return c.failed(err)
 		}
 	} else {
 		fmt.Fprintf(stdout, "Composition %s (%s contract), example XR %s, %d round(s), %s:\n", in.Composition.GetName(), in.Contract, in.Example, r.Rounds, took)
@@ -117,23 +116,23 @@ func runComposition(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if !r.OK() {
-		return 1
+		return exitFailed
 	}
-	return 0
+	return exitOK
 }
 
 func checkComposition(ctx context.Context, compPath, xrPath, xrdPath, crdPaths, observedDir, functionsPath, ownFunction string, d tools.Dir) (*compcheck.Result, compcheck.Input, error) {
 	var in compcheck.Input
 	var err error
 	if in.Composition, err = readObject(compPath, "Composition"); err != nil {
-		return nil, in, err
+		return nil, in, inputError{err}
 	}
 	if xrdPath != "" {
 		if in.XRD, err = readObject(xrdPath, "CompositeResourceDefinition"); err != nil {
-			return nil, in, err
+			return nil, in, inputError{err}
 		}
 	} else if in.XRD, err = ownXRD(in.Composition); err != nil {
-		return nil, in, err
+		return nil, in, inputError{err}
 	}
 	switch {
 	case xrPath != "":
@@ -147,36 +146,42 @@ func checkComposition(ctx context.Context, compPath, xrPath, xrdPath, crdPaths, 
 		in.Example = "generated from the XRD's schema"
 	}
 	if err != nil {
-		return nil, in, err
+		return nil, in, inputError{err}
 	}
 	in.Contract = in.XRD.GetLabels()[infrav1.ContractLabel]
 	if !slices.Contains(xrd.Contracts, in.Contract) {
-		return nil, in, errors.Errorf("XRD %s: metadata.labels[%s] is %q: it must declare the contract, one of %s",
-			in.XRD.GetName(), infrav1.ContractLabel, in.Contract, strings.Join(xrd.Contracts, ", "))
+		return nil, in, inputError{errors.Errorf("XRD %s: metadata.labels[%s] is %q: it must declare the contract, one of %s",
+			in.XRD.GetName(), infrav1.ContractLabel, in.Contract, strings.Join(xrd.Contracts, ", "))}
 	}
 	if observedDir != "" {
 		if in.Observed, err = readObserved(observedDir); err != nil {
-			return nil, in, err
+			return nil, in, inputError{err}
 		}
 	}
-	var dirs []string
 	if crdPaths != "" {
-		dirs = strings.Split(crdPaths, ",")
-	} else if dirs, err = compcheck.ProviderCRDDirs(d); err != nil {
-		return nil, in, err
-	}
-	if in.CRDs, err = compcheck.LoadCRDs(dirs...); err != nil {
-		return nil, in, err
+		if in.CRDs, err = compcheck.LoadCRDs(strings.Split(crdPaths, ",")...); err != nil {
+			return nil, in, inputError{errors.Wrap(err, "--crds")}
+		}
+	} else {
+		dirs, err := compcheck.ProviderCRDDirs(d)
+		if err != nil {
+			return nil, in, inputError{err}
+		}
+		if in.CRDs, err = compcheck.LoadCRDs(dirs...); err != nil {
+			return nil, in, inputError{err}
+		}
 	}
 	var functions []*unstructured.Unstructured
 	if functionsPath != "" {
 		if functions, err = readFunctions(functionsPath); err != nil {
-			return nil, in, err
+			return nil, in, inputError{err}
 		}
 	}
+	// The engine's binaries are what --tools-dir, --functions and
+	// --function-asg-instances name.
 	e, err := compcheck.StartEngine(ctx, d, ownFunction, functions...)
 	if err != nil {
-		return nil, in, err
+		return nil, in, inputError{err}
 	}
 	defer e.Stop() //nolint:errcheck // best effort: the functions are this process's children.
 	r, err := compcheck.Check(ctx, e, in)

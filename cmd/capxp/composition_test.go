@@ -130,7 +130,7 @@ spec:
 		"NoComposition": {
 			reason: "the Composition is required",
 			args:   []string{"check", withTools},
-			exit:   2, says: "Usage:",
+			exit:   2, says: "capxp composition check: takes one Composition file, got 0 argument(s)",
 		},
 		"NotAComposition": {
 			reason: "the first file must be a Composition",

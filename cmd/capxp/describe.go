@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/describe"
@@ -44,14 +45,14 @@ Flags:
   --color auto|always|never  colour the statuses (default auto: on a terminal)
 
 Exit status: 0 when the tree is printed, 1 when the Cluster cannot be read,
-2 for bad input.
+2 for bad input (a flag, an argument, no kubeconfig).
 `
 
 // runDescribe runs `capxp describe cluster`; it returns the exit status.
 func runDescribe(args []string, stdout, stderr io.Writer) int {
-	fs, ok := subcommand(args, "cluster", "capxp describe cluster", describeUsage, stderr)
+	fs, c, rest, status, ok := subcommand("capxp describe", args, "cluster", describeUsage, stdout, stderr)
 	if !ok {
-		return 2
+		return status
 	}
 	var ns, kubeconfig, kubecontext, output, color, as string
 	var groups stringList
@@ -66,42 +67,36 @@ func runDescribe(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.Echo, "echo", false, "")
 	fs.StringVar(&output, "o", "tree", "")
 	fs.StringVar(&color, "color", "auto", "")
-	positional, err := parseInterspersed(fs, args[1:])
-	if err != nil {
-		return parseStatus(err)
+	name, status, ok := c.parseOne(fs, rest, "Cluster name")
+	if !ok {
+		return status
 	}
-	if len(positional) != 1 || (output != "tree" && output != outputJSON && output != outputYAML) ||
-		(color != "auto" && color != "always" && color != "never") {
-		fmt.Fprint(stderr, describeUsage)
-		return 2
+	for _, err := range []error{oneOf("-o", output, "tree", outputJSON, outputYAML), oneOf("--color", color, "auto", "always", "never")} {
+		if err != nil {
+			return c.usageError("%v", err)
+		}
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: kubecontext}
 	overrides.AuthInfo.Impersonate, overrides.AuthInfo.ImpersonateGroups = as, groups
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
-	cfg, err := loader.ClientConfig()
+	loader := clientConfig(kubeconfig, overrides)
+	cfg, err := restConfig(loader)
 	if err != nil {
-		fmt.Fprintln(stderr, "capxp describe cluster: cannot load kubeconfig:", err)
-		return 2
+		return c.badInput(err)
 	}
 	if ns == "" {
 		if ns, _, err = loader.Namespace(); err != nil {
-			fmt.Fprintln(stderr, "capxp describe cluster: cannot read the context's namespace:", err)
-			return 2
+			return c.badInput(errors.Wrap(err, "cannot read the context's namespace"))
 		}
 	}
-	c, err := client.New(cfg, client.Options{Scheme: controllers.NewScheme()})
+	cl, err := client.New(cfg, client.Options{Scheme: controllers.NewScheme()})
 	if err != nil {
-		fmt.Fprintln(stderr, "capxp describe cluster:", err)
-		return 1
+		return c.failed(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	tree, err := describe.Cluster(ctx, c, ns, positional[0], o)
+	tree, err := describe.Cluster(ctx, cl, ns, name, o)
 	if err != nil {
-		fmt.Fprintln(stderr, "capxp describe cluster:", err)
-		return 1
+		return c.failed(err)
 	}
 	switch output {
 	case outputJSON:
@@ -117,10 +112,9 @@ func runDescribe(args []string, stdout, stderr io.Writer) int {
 		err = describe.Print(stdout, tree, describe.PrintOptions{Color: color == "always" || (color == "auto" && isTerminal(stdout))})
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "capxp describe cluster:", err)
-		return 1
+		return c.failed(err)
 	}
-	return 0
+	return exitOK
 }
 
 // stringList is a flag that may be given more than once.

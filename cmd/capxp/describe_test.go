@@ -23,31 +23,31 @@ func TestDescribeCommandInput(t *testing.T) {
 			reason: "only clusters are described",
 			args:   []string{"machine", "demo"},
 			exit:   2,
-			says:   "Usage: capxp describe cluster NAME",
+			says:   `capxp describe: unknown subcommand "machine" (the subcommand is cluster)`,
 		},
 		"NoName": {
 			reason: "a Cluster is named",
 			args:   []string{"cluster"},
 			exit:   2,
-			says:   "Usage: capxp describe cluster NAME",
+			says:   "capxp describe cluster: takes one Cluster name, got 0 argument(s)",
 		},
 		"UnknownOutput": {
 			reason: "the outputs are tree, json and yaml",
 			args:   []string{"cluster", "demo", "-o", "wide"},
 			exit:   2,
-			says:   "-o tree|json|yaml",
+			says:   `-o is "wide": it must be one of tree, json, yaml`,
 		},
 		"UnknownColor": {
 			reason: "colour is auto, always or never",
 			args:   []string{"cluster", "demo", "--color", "sometimes"},
 			exit:   2,
-			says:   "--color auto|always|never",
+			says:   `--color is "sometimes": it must be one of auto, always, never`,
 		},
 		"NoCluster": {
-			reason: "a kubeconfig that reaches no cluster is bad input, said as such",
+			reason: "a kubeconfig that reaches no cluster is bad input, said with how to point capxp at one",
 			args:   []string{"cluster", "demo", "-n", "team-a", "--kubeconfig", empty},
 			exit:   2,
-			says:   "cannot load kubeconfig",
+			says:   "no kubeconfig to reach a cluster with: pass --kubeconfig PATH",
 		},
 	}
 	for name, tc := range cases {

@@ -209,10 +209,8 @@ func commandHelps(t *testing.T) map[string]string {
 		f(args, &out, &out)
 		return out.String()
 	}
-	var manager bytes.Buffer
-	_ = runManager([]string{"--help"}, &manager)
 	return map[string]string{
-		"manager":           manager.String() + " --kubeconfig",
+		"manager":           run(runManager, "--help"),
 		"composition check": run(runComposition, "check", "--help"),
 		"xrd adopt":         run(runXRD, "adopt", "--help"),
 		"describe cluster":  run(runDescribe, "cluster", "--help"),

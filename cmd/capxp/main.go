@@ -20,9 +20,8 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
-
-	"github.com/spf13/pflag"
 
 	capxp "github.com/capxp/cluster-api-provider-crossplane"
 )
@@ -55,37 +54,56 @@ func versionString() string {
 }
 
 func main() {
-	if len(os.Args) < 2 {
-		usage()
-		os.Exit(2)
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Exit statuses, one per kind of outcome and the same for every command.
+const (
+	// exitOK: the command did what was asked (a check: everything holds).
+	exitOK = 0
+	// exitFailed: the command ran and the answer is no (a field that does
+	// not hold, an XRD that cannot implement its contract), or it could not
+	// do its work (the cluster did not answer, the render engine failed).
+	exitFailed = 1
+	// exitUsage: what was asked is wrong: an unknown command, flag or
+	// value, a missing argument, a file that cannot be read or decoded, no
+	// kubeconfig to talk to a cluster with.
+	exitUsage = 2
+)
+
+// run runs `capxp ARGS`; it returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	top := command{name: "capxp", usage: usage, stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		return top.usageError("no command given")
 	}
-	switch os.Args[1] {
+	switch args[0] {
 	case "manager":
-		switch err := runManager(os.Args[2:], os.Stderr); {
-		case errors.Is(err, pflag.ErrHelp):
-		case err != nil:
-			fmt.Fprintln(os.Stderr, "capxp manager:", err)
-			os.Exit(1)
-		}
+		return runManager(args[1:], stdout, stderr)
 	case "composition":
-		os.Exit(runComposition(os.Args[2:], os.Stdout, os.Stderr))
+		return runComposition(args[1:], stdout, stderr)
 	case "xrd":
-		os.Exit(runXRD(os.Args[2:], os.Stdout, os.Stderr))
+		return runXRD(args[1:], stdout, stderr)
 	case "describe":
-		os.Exit(runDescribe(os.Args[2:], os.Stdout, os.Stderr))
+		return runDescribe(args[1:], stdout, stderr)
 	case "version":
-		fmt.Println(versionString())
+		c := command{name: "capxp version", usage: versionUsage, stdout: stdout, stderr: stderr}
+		switch rest := args[1:]; {
+		case slices.Equal(rest, []string{"-h"}) || slices.Equal(rest, []string{"--help"}):
+			return c.help()
+		case len(rest) > 0:
+			return c.usageError("takes no argument, got %q", strings.Join(rest, " "))
+		}
+		fmt.Fprintln(stdout, versionString())
+		return exitOK
 	case "-h", "--help", "help":
-		usage()
+		return top.help()
 	default:
-		fmt.Fprintf(os.Stderr, "capxp: unknown command %q\n", os.Args[1])
-		usage()
-		os.Exit(2)
+		return top.usageError("unknown command %q", args[0])
 	}
 }
 
-func usage() {
-	fmt.Fprint(os.Stderr, `Usage: capxp <command> [flags]
+const usage = `Usage: capxp <command> [flags]
 
 Commands:
   manager       run the bridge controller manager (capxp manager --help for flags)
@@ -93,8 +111,16 @@ Commands:
   xrd           print the template CRD and RBAC an XRD that declares a contract needs (capxp xrd adopt --help)
   describe      print a Cluster's tree from CAPI to each composed resource and its credentials (capxp describe cluster --help)
   version       print the version
-`)
-}
+
+Exit status: 0 when the command did what was asked, 1 when it ran and the
+answer is no or its work failed, 2 when what was asked is wrong (a command,
+flag, argument or file; no kubeconfig).
+`
+
+const versionUsage = `Usage: capxp version
+
+Prints the release this binary was built from, and its commit.
+`
 
 // Output formats of the commands' -o.
 const (
@@ -102,44 +128,92 @@ const (
 	outputYAML = "yaml"
 )
 
+// command is one of capxp's commands as the user typed it: its name, as
+// errors begin with it, and its usage, which --help prints to stdout.
+type command struct {
+	name, usage    string
+	stdout, stderr io.Writer
+}
+
+// help prints the usage to stdout.
+func (c command) help() int {
+	fmt.Fprint(c.stdout, c.usage)
+	return exitOK
+}
+
+// usageError says in one line what was wrong with the command line, and
+// where the usage is.
+func (c command) usageError(format string, a ...any) int {
+	fmt.Fprintf(c.stderr, "%s: %s\nRun '%s --help' for usage.\n", c.name, fmt.Sprintf(format, a...), c.name)
+	return exitUsage
+}
+
+// badInput says what is wrong with an input the command line names.
+func (c command) badInput(err error) int {
+	fmt.Fprintf(c.stderr, "%s: %v\n", c.name, err)
+	return exitUsage
+}
+
+// failed says why the command could not do its work.
+func (c command) failed(err error) int {
+	fmt.Fprintf(c.stderr, "%s: %v\n", c.name, err)
+	return exitFailed
+}
+
 // subcommand starts parsing `capxp COMMAND SUB [args]`: the flag set of
-// SUB, called name in errors, printing usage for -h and bad flags; false,
-// with the usage printed, when args do not start with sub.
-func subcommand(args []string, sub, name, usage string, stderr io.Writer) (*flag.FlagSet, bool) {
-	if len(args) == 0 || args[0] != sub {
-		fmt.Fprint(stderr, usage)
-		return nil, false
+// SUB, called name in errors, and the arguments after SUB; ok is false,
+// with status the exit status, when args ask for the usage or do not start
+// with SUB.
+func subcommand(parent string, args []string, sub, usage string, stdout, stderr io.Writer) (fs *flag.FlagSet, c command, rest []string, status int, ok bool) {
+	c = command{name: parent + " " + sub, usage: usage, stdout: stdout, stderr: stderr}
+	p := command{name: parent, usage: usage, stdout: stdout, stderr: stderr}
+	switch {
+	case len(args) == 0:
+		return nil, c, nil, p.usageError("no subcommand given (the subcommand is %s)", sub), false
+	case args[0] == "-h" || args[0] == "--help" || args[0] == "help":
+		return nil, c, nil, p.help(), false
+	case args[0] != sub:
+		return nil, c, nil, p.usageError("unknown subcommand %q (the subcommand is %s)", args[0], sub), false
 	}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		if !strings.Contains(usage, "\nFlags:\n") {
-			// A usage that does not describe its flags itself.
-			fmt.Fprintln(stderr, "\nFlags:")
-			fs.PrintDefaults()
-		}
-	}
-	return fs, true
+	fs = flag.NewFlagSet(c.name, flag.ContinueOnError)
+	// The flag package's own messages are replaced by usageError's line.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs, c, args[1:], exitOK, true
 }
 
-// parseStatus is a command's exit status after its flags failed to parse: 0
-// for -h and --help (the usage is printed), 2 otherwise.
-func parseStatus(err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+// parseOne parses flags that may come before or after the one positional
+// argument, what, as in the commands' usage lines, and returns it; ok is
+// false, with status the exit status, when they ask for the usage or are
+// wrong.
+func (c command) parseOne(fs *flag.FlagSet, args []string, what string) (arg string, status int, ok bool) {
+	positional, status, ok := c.parse(fs, args)
+	switch {
+	case !ok:
+		return "", status, false
+	case len(positional) != 1:
+		return "", c.usageError("takes one %s, got %d argument(s)", what, len(positional)), false
 	}
-	return 2
+	return positional[0], exitOK, true
 }
 
-// parseInterspersed parses flags that may come before, between or after the
-// positional arguments, as in the commands' usage lines, and returns the
-// positional ones.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
+// parse parses flags that may come before, between or after the
+// positional arguments and returns the positional ones; ok is false, with
+// status the exit status, when they ask for the usage or are wrong.
+func (c command) parse(fs *flag.FlagSet, args []string) (positional []string, status int, ok bool) {
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			if errors.Is(err, flag.ErrHelp) {
+				if !strings.Contains(c.usage, "\nFlags:\n") {
+					// A usage that does not describe its flags itself.
+					var flags strings.Builder
+					fs.SetOutput(&flags)
+					fs.PrintDefaults()
+					c.usage += "\nFlags:\n" + flags.String()
+				}
+				return nil, c.help(), false
+			}
+			return nil, c.usageError("%v", err), false
 		}
 		if fs.NArg() == 0 {
 			break
@@ -147,5 +221,34 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		positional = append(positional, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	return positional, nil
+	return positional, exitOK, true
+}
+
+// inputError is an error in what the command line names (a file, a flag's
+// value): the exit status is exitUsage.
+type inputError struct{ error }
+
+func (e inputError) Unwrap() error { return e.error }
+
+// isInputError reports whether err is, or wraps, an inputError.
+func isInputError(err error) bool {
+	var ie inputError
+	return errors.As(err, &ie)
+}
+
+// outcome is the exit status of a command's error: exitUsage for an
+// inputError, exitFailed for another, said in one line.
+func (c command) outcome(err error) int {
+	if isInputError(err) {
+		return c.badInput(err)
+	}
+	return c.failed(err)
+}
+
+// oneOf is an error when value is not one of the allowed, for flag.
+func oneOf(flag, value string, allowed ...string) error {
+	if slices.Contains(allowed, value) {
+		return nil
+	}
+	return fmt.Errorf("%s is %q: it must be one of %s", flag, value, strings.Join(allowed, ", "))
 }

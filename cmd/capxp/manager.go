@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	capiflags "sigs.k8s.io/cluster-api/util/flags"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -78,41 +79,68 @@ func (f *managerFlags) add(fs *pflag.FlagSet) {
 	fs.IntVar(&f.burst, "kube-api-burst", 30, "Burst of queries to the API server.")
 }
 
-func runManager(args []string, stderr io.Writer) error {
+const managerUsage = `Usage: capxp manager [flags]
+
+Runs the bridge controller manager: the XR reconcilers of every kind whose
+XRD declares a CAPI contract, the credentials records of each namespace and
+the admission webhook. Its Deployment (clusterctl) or
+DeploymentRuntimeConfig (Crossplane packages) gives its flags.
+
+Flags:
+`
+
+// runManager runs `capxp manager`; it returns the exit status once the
+// manager stops.
+func runManager(args []string, stdout, stderr io.Writer) int {
+	c := command{name: "capxp manager", usage: managerUsage, stdout: stdout, stderr: stderr}
 	f := &managerFlags{}
 	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	f.add(fs)
 	gfs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(gfs)
 	fs.AddGoFlagSet(gfs)
-	kubeconfig := fs.String("kubeconfig", "", "Path to a kubeconfig; in-cluster configuration when empty.")
-	if err := fs.Parse(args); err != nil {
-		return err
+	kubeconfig := fs.String("kubeconfig", "", "Path to a kubeconfig; $KUBECONFIG, ~/.kube/config or the in-cluster configuration when empty.")
+	fs.Usage = func() {}
+	switch err := fs.Parse(args); {
+	case errors.Is(err, pflag.ErrHelp):
+		c.usage += fs.FlagUsages()
+		return c.help()
+	case err != nil:
+		return c.usageError("%v", err)
+	case fs.NArg() > 0:
+		return c.usageError("takes no argument, got %q", strings.Join(fs.Args(), " "))
 	}
 	ctrl.SetLogger(klog.Background())
 
 	wh, err := f.webhookClientConfig()
 	if err != nil {
-		return err
+		return c.badInput(err)
 	}
 	var providers []credentials.Provider
 	for _, p := range f.credentialsProviders {
 		pr, err := credentials.ParseProvider(p)
 		if err != nil {
-			return errors.Wrap(err, "--credentials-provider")
+			return c.badInput(errors.Wrap(err, "--credentials-provider"))
 		}
 		providers = append(providers, pr)
 	}
 	cfg, err := loadConfig(*kubeconfig)
 	if err != nil {
-		return err
+		return c.badInput(err)
 	}
 	cfg.QPS, cfg.Burst = f.qps, f.burst
+	if err := start(cfg, f, providers, wh); err != nil {
+		return c.outcome(err)
+	}
+	return exitOK
+}
 
+// start starts the manager, and returns when it stops.
+func start(cfg *rest.Config, f *managerFlags, providers []credentials.Provider, wh *controllers.WebhookClientConfig) error {
 	tlsOptions, metrics, err := capiflags.GetManagerOptions(f.diagnostics)
 	if err != nil {
-		return errors.Wrap(err, "invalid diagnostics or TLS flags")
+		return inputError{errors.Wrap(err, "invalid diagnostics or TLS flags")}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		WebhookServer:           webhook.NewServer(webhook.Options{Port: f.webhookPort, CertDir: f.webhookCertDir, TLSOpts: tlsOptions}),

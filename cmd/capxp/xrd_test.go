@@ -62,10 +62,10 @@ func TestXRDAdoptCommand(t *testing.T) {
 			says:   []string{"holds no CompositeResourceDefinition"},
 		},
 		"NoSubcommand": {
-			reason: "the usage, for an unknown subcommand",
+			reason: "an unknown subcommand is named, with the one there is",
 			args:   []string{"template", in("examples/platform/xrd.yaml")},
 			exit:   2,
-			says:   []string{"Usage: capxp xrd adopt"},
+			says:   []string{`capxp xrd: unknown subcommand "template" (the subcommand is adopt)`},
 		},
 	}
 	for name, tc := range cases {
