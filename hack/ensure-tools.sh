@@ -45,6 +45,9 @@ crossplane_cli_version=v2.5.0
 # The cert-manager clusterctl v1.14.2 installs by default; only its CRDs are
 # staged (clusterctl is told it is externally provisioned).
 cert_manager_version=v1.21.1
+# The prometheus-operator whose ServiceMonitor and PrometheusRule CRDs the
+# shipped monitoring objects are checked against (only the CRDs are staged).
+prometheus_operator_version=v0.90.1
 # kwok runs the workload cluster's Nodes: heartbeats, Ready, pods.
 kwok_version=v0.8.0
 # Prometheus and promtool check the shipped alerts and scrape the bridge:
@@ -53,16 +56,22 @@ kwok_version=v0.8.0
 prometheus_deb_version=2.42.0+ds-5+b6
 prometheus_version=v2.42.0
 
-# build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS]
+# build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS]: builds again when the
+# module's go.mod or go.sum changed since the cached binary was built (a
+# dependency bumped for a security fix reaches the binary), as recorded in
+# NAME.modsum beside it.
 build() {
   local name=$1 version=$2 moddir=$3 pkg=$4 ldflags=${5:-}
   local out=$cache/$name-$version/$name
-  if [[ ! -x $out ]]; then
+  local modsum
+  modsum=$(cat "$root/$moddir/go.mod" "$root/$moddir/go.sum" | sha256sum | cut -d' ' -f1)
+  if [[ ! -x $out ]] || [[ $(cat "$out.modsum" 2>/dev/null) != "$modsum" ]]; then
     echo "building $name $version (cold builds take minutes; later runs reuse $out)" >&2
     local start=$SECONDS
     mkdir -p "$(dirname "$out")"
     (cd "$root/$moddir" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg")
     mv "$out.tmp" "$out"
+    echo "$modsum" > "$out.modsum"
     echo "built $name in $((SECONDS - start))s" >&2
   fi
   echo "$name=$out"
@@ -169,6 +178,19 @@ stage_cert_manager_crds() {
   echo "crds/cert-manager=$out"
 }
 
+# prometheus-operator's ServiceMonitor and PrometheusRule CRDs, from its
+# module (example/prometheus-operator-crd holds plain manifests).
+stage_prometheus_operator_crds() {
+  local out=$cache/crds/prometheus-operator-$prometheus_operator_version
+  if [[ ! -d $out ]] || [[ -z $(ls -A "$out") ]]; then
+    local dir
+    dir=$(cd "$root" && GOFLAGS=-mod=mod go mod download -json "github.com/prometheus-operator/prometheus-operator@$prometheus_operator_version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+    stage "$out" "$dir"/example/prometheus-operator-crd/monitoring.coreos.com_{servicemonitors,prometheusrules}.yaml
+    echo "staged prometheus-operator $prometheus_operator_version's CRDs in $out" >&2
+  fi
+  echo "crds/prometheus-operator=$out"
+}
+
 # clusterctl's inventory CRD: the plane records the CAPI it runs in it, as
 # clusterctl would have.
 stage_clusterctl_crds() {
@@ -271,6 +293,7 @@ for t in "${tools[@]}"; do
       stage_kubeadm_crds
       stage_clusterctl_crds
       stage_cert_manager_crds
+      stage_prometheus_operator_crds
       stage_crossplane_crds ;;
     *) echo "unknown tool $t" >&2; exit 2 ;;
   esac

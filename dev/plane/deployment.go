@@ -41,7 +41,9 @@ import (
 //     its own network namespace; this process shares the host's), in the
 //     arguments that name it;
 //   - ready when the readiness probe answers, and stopped when the
-//     Deployment is gone.
+//     Deployment is gone;
+//   - reached through a Service that selects its pod template's labels
+//     (ServiceAddress), as the cluster's network would route it.
 //
 // Two parts of a cluster do not run here and are stood in for, each
 // documented in docs/install.md: cert-manager (the plane issues the
@@ -144,6 +146,11 @@ func (p *Plane) RunDeployment(ctx context.Context, namespace, name, binary strin
 		return err
 	}
 	p.manager = proc
+	served := map[int32]string{}
+	for cp, free := range ports {
+		served[cp] = hostPort(free)
+	}
+	p.pods.add(localPod{namespace: namespace, name: podName, labels: d.Spec.Template.Labels, ports: containerPorts(c), served: served})
 	// The pod goes with its Deployment, given its grace period.
 	grace := 30 * time.Second
 	if pod.TerminationGracePeriodSeconds != nil {

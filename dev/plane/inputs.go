@@ -35,6 +35,11 @@ const (
 // one clusterctl v1.14 installs by default (hack/ensure-tools.sh stages it).
 const CertManagerVersion = "v1.21.1"
 
+// PrometheusOperatorVersion is the prometheus-operator whose ServiceMonitor
+// CRD the shipped ServiceMonitor is applied with in test/install
+// (hack/ensure-tools.sh stages it).
+const PrometheusOperatorVersion = "v0.90.1"
+
 // providerKubernetes is the package of the provider the local backend
 // composes with.
 const providerKubernetes = "xpkg.crossplane.io/crossplane-contrib/provider-kubernetes"

@@ -133,6 +133,9 @@ type Plane struct {
 	// extraManagers are every manager StartManager started (the plane's
 	// own among them).
 	extraManagers []*process
+	// pods are the pods the plane runs as local processes, for the
+	// Services that select them (ServiceAddress).
+	pods localPods
 	// registry serves the packages, runtime runs them (package mode).
 	registry *Registry
 	runtime  *packageRuntime

@@ -3,9 +3,11 @@ package plane
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -319,6 +321,23 @@ func (p *Plane) runtimeConfig(ctx context.Context, rev *pkgv1.ProviderRevision) 
 	return drc, nil
 }
 
+// crossplaneMetricsPort is the name of the container port Crossplane's
+// runtime adds to a provider's pod, at 8080, unless the runtime config
+// declares one of that name.
+const crossplaneMetricsPort = "metrics"
+
+// flagPort is the port of a --flag=[host]:port argument, else def.
+func flagPort(args []string, flag string, def int32) int32 {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, flag+"="); ok {
+			if n, err := strconv.Atoi(v[strings.LastIndex(v, ":")+1:]); err == nil {
+				def = int32(n) //nolint:gosec // a port number fits
+			}
+		}
+	}
+	return def
+}
+
 // runProviderPackage starts the capxp binary as the bridge package's pod,
 // and returns its metrics endpoint (HTTPS, authenticated and authorized
 // with the API server, as the Deployment serves it).
@@ -347,12 +366,20 @@ func (p *Plane) runProviderPackage(ctx context.Context, rev *pkgv1.ProviderRevis
 	}
 	env := map[string]string{"POD_NAMESPACE": crossplaneNamespace}
 	var args []string
+	// The pod's labels, as Crossplane's runtime gives them: the runtime
+	// config's and its own revision label; its container's ports: the
+	// runtime config's, and Crossplane's metrics port unless one has its
+	// name.
+	podLabels := map[string]string{"pkg.crossplane.io/revision": rev.GetName()}
+	ports := map[string]int32{crossplaneMetricsPort: 8080}
 	if t := drc.Spec.DeploymentTemplate; t != nil && t.Spec != nil {
+		maps.Copy(podLabels, t.Spec.Template.Labels)
 		for i := range t.Spec.Template.Spec.Containers {
 			c := &t.Spec.Template.Spec.Containers[i]
 			if c.Name != "package-runtime" {
 				continue
 			}
+			maps.Copy(ports, containerPorts(*c))
 			for _, e := range c.Env {
 				if e.ValueFrom != nil {
 					return nil, "", errors.Errorf("DeploymentRuntimeConfig %s: env %s comes from a source this plane does not provide", drc.GetName(), e.Name)
@@ -381,11 +408,16 @@ func (p *Plane) runProviderPackage(ctx context.Context, rev *pkgv1.ProviderRevis
 	if err != nil {
 		return nil, "", err
 	}
+	// The ports the manager serves its health and diagnostics on in a pod:
+	// its arguments', else its defaults.
+	healthPort, diagPort := flagPort(args, "--health-addr", 9440), flagPort(args, "--diagnostics-address", 8443)
 	args = append(args, "--health-addr="+hostPort(health), "--diagnostics-address="+hostPort(diag))
 	proc, err := startProcess(p.dir, podName, p.opts.ManagerBinary, append(envList, "KUBECONFIG="+kubeconfig), args...)
 	if err != nil {
 		return nil, "", err
 	}
+	p.pods.add(localPod{namespace: crossplaneNamespace, name: podName, labels: podLabels, ports: ports,
+		served: map[int32]string{healthPort: hostPort(health), diagPort: hostPort(diag)}})
 	if err := proc.waitHealthy(ctx, fmt.Sprintf("http://%s/readyz", hostPort(health)), 2*time.Minute); err != nil {
 		proc.stop(10 * time.Second)
 		return nil, "", err

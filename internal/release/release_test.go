@@ -9,12 +9,18 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
@@ -123,7 +129,7 @@ func TestComponents(t *testing.T) {
 		}
 	}
 	want := map[string]int{"CustomResourceDefinition": 6, "ClusterRole": 6, "ClusterRoleBinding": 2, "Namespace": 1, "Deployment": 1,
-		"ServiceAccount": 1, "Service": 1, "Issuer": 1, "Certificate": 1}
+		"ServiceAccount": 1, "Service": 2, "Issuer": 1, "Certificate": 1}
 	if diff := cmp.Diff(want, kinds); diff != "" {
 		t.Errorf("kinds (-want +got):\n%s", diff)
 	}
@@ -353,7 +359,7 @@ func TestMonitoring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"alerts.yaml", "dashboard.json"} {
+	for _, f := range []string{"alerts.yaml", "dashboard.json", "servicemonitor.yaml"} {
 		got, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			t.Fatalf("the release has no %s: %v", f, err)
@@ -368,5 +374,153 @@ func TestMonitoring(t *testing.T) {
 		if len(decode(t, got)) != 1 {
 			t.Errorf("%s is not one object", f)
 		}
+	}
+}
+
+// TestPrometheusFindsTheManager: on each install path, the shipped
+// ServiceMonitor selects the shipped metrics Service, whose selector
+// matches the manager's pods and whose target port is the port the manager
+// serves its diagnostics on, in the namespace the manager runs in.
+func TestPrometheusFindsTheManager(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "monitoring", "servicemonitor.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sm struct {
+		Spec struct {
+			Selector  metav1.LabelSelector `json:"selector"`
+			Endpoints []struct {
+				Port   string `json:"port"`
+				Scheme string `json:"scheme"`
+			} `json:"endpoints"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(raw, &sm); err != nil {
+		t.Fatal(err)
+	}
+	if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Scheme != "https" {
+		t.Fatalf("the ServiceMonitor's endpoints are %+v, want one, over https", sm.Spec.Endpoints)
+	}
+	smSelector, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Version: "v0.1.0", ImageRepository: "registry.example/capxp-manager", PackageRegistry: "registry.example/capxp/"}
+	// pod is what each path runs the manager with: its pod's labels and
+	// its container's ports and arguments.
+	type pod struct {
+		namespace string
+		labels    map[string]string
+		container corev1.Container
+	}
+	cases := map[string]struct {
+		manifests func(Options) ([]byte, error)
+		pod       func(t *testing.T, objs []*unstructured.Unstructured) pod
+	}{
+		"clusterctl": {
+			manifests: Components,
+			pod: func(t *testing.T, objs []*unstructured.Unstructured) pod {
+				t.Helper()
+				for _, u := range objs {
+					if u.GetKind() == "Deployment" {
+						d := &appsv1.Deployment{}
+						if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d); err != nil {
+							t.Fatal(err)
+						}
+						return pod{namespace: d.Namespace, labels: d.Spec.Template.Labels, container: d.Spec.Template.Spec.Containers[0]}
+					}
+				}
+				t.Fatal("no Deployment")
+				return pod{}
+			},
+		},
+		"Crossplane packages": {
+			manifests: CrossplaneSetup,
+			pod: func(t *testing.T, objs []*unstructured.Unstructured) pod {
+				t.Helper()
+				for _, u := range objs {
+					if u.GetKind() != "DeploymentRuntimeConfig" {
+						continue
+					}
+					tmpl, _, _ := unstructured.NestedMap(u.Object, "spec", "deploymentTemplate", "spec", "template")
+					pt := &corev1.PodTemplateSpec{}
+					if err := runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, pt); err != nil {
+						t.Fatal(err)
+					}
+					for _, c := range pt.Spec.Containers {
+						// Crossplane's runtime runs the package in this container.
+						if c.Name == "package-runtime" {
+							return pod{namespace: "crossplane-system", labels: pt.Labels, container: c}
+						}
+					}
+				}
+				t.Fatal("no DeploymentRuntimeConfig with a package-runtime container")
+				return pod{}
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			b, err := tc.manifests(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := decode(t, b)
+			p := tc.pod(t, objs)
+			// The manager serves its diagnostics where --diagnostics-address
+			// says (by default, with clusterctl), CAPI's default :8443 when it
+			// says nothing.
+			diagnostics := int32(8443)
+			for _, a := range p.container.Args {
+				if v, ok := strings.CutPrefix(a, "--diagnostics-address="); ok {
+					// A clusterctl variable's default, ${VAR:=:8443}, or an address.
+					port := strings.TrimSuffix(v[strings.LastIndex(v, ":")+1:], "}")
+					n, err := strconv.ParseInt(port, 10, 32)
+					if err != nil {
+						t.Fatalf("--diagnostics-address=%s names no port", v)
+					}
+					diagnostics = int32(n)
+				}
+			}
+			var svcs []*corev1.Service
+			for _, u := range objs {
+				if u.GetKind() != "Service" || !smSelector.Matches(labels.Set(u.GetLabels())) {
+					continue
+				}
+				s := &corev1.Service{}
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, s); err != nil {
+					t.Fatal(err)
+				}
+				svcs = append(svcs, s)
+			}
+			if len(svcs) != 1 {
+				t.Fatalf("the ServiceMonitor selects %d Services, want 1", len(svcs))
+			}
+			s := svcs[0]
+			if s.Namespace != p.namespace {
+				t.Errorf("Service %s is in %q, the manager in %q", s.Name, s.Namespace, p.namespace)
+			}
+			if !labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(p.labels)) {
+				t.Errorf("Service %s selects %v, the manager's pods are labelled %v", s.Name, s.Spec.Selector, p.labels)
+			}
+			var target *intstr.IntOrString
+			for _, sp := range s.Spec.Ports {
+				if sp.Name == sm.Spec.Endpoints[0].Port {
+					target = &sp.TargetPort
+				}
+			}
+			if target == nil {
+				t.Fatalf("Service %s has no port %q, which the ServiceMonitor scrapes", s.Name, sm.Spec.Endpoints[0].Port)
+			}
+			served := false
+			for _, cp := range p.container.Ports {
+				if (target.Type == intstr.String && cp.Name == target.StrVal) || (target.Type == intstr.Int && cp.ContainerPort == target.IntVal) {
+					served = cp.ContainerPort == diagnostics
+				}
+			}
+			if !served {
+				t.Errorf("Service %s's target port %s is not the container's port %d, where the manager serves its diagnostics: %+v", s.Name, target.String(), diagnostics, p.container.Ports)
+			}
+		})
 	}
 }

@@ -60,6 +60,9 @@ func TestClusterctl(t *testing.T) {
 	run := func(args ...string) string { t.Helper(); return clusterctl(p, args...) }
 	ctlsetup.Init(ctx, t, p, clusterctl, bin)
 	oneBridge(t, p)
+	// Prometheus finds the manager through the shipped ServiceMonitor and
+	// metrics Service in clusterctl's namespace.
+	refusesAnonymousScrapes(ctx, t, metricsThroughServiceMonitor(ctx, t, p, "capxp-system"))
 
 	const ns, name = "team-a", "alpha"
 	provisionLocal(ctx, t, p, clusterctl, ns, name)

@@ -30,7 +30,8 @@ import (
 )
 
 // scrapeMetrics reads the bridge's metrics as Prometheus would: from the
-// pod's secured endpoint, with a service account token bound to the
+// pod's secured endpoint, found through the shipped ServiceMonitor and
+// metrics Service, with a service account token bound to the
 // shipped capxp-system-metrics-reader role. Without a token, or with one
 // the role is not bound to, the endpoint refuses. Every series of the
 // bridge is there, with the values of what the test did: the example
@@ -38,7 +39,7 @@ import (
 // switched to credentials it was not granted and back.
 func scrapeMetrics(ctx context.Context, t *testing.T, p *plane.Plane) {
 	t.Helper()
-	url := p.ManagerMetricsURL()
+	url := metricsThroughServiceMonitor(ctx, t, p, "crossplane-system")
 	if !strings.HasPrefix(url, "https://") {
 		t.Fatalf("the bridge's metrics endpoint is %q, want HTTPS", url)
 	}
