@@ -38,8 +38,11 @@ help: ## Show the targets.
 # What the local management plane (bin/capxp-dev, the e2e tests) needs in
 # the tools cache: binaries, plus CAPI's and Crossplane's CRDs ("crds").
 PLANE_TOOLS := etcd kube-apiserver kube-controller-manager crossplane crossplane-cli function-patch-and-transform function-auto-ready provider-kubernetes kwok provider-aws crds
+# What `capxp composition check` runs and reads, which the release's
+# command-line archive carries.
+CHECK_TOOLS := crossplane function-patch-and-transform function-auto-ready provider-kubernetes provider-aws
 # What the install tests need beside the plane.
-INSTALL_TOOLS := clusterctl
+INSTALL_TOOLS := clusterctl kubectl
 # What the alerts' rule tests run (Debian's Prometheus package).
 MONITORING_TOOLS := prometheus
 
@@ -204,10 +207,11 @@ ARCH ?= $(shell go env GOARCH)
 CROSSPLANE_CLI = $(shell $(ENSURE_TOOLS) crossplane-cli | cut -d= -f2)
 
 .PHONY: release
-release: ## Build a release into RELEASE_DIR (out/): clusterctl provider files, the manager image (OCI layout and tarball), crossplane-setup.yaml and the Crossplane packages (.xpkg).
+release: ## Build a release into RELEASE_DIR (out/): clusterctl provider files, the manager image (OCI layout and tarball), crossplane-setup.yaml, the Crossplane packages (.xpkg) and the capxp command line's archive (composition check included).
 	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) go build -trimpath -buildvcs=auto -ldflags "-s -w" -o $(RELEASE_DIR)/bin/ ./cmd/capxp ./cmd/function-asg-instances
-	go run ./hack/release -out $(RELEASE_DIR) -version $(VERSION) -arch $(ARCH) -manager-binary $(RELEASE_DIR)/bin/capxp -function-binary $(RELEASE_DIR)/bin/function-asg-instances -crossplane-cli $(CROSSPLANE_CLI) \
+	$(ENSURE_TOOLS) $(CHECK_TOOLS) >/dev/null
+	go run ./hack/release -out $(RELEASE_DIR) -version $(VERSION) -arch $(ARCH) -manager-binary $(RELEASE_DIR)/bin/capxp -function-binary $(RELEASE_DIR)/bin/function-asg-instances -crossplane-cli $(CROSSPLANE_CLI) -tools-dir $(TOOLS_CACHE) \
 		$(if $(IMAGE_REPOSITORY),-image-repository $(IMAGE_REPOSITORY)) $(if $(PACKAGE_REGISTRY),-package-registry $(PACKAGE_REGISTRY))
 	@echo "release $(VERSION) in $(RELEASE_DIR)/"
 

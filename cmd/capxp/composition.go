@@ -22,6 +22,7 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/xrd"
 	"github.com/capxp/cluster-api-provider-crossplane/compositions"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/compcheck"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/release/cliarchive"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 )
 
@@ -53,10 +54,11 @@ and is otherwise generated from the XRD's schema (a starting point: give a
 real one with --xr). The XRD defaults to CAPXP's own for the Composition's compositeTypeRef; a
 platform team's XRD must declare its contract with the label
 capxp.dev/contract. The CRDs default to those of the Configuration's
-providers. The crossplane binary, the functions and the providers' CRDs come
-from the
-tools directory hack/ensure-tools.sh fills (default .cache/tools, or
-$CAPXP_TOOLS_CACHE).
+providers that the Composition composes with. The crossplane binary, the
+functions and the providers' CRDs come from the tools directory:
+$CAPXP_TOOLS_CACHE, else the tools folder beside capxp (the release's
+capxp-VERSION-linux-ARCH.tar.gz holds them all), else a checkout's
+.cache/tools, which hack/ensure-tools.sh fills.
 `
 
 // runComposition runs `capxp composition SUBCOMMAND`; it returns the exit
@@ -68,7 +70,7 @@ func runComposition(args []string, stdout, stderr io.Writer) int {
 	}
 	xrPath := fs.String("xr", "", "an example XR of the Composition's kind (YAML); CAPXP's shipped one, or one generated from the XRD, by default")
 	xrdPath := fs.String("xrd", "", "the XRD the Composition is for (YAML); CAPXP's own by default")
-	toolsDir := fs.String("tools-dir", string(tools.Default()), "where hack/ensure-tools.sh staged the crossplane binary and the functions")
+	toolsDir := fs.String("tools-dir", string(defaultToolsDir()), "where the crossplane binary, the functions and the providers' CRDs are, as hack/ensure-tools.sh stages them")
 	output := fs.String("o", "text", "output format: text or json")
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long the check may take")
 	observedDir := fs.String("observed", "", "a directory of observed composed resources (YAML); the others are reported ready as their providers would")
@@ -162,14 +164,8 @@ func checkComposition(ctx context.Context, compPath, xrPath, xrdPath, crdPaths, 
 		if in.CRDs, err = compcheck.LoadCRDs(strings.Split(crdPaths, ",")...); err != nil {
 			return nil, in, inputError{errors.Wrap(err, "--crds")}
 		}
-	} else {
-		dirs, err := compcheck.ProviderCRDDirs(d)
-		if err != nil {
-			return nil, in, inputError{err}
-		}
-		if in.CRDs, err = compcheck.LoadCRDs(dirs...); err != nil {
-			return nil, in, inputError{err}
-		}
+	} else if in.CRDs, err = compcheck.ProviderCRDs(d); err != nil {
+		return nil, in, inputError{err}
 	}
 	var functions []*unstructured.Unstructured
 	if functionsPath != "" {
@@ -186,6 +182,21 @@ func checkComposition(ctx context.Context, compPath, xrPath, xrdPath, crdPaths, 
 	defer e.Stop() //nolint:errcheck // best effort: the functions are this process's children.
 	r, err := compcheck.Check(ctx, e, in)
 	return r, in, err
+}
+
+// defaultToolsDir is $CAPXP_TOOLS_CACHE when set, else the tools folder
+// beside this binary, as the release's command-line archive holds it, else
+// the checkout's .cache/tools.
+func defaultToolsDir() tools.Dir {
+	if os.Getenv(tools.EnvDir) == "" {
+		if self, err := os.Executable(); err == nil {
+			dir := filepath.Join(filepath.Dir(self), cliarchive.ToolsDir)
+			if st, err := os.Stat(dir); err == nil && st.IsDir() {
+				return tools.Dir(dir)
+			}
+		}
+	}
+	return tools.Default()
 }
 
 // ownFunctionBinary is function-asg-instances beside this binary, as a

@@ -75,6 +75,10 @@ type inputs struct {
 // KwokVersion is the kwok hack/ensure-tools.sh builds.
 const KwokVersion = "v0.8.0"
 
+// KubectlVersion is the kubectl hack/ensure-tools.sh builds: the API
+// server's version.
+const KubectlVersion = "v1.36.5"
+
 // CrossplaneCLIVersion is the crossplane CLI hack/ensure-tools.sh builds.
 const CrossplaneCLIVersion = "v2.5.0"
 

@@ -508,6 +508,30 @@ const (
 	runtimeDevelopment          = "Development"
 )
 
+// EngineBinaries are the paths of what StartEngine runs from d: the
+// crossplane binary and each of the Configuration's functions.
+func EngineBinaries(d tools.Dir) ([]string, error) {
+	version, err := capxp.RequiredVersion(crossplaneModule)
+	if err != nil {
+		return nil, err
+	}
+	deps, err := packages.Dependencies("Function")
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	bins := make([]string, 0, len(deps)+1)
+	crossplane, err := d.Binary("crossplane", version)
+	errs = append(errs, err)
+	bins = append(bins, crossplane)
+	for _, dep := range deps {
+		bin, err := d.Binary(dep.Name(), dep.Version)
+		errs = append(errs, err)
+		bins = append(bins, bin)
+	}
+	return bins, tools.Missing(errs...)
+}
+
 // StartEngine starts Crossplane's render engine with the crossplane binary
 // and the Configuration's functions, as hack/ensure-tools.sh stages them in
 // d, and the Functions given (Crossplane Function objects, as `crossplane

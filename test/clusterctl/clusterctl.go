@@ -107,6 +107,21 @@ func Init(ctx context.Context, t testing.TB, p *plane.Plane, clusterctl Runner, 
 	}
 }
 
+// ReleaseBinaries builds capxp and function-asg-instances as a release
+// does (static, Linux) into dir/bin.
+func ReleaseBinaries(ctx context.Context, t testing.TB, dir string) release.Binaries {
+	t.Helper()
+	// One go build for both: the linker runs once per binary, the
+	// packages they share compile once.
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(dir, "bin")+string(filepath.Separator), "./cmd/capxp", "./cmd/function-asg-instances") //nolint:gosec // the go command, into the test's directory.
+	build.Dir = envtest.RepoRoot()
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("cannot build capxp and function-asg-instances: %v\n%s", err, out)
+	}
+	return release.Binaries{Manager: filepath.Join(dir, "bin", "capxp"), Function: filepath.Join(dir, "bin", "function-asg-instances")}
+}
+
 // PackagedRelease builds capxp as the packages' images run it (static,
 // Linux) and `make release`'s output with its Crossplane packages into dir,
 // and returns the binary, the release and a runner of the crossplane CLI
@@ -117,25 +132,17 @@ func PackagedRelease(ctx context.Context, t testing.TB, dir string) (string, str
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "bin", "capxp")
-	// One go build for both: the linker runs once per binary, the
-	// packages they share compile once.
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(dir, "bin")+string(filepath.Separator), "./cmd/capxp", "./cmd/function-asg-instances") //nolint:gosec // the go command, into the test's directory.
-	build.Dir = envtest.RepoRoot()
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("cannot build capxp and function-asg-instances: %v\n%s", err, out)
-	}
+	bins := ReleaseBinaries(ctx, t, dir)
 	rel := filepath.Join(dir, "release")
 	if err := os.MkdirAll(rel, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	lines, err := release.Write(ctx, rel, release.Options{}, release.Binaries{Manager: bin, Function: filepath.Join(dir, "bin", "function-asg-instances")}, runtime.GOARCH, cli)
+	lines, err := release.Write(ctx, rel, release.Options{}, bins, runtime.GOARCH, cli)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("release:\n%s", strings.Join(lines, "\n"))
-	return bin, rel, func(kubeconfig string, args ...string) (string, error) {
+	return bins.Manager, rel, func(kubeconfig string, args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, cli, args...)
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "HOME="+dir, "XDG_CONFIG_HOME="+dir)
 		var out bytes.Buffer

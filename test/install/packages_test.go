@@ -94,6 +94,7 @@ func TestCrossplanePackages(t *testing.T) {
 	oneBridge(t, p)
 	attackAsTenant(ctx, t, p)
 	scrapeMetrics(ctx, t, p)
+	onboardATeam(ctx, t, p)
 }
 
 // oneBridge fails the test unless exactly one CAPXP bridge runs: two

@@ -13,12 +13,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	capxp "github.com/capxp/cluster-api-provider-crossplane"
 	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
+	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
 
 // serviceMonitor is what a ServiceMonitor says of where to scrape.
@@ -43,11 +44,11 @@ type serviceMonitor struct {
 // as the cluster's network routes it (the plane stands in for that).
 func metricsThroughServiceMonitor(ctx context.Context, t *testing.T, p *plane.Plane, namespace string) string {
 	t.Helper()
-	crds, err := tools.Default().CRDs("prometheus-operator", plane.PrometheusOperatorVersion)
+	crds, err := tools.Dir(envtest.ToolsDir()).CRDs("prometheus-operator", plane.PrometheusOperatorVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := envtest.InstallCRDs(p.Management().Config, envtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true}); err != nil {
+	if _, err := crenvtest.InstallCRDs(p.Management().Config, crenvtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true}); err != nil {
 		t.Fatalf("cannot install prometheus-operator's CRDs: %v", err)
 	}
 	raw, err := capxp.Manifests.ReadFile(path.Join(capxp.MonitoringDir, "servicemonitor.yaml"))
