@@ -72,7 +72,7 @@ manifests: ## Generate the template CRDs, the XRDs and docs/api-reference.md fro
 	go run ./hack/manifestgen -crds $(GEN_DIR)/crd -xrds compositions/xrds -out-crds config/crd/bases -api-reference docs/api-reference.md
 
 .PHONY: verify
-verify: verify-deps ## Fail when generated files are stale (regenerates and compares), go.mod is untidy or capxp links what it must not.
+verify: verify-deps verify-api ## Fail when generated files are stale (regenerates and compares), go.mod is untidy, capxp links what it must not, or a served API version changed incompatibly.
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	tar -cf "$$tmp/before.tar" $(GENERATED); mkdir "$$tmp/before"; tar -xf "$$tmp/before.tar" -C "$$tmp/before"; \
 	$(MAKE) --no-print-directory generate >/dev/null; \
@@ -107,6 +107,10 @@ verify-deps: ## Fail when cmd/capxp links test code, the development plane (dev/
 	up=$$(go list -deps ./controllers/access/... ./controllers/budget/... ./controllers/apply/... | grep -x 'github.com/capxp/cluster-api-provider-crossplane/controllers/tenancy'); \
 	if [ -n "$$up" ]; then echo "a shared package below controllers/ imports a reconciler's:"; echo "$$up"; exit 1; fi; \
 	echo "cmd/capxp links $$(echo "$$deps" | wc -l) packages, none of test/, dev/, internal/function, the AWS SDK, envtest or CAPI's core controllers"
+
+.PHONY: verify-api
+verify-api: ## Fail when an API version the previous release served (an XRD's or a CRD's) lost a field, a type, a value or its version, or gained a required field (internal/apicompat; the release in internal/release/previous.go).
+	@go run ./hack/apicompat
 
 .PHONY: lint
 lint: ## Run golangci-lint v2 (.golangci.yml: the linters, go vet among them, and gofmt/goimports) over the module and test/capi-e2e's; builds it pinned on first use.

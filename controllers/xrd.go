@@ -131,6 +131,12 @@ func (r *xrdReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		labels := o.GetLabels()
 		labels[infrav1.CAPIContractLabel] = withVersion(labels[infrav1.CAPIContractLabel], a.GVK.Version)
 		labels[infrav1.ClusterctlLabel] = ""
+		// With clusterctl's provider label beside its own, `clusterctl
+		// upgrade` and `clusterctl delete` would delete the XRD, and with it
+		// every XR of the kind and what they composed.
+		if labels[infrav1.ProviderLabel] == infrav1.ProviderName {
+			delete(labels, infrav1.ProviderLabel)
+		}
 		o.SetLabels(labels)
 	}); err != nil {
 		return ctrl.Result{}, err

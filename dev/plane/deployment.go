@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -163,9 +164,17 @@ func (p *Plane) RunDeployment(ctx context.Context, namespace, name, binary strin
 				return
 			case <-time.After(time.Second):
 			}
-			err := p.client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, &appsv1.Deployment{})
+			cur := &appsv1.Deployment{}
+			err := p.client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, cur)
 			if apierrors.IsNotFound(err) {
 				proc.stop(grace)
+				return
+			}
+			// Scaled to zero (clusterctl upgrade does, before it replaces
+			// the components): the pod goes, and the status says so.
+			if err == nil && cur.Spec.Replicas != nil && *cur.Spec.Replicas == 0 {
+				proc.stop(grace)
+				_ = p.recordReplicas(context.Background(), cur, 0)
 				return
 			}
 		}
@@ -175,9 +184,37 @@ func (p *Plane) RunDeployment(ctx context.Context, namespace, name, binary strin
 		if r.HTTPGet.Port.IntValue() != 0 {
 			port = ports[int32(r.HTTPGet.Port.IntValue())] //nolint:gosec // a container port fits
 		}
-		return proc.waitHealthy(ctx, fmt.Sprintf("http://%s%s", hostPort(port), r.HTTPGet.Path), 2*time.Minute)
+		if err := proc.waitHealthy(ctx, fmt.Sprintf("http://%s%s", hostPort(port), r.HTTPGet.Path), 2*time.Minute); err != nil {
+			return err
+		}
 	}
-	return nil
+	return p.recordReplicas(ctx, d, 1)
+}
+
+// recordReplicas writes what the deployment controller writes once the
+// pods of a Deployment's current template are ready, or gone: n replicas,
+// updated and available, of the observed generation (what `kubectl rollout
+// status` and clusterctl's scale-down wait for).
+func (p *Plane) recordReplicas(ctx context.Context, d *appsv1.Deployment, n int32) error {
+	return errors.Wrapf(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &appsv1.Deployment{}
+		if err := p.client.Get(ctx, client.ObjectKeyFromObject(d), cur); err != nil {
+			return err
+		}
+		if cur.Generation != d.Generation {
+			// A newer template than the one this pod runs.
+			return nil
+		}
+		now := metav1.Now()
+		cur.Status.ObservedGeneration = cur.Generation
+		cur.Status.Replicas, cur.Status.UpdatedReplicas, cur.Status.ReadyReplicas, cur.Status.AvailableReplicas = n, n, n, n
+		cur.Status.UnavailableReplicas = 0
+		cur.Status.Conditions = []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", LastUpdateTime: now, LastTransitionTime: now},
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable", LastUpdateTime: now, LastTransitionTime: now},
+		}
+		return p.client.Status().Update(ctx, cur)
+	}), "cannot record the rollout of Deployment %s/%s", d.Namespace, d.Name)
 }
 
 // portNamed is the container port of a name, or the number a name spells.

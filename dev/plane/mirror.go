@@ -91,19 +91,33 @@ func (p *Plane) mirrorPackages(ctx context.Context) ([]mirrored, error) {
 		}
 		out = append(out, mirrored{ref: awsFamily, tag: v, xpkg: file})
 	}
-	o := release.Options{}
-	rel := p.opts.Release
-	out = append(out,
-		mirrored{ref: o.ConfigurationPackage(), tag: capxpVersion(), xpkg: filepath.Join(rel, o.ConfigurationPackageFile())},
-		mirrored{ref: o.CompositionsPackage(), tag: capxpVersion(), xpkg: filepath.Join(rel, o.CompositionsPackageFile())},
-		mirrored{ref: o.ProviderPackage(), tag: capxpVersion(), xpkg: filepath.Join(rel, o.ProviderPackageFile())},
-		mirrored{ref: o.FunctionPackage(), tag: capxpVersion(), xpkg: filepath.Join(rel, o.FunctionPackageFile())})
+	own, err := releasePackages(p.opts.Release)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, own...)
 	for _, m := range out {
 		if _, err := os.Stat(m.xpkg); err != nil {
 			return nil, errors.Wrapf(err, "no package file for %s (run `make release` for CAPXP's own)", m.ref)
 		}
 	}
 	return out, nil
+}
+
+// releasePackages are the four packages of the release written into dir,
+// at its version.
+func releasePackages(dir string) ([]mirrored, error) {
+	v, err := release.VersionOf(dir)
+	if err != nil {
+		return nil, err
+	}
+	o := release.Options{Version: v}
+	return []mirrored{
+		{ref: o.ConfigurationPackage(), tag: v, xpkg: filepath.Join(dir, o.ConfigurationPackageFile())},
+		{ref: o.CompositionsPackage(), tag: v, xpkg: filepath.Join(dir, o.CompositionsPackageFile())},
+		{ref: o.ProviderPackage(), tag: v, xpkg: filepath.Join(dir, o.ProviderPackageFile())},
+		{ref: o.FunctionPackage(), tag: v, xpkg: filepath.Join(dir, o.FunctionPackageFile())},
+	}, nil
 }
 
 // buildCached builds a package into file, atomically.

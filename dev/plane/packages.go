@@ -30,7 +30,7 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
 )
 
-// capxpVersion is the release the plane installs from Options.Release.
+// capxpVersion is the version of this checkout's release.
 func capxpVersion() string { return capxp.Version() }
 
 // ConfigurationRef is the reference of the release's Configuration package
@@ -47,13 +47,19 @@ func CompositionsRef() string {
 	return release.Options{}.CompositionsPackage() + ":" + capxpVersion()
 }
 
-// configurationRef is the Configuration the plane installs: the
-// Compositions alone when clusterctl runs the bridge.
-func (p *Plane) configurationRef() string {
-	if p.opts.Clusterctl {
-		return CompositionsRef()
+// configurationRef is the Configuration the plane installs, at the version
+// of Options.Release: the Compositions alone when clusterctl runs the
+// bridge.
+func (p *Plane) configurationRef() (string, error) {
+	v, err := release.VersionOf(p.opts.Release)
+	if err != nil {
+		return "", err
 	}
-	return ConfigurationRef()
+	o := release.Options{Version: v}
+	if p.opts.Clusterctl {
+		return o.CompositionsPackage() + ":" + v, nil
+	}
+	return o.ConfigurationPackage() + ":" + v, nil
 }
 
 // registryCA is the CA bundle of a registry, empty without one.
@@ -83,8 +89,41 @@ func (p *Plane) startRegistry(ctx context.Context) error {
 			return err
 		}
 	}
+	p.mirrorMu.Lock()
 	p.mirrored = ms
+	p.mirrorMu.Unlock()
 	return nil
+}
+
+// PublishRelease pushes the four packages of another release (a `make
+// release` folder) to the plane's registry, under the references the
+// release names them by, as a platform pushes a new release to its
+// registry before an upgrade; it returns the release's version.
+func (p *Plane) PublishRelease(ctx context.Context, dir string) (string, error) {
+	if p.registry == nil {
+		return "", errors.New("the plane serves no packages: it was started without a release")
+	}
+	ms, err := releasePackages(dir)
+	if err != nil {
+		return "", err
+	}
+	for _, m := range ms {
+		if err := p.registry.Push(ctx, repoPath(m.ref), m.tag, m.xpkg); err != nil {
+			return "", err
+		}
+	}
+	p.mirrorMu.Lock()
+	p.mirrored = append(p.mirrored, ms...)
+	p.mirrorMu.Unlock()
+	return ms[0].tag, nil
+}
+
+// WaitForPackages waits until the Configuration of ref (a package
+// reference with its tag) and every package installed are as
+// installPackages waits for them: installed, healthy where they run here,
+// CAPXP's XRDs established.
+func (p *Plane) WaitForPackages(ctx context.Context, ref string, timeout time.Duration) error {
+	return p.waitPackages(ctx, ref, timeout)
 }
 
 // installPackages installs CAPXP's Configuration as a platform does on a
@@ -105,7 +144,9 @@ func (p *Plane) installPackages(ctx context.Context) error {
 			return errors.Wrapf(err, "cannot apply %s", release.CrossplaneSetupFile)
 		}
 	}
+	p.mirrorMu.Lock()
 	hosts, err := mirrorRewrites(p.mirrored)
+	p.mirrorMu.Unlock()
 	if err != nil {
 		return err
 	}
@@ -123,20 +164,23 @@ func (p *Plane) installPackages(ctx context.Context) error {
 	}
 	p.startPackageRuntime()
 
-	ref := p.configurationRef()
+	ref, err := p.configurationRef()
+	if err != nil {
+		return err
+	}
 	install := p.opts.InstallConfiguration
 	if install == nil {
-		install = func(ctx context.Context, _, ref string) error {
+		install = func(ctx context.Context, in PackageInstall) (string, error) {
 			c := &pkgv1.Configuration{ObjectMeta: metav1.ObjectMeta{Name: "capxp"}}
-			c.Spec.Package = ref
+			c.Spec.Package = in.Ref
 			c.Spec.RevisionActivationPolicy = ptr.To(pkgv1.AutomaticActivation)
 			if err := p.client.Create(ctx, c); err != nil && !apierrors.IsAlreadyExists(err) {
-				return errors.Wrap(err, "cannot create the Configuration")
+				return "", errors.Wrap(err, "cannot create the Configuration")
 			}
-			return nil
+			return in.Ref, nil
 		}
 	}
-	if err := install(ctx, p.kubeconfig, ref); err != nil {
+	if ref, err = install(ctx, PackageInstall{Kubeconfig: p.kubeconfig, Ref: ref, Registry: p.registry}); err != nil {
 		return err
 	}
 	return p.waitPackages(ctx, ref, 5*time.Minute)

@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	pkgv1 "github.com/crossplane/crossplane/apis/v2/pkg/v1"
@@ -40,12 +41,24 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 )
 
+// PackageInstall is what InstallConfiguration installs with: the
+// administrator's kubeconfig, the reference of the release's Configuration
+// package (its own registry's name, which the plane's ImageConfigs rewrite
+// to the plane's registry), and that registry (to push to, with its CA).
+type PackageInstall struct {
+	Kubeconfig string
+	Ref        string
+	Registry   *Registry
+}
+
 // Options configure a plane.
 type Options struct {
 	// Dir holds the plane's logs, certificates, kubeconfigs and package
 	// cache. A new temporary directory when empty; kept after Stop.
 	Dir string
-	// ManagerBinary is the capxp binary run as the CAPXP manager.
+	// ManagerBinary is the capxp binary run as the CAPXP manager and by
+	// StartManager. With Release, the bridge runs from its package's image
+	// instead (the release's binary, the new one's after an upgrade).
 	ManagerBinary string
 	// Tools is the directory hack/ensure-tools.sh filled with the
 	// components' binaries and CRDs; tools.Default() when empty.
@@ -69,10 +82,12 @@ type Options struct {
 	// the packages bring them. InstallConfiguration installs the
 	// Configuration.
 	Release string
-	// InstallConfiguration installs the Configuration package from its
-	// reference, with the administrator's kubeconfig (in package mode);
-	// the plane creates the Configuration itself when nil.
-	InstallConfiguration func(ctx context.Context, kubeconfig, ref string) error
+	// InstallConfiguration installs the Configuration package (in package
+	// mode) as a platform does, and returns the reference it installed:
+	// the release's own (given), or the same package pushed to the plane's
+	// registry under another name. The plane creates the Configuration
+	// itself when nil.
+	InstallConfiguration func(ctx context.Context, in PackageInstall) (string, error)
 	// Workload, when set, is the workload cluster's API server to use: one
 	// that another plane started, so that two planes (a bootstrap and a
 	// permanent management cluster) provision into the same "cloud". The
@@ -139,6 +154,9 @@ type Plane struct {
 	// registry serves the packages, runtime runs them (package mode).
 	registry *Registry
 	runtime  *packageRuntime
+	// mirrored are the packages the registry serves (PublishRelease adds
+	// to them while the runtime reads them).
+	mirrorMu sync.Mutex
 	mirrored []mirrored
 	// managerMetrics is the manager's Prometheus endpoint, managerProfiler
 	// its pprof endpoints.
@@ -245,7 +263,7 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 	if o.Tools == "" {
 		o.Tools = tools.Default()
 	}
-	if o.ManagerBinary == "" && (!o.Clusterctl || o.Release != "") {
+	if o.ManagerBinary == "" && !o.Clusterctl && o.Release == "" {
 		return nil, errors.New("no capxp binary to run the manager from")
 	}
 	in, err := resolve(o)

@@ -60,8 +60,9 @@ type packageRuntime struct {
 	running map[string]*process
 	// err is the last error of a package's runtime, by package name.
 	errs map[string]error
-	// bridgeMetrics is the bridge pod's metrics endpoint.
-	bridgeMetrics string
+	// bridgeMetrics is the bridge pod's metrics endpoint, bridgeRevision
+	// the ProviderRevision it runs.
+	bridgeMetrics, bridgeRevision string
 }
 
 // Packages the plane's runtime runs (by repository name) besides functions.
@@ -264,9 +265,11 @@ func (r *packageRuntime) started(pkg string) bool {
 }
 
 // runBridge runs the capxp manager as Crossplane's Deployment runtime would
-// run CAPXP's Provider package: the image's entrypoint (the capxp binary)
-// with the arguments and environment of the DeploymentRuntimeConfig an
-// ImageConfig assigns the package, as the service account it names.
+// run CAPXP's Provider package: the entrypoint of the package's image (the
+// capxp binary of its release) with the arguments and environment of the
+// DeploymentRuntimeConfig an ImageConfig assigns the package, as the
+// service account it names. When another revision becomes active (an
+// upgrade), its pod replaces the previous one's.
 func (r *packageRuntime) runBridge(ctx context.Context, rev *pkgv1.ProviderRevision) error {
 	if err := r.recordServerTLS(ctx, rev, release.ProviderPackageName, filepath.Join(r.p.dir, "tls", release.ProviderPackageName)); err != nil {
 		return err
@@ -274,13 +277,29 @@ func (r *packageRuntime) runBridge(ctx context.Context, rev *pkgv1.ProviderRevis
 	if rev.GetCondition(pkgv1.TypeRevisionHealthy).Status != corev1.ConditionTrue {
 		return nil
 	}
+	r.mu.Lock()
+	old, running := r.running[release.ProviderPackageName], r.bridgeRevision
+	r.mu.Unlock()
+	if old != nil && running != rev.GetName() {
+		// The Deployment's new pod template: the old pod goes.
+		old.stop(30 * time.Second)
+		r.p.pods.remove(crossplaneNamespace, running+"-local")
+		r.mu.Lock()
+		delete(r.running, release.ProviderPackageName)
+		r.mu.Unlock()
+	}
 	if !r.started(release.ProviderPackageName) {
-		proc, metrics, err := r.p.runProviderPackage(ctx, rev)
+		bin, err := r.p.packageEntrypoint(rev.Spec.Package)
+		if err != nil {
+			return err
+		}
+		proc, metrics, err := r.p.runProviderPackage(ctx, rev, bin)
 		if err != nil {
 			return err
 		}
 		r.mu.Lock()
 		r.running[release.ProviderPackageName] = proc
+		r.bridgeRevision = rev.GetName()
 		r.bridgeMetrics = metrics
 		r.mu.Unlock()
 	}
@@ -338,13 +357,10 @@ func flagPort(args []string, flag string, def int32) int32 {
 	return def
 }
 
-// runProviderPackage starts the capxp binary as the bridge package's pod,
-// and returns its metrics endpoint (HTTPS, authenticated and authorized
+// runProviderPackage starts bin, the capxp binary of the bridge package's
+// image, as the package's pod, and returns its metrics endpoint (HTTPS, authenticated and authorized
 // with the API server, as the Deployment serves it).
-func (p *Plane) runProviderPackage(ctx context.Context, rev *pkgv1.ProviderRevision) (*process, string, error) {
-	if p.opts.ManagerBinary == "" {
-		return nil, "", errors.New("no capxp binary to run the bridge package's image with")
-	}
+func (p *Plane) runProviderPackage(ctx context.Context, rev *pkgv1.ProviderRevision, bin string) (*process, string, error) {
 	drc, err := p.runtimeConfig(ctx, rev)
 	if err != nil {
 		return nil, "", err
@@ -412,7 +428,7 @@ func (p *Plane) runProviderPackage(ctx context.Context, rev *pkgv1.ProviderRevis
 	// its arguments', else its defaults.
 	healthPort, diagPort := flagPort(args, "--health-addr", 9440), flagPort(args, "--diagnostics-address", 8443)
 	args = append(args, "--health-addr="+hostPort(health), "--diagnostics-address="+hostPort(diag))
-	proc, err := startProcess(p.dir, podName, p.opts.ManagerBinary, append(envList, "KUBECONFIG="+kubeconfig), args...)
+	proc, err := startProcess(p.dir, podName, bin, append(envList, "KUBECONFIG="+kubeconfig), args...)
 	if err != nil {
 		return nil, "", err
 	}

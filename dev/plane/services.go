@@ -45,6 +45,13 @@ func (l *localPods) add(p localPod) {
 	l.pods[p.namespace+"/"+p.name] = p
 }
 
+// remove forgets a pod that stopped.
+func (l *localPods) remove(namespace, name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.pods, namespace+"/"+name)
+}
+
 // ServiceAddress is where a Service's port reaches, as the cluster's
 // network would route it: the loopback address of the first pod the plane
 // runs that the Service's selector matches, at the container port its

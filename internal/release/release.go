@@ -219,6 +219,9 @@ func ClusterctlConfig(componentsPath string, extra ...string) []byte {
 	return b.Bytes()
 }
 
+// ClusterctlFolder is the release folder of its clusterctl repository.
+const ClusterctlFolder = "clusterctl"
+
 // MonitoringDir is the release folder of the alerts (a PrometheusRule) and
 // the Grafana dashboard, as config/monitoring holds them.
 const MonitoringDir = "monitoring"
@@ -253,7 +256,7 @@ func WriteMonitoring(dir string) (string, error) {
 // roots when cli is empty). It returns a line per file written.
 func Write(ctx context.Context, out string, o Options, bins Binaries, arch, cli string) ([]string, error) {
 	var lines []string
-	c, err := WriteClusterctl(filepath.Join(out, "clusterctl"), o)
+	c, err := WriteClusterctl(filepath.Join(out, ClusterctlFolder), o)
 	if err != nil {
 		return nil, err
 	}
@@ -305,4 +308,23 @@ func Write(ctx context.Context, out string, o Options, bins Binaries, arch, cli 
 		"Compositions package (beside clusterctl's bridge): "+filepath.Join(out, o.CompositionsPackageFile()),
 		"Provider package: "+filepath.Join(out, o.ProviderPackageFile()),
 		"Function package: "+filepath.Join(out, o.FunctionPackageFile())), nil
+}
+
+// VersionOf is the version of the release written into dir: the one folder
+// of its clusterctl repository (clusterctl/infrastructure-crossplane/<version>).
+func VersionOf(dir string) (string, error) {
+	entries, err := os.ReadDir(filepath.Join(dir, ClusterctlFolder, Provider))
+	if err != nil {
+		return "", errors.Wrapf(err, "%s is not a release (`make release` writes one)", dir)
+	}
+	var versions []string
+	for _, e := range entries {
+		if e.IsDir() && semver.IsValid(e.Name()) {
+			versions = append(versions, e.Name())
+		}
+	}
+	if len(versions) != 1 {
+		return "", errors.Errorf("the release %s holds %d versions (%s), want one", dir, len(versions), strings.Join(versions, ", "))
+	}
+	return versions[0], nil
 }

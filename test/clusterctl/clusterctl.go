@@ -46,43 +46,91 @@ func Install(ctx context.Context, t testing.TB, dir string) (Runner, string) {
 		t.Fatalf("cannot build capxp: %v\n%s", err, out)
 	}
 
-	// The release's clusterctl repository, and CAPI's metadata beside it:
-	// clusterctl checks the new provider's contract against CAPI's.
-	repo := filepath.Join(dir, "repository")
-	components, err := release.WriteClusterctl(repo, release.Options{})
+	components, err := release.WriteClusterctl(filepath.Join(dir, "repository"), release.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return configure(ctx, t, dir, clusterctl, components), bin
+}
+
+// InstallRelease writes the clusterctl repository of a built release (a
+// `make release` folder, the previous release's for an upgrade) and a
+// clusterctl configuration that installs it into dir, and returns a
+// clusterctl runner as Install does.
+func InstallRelease(ctx context.Context, t testing.TB, dir, rel string) Runner {
+	t.Helper()
+	clusterctl, err := tools.Dir(envtest.ToolsDir()).Binary("clusterctl", Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := AddRelease(t, dir, rel)
+	return configure(ctx, t, dir, clusterctl, filepath.Join(dir, "repository", release.Provider, v, release.ComponentsFile))
+}
+
+// AddRelease puts a built release's clusterctl files into the repository
+// of dir, beside those there, as a platform adds a new release's before
+// `clusterctl upgrade`; it returns the release's version.
+func AddRelease(t testing.TB, dir, rel string) string {
+	t.Helper()
+	v, err := release.VersionOf(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := filepath.Join(rel, release.ClusterctlFolder, release.Provider, v)
+	to := filepath.Join(dir, "repository", release.Provider, v)
+	if err := os.CopyFS(to, os.DirFS(from)); err != nil {
+		t.Fatalf("cannot copy the clusterctl files of %s: %v", rel, err)
+	}
+	return v
+}
+
+// configure writes CAPI's metadata beside the provider's repository
+// (clusterctl checks a provider's contract against CAPI's) and clusterctl's
+// configuration naming components, and returns a clusterctl runner for a
+// plane: that configuration, the plane's kubeconfig, dir its home.
+func configure(ctx context.Context, t testing.TB, dir, clusterctl, components string) Runner {
+	t.Helper()
+	repo := filepath.Join(dir, "repository")
 	capi, err := envtest.Required("sigs.k8s.io/cluster-api")
 	if err != nil {
 		t.Fatal(err)
 	}
-	capiDir := capi.Dir
-	capiRepo := filepath.Join(repo, "cluster-api", Version)
-	if err := os.MkdirAll(capiRepo, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	meta, err := os.ReadFile(filepath.Join(capiDir, "metadata.yaml"))
+	meta, err := os.ReadFile(filepath.Join(capi.Dir, "metadata.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(capiRepo, "metadata.yaml"), meta, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(capiRepo, "core-components.yaml"), []byte("# CAPI runs in the plane's process; clusterctl reads only its metadata.\n"), 0o600); err != nil {
-		t.Fatal(err)
+	// CAPI's own providers, which the plane runs in its process and records
+	// in clusterctl's inventory: clusterctl reads their metadata (upgrade
+	// plan asks every provider of the inventory for its versions).
+	var lines []string
+	for _, pr := range []struct{ name, typ, folder, file string }{
+		{"cluster-api", "CoreProvider", "cluster-api", "core-components.yaml"},
+		{"kubeadm", "BootstrapProvider", "bootstrap-kubeadm", "bootstrap-components.yaml"},
+		{"kubeadm", "ControlPlaneProvider", "control-plane-kubeadm", "control-plane-components.yaml"},
+	} {
+		d := filepath.Join(repo, pr.folder, Version)
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "metadata.yaml"), meta, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, pr.file), []byte("# CAPI runs in the plane's process; clusterctl reads only its metadata.\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, fmt.Sprintf("- name: %s\n  type: %s\n  url: file://%s", pr.name, pr.typ, filepath.Join(d, pr.file)))
 	}
 	config := ConfigPath(dir)
 	if err := os.WriteFile(config, release.ClusterctlConfig(components,
-		fmt.Sprintf("- name: cluster-api\n  type: CoreProvider\n  url: file://%s/core-components.yaml", capiRepo),
+		strings.Join(lines, "\n"),
 		"cert-manager:\n  externallyProvisioned: \"true\""), 0o600); err != nil {
 		t.Fatal(err)
 	}
 
-	run := func(p *plane.Plane, args ...string) string {
+	return func(p *plane.Plane, args ...string) string {
 		t.Helper()
 		cmd := exec.CommandContext(ctx, clusterctl, append(args, "--config", config, "--kubeconfig", p.Kubeconfig())...) //nolint:gosec // the test's own arguments
-		cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+dir, "CLUSTERCTL_DISABLE_VERSIONCHECK=true")
+		cmd.Env = append(os.Environ(), Env(dir)...)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := cmd.Run(); err != nil {
@@ -91,7 +139,12 @@ func Install(ctx context.Context, t testing.TB, dir string) (Runner, string) {
 		t.Logf("clusterctl %s:\n%s%s", strings.Join(args, " "), stdout.String(), stderr.String())
 		return stdout.String()
 	}
-	return run, bin
+}
+
+// Env is the environment clusterctl runs with here: dir its home, and no
+// check for a newer clusterctl (there is no network to ask).
+func Env(dir string) []string {
+	return []string{"HOME=" + dir, "XDG_CONFIG_HOME=" + dir, "CLUSTERCTL_DISABLE_VERSIONCHECK=true"}
 }
 
 // ConfigPath is where Install writes clusterctl's configuration in dir.

@@ -43,29 +43,49 @@ func TestMain(m *testing.M) {
 
 func TestClusterctl(t *testing.T) {
 	ctx, dir := begin(t, "install", 15*time.Minute)
+	// dir is where the platform engineer works: clusterctl.yaml, the
+	// release as out/, the workload cluster's kubeconfig.
 	clusterctl, bin := ctlsetup.Install(ctx, t, dir)
+	pkgBin, rel, _ := ctlsetup.PackagedRelease(ctx, t, dir)
+	if err := os.Symlink(rel, filepath.Join(dir, "out")); err != nil {
+		t.Fatal(err)
+	}
+	version, err := release.VersionOf(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docEnv := ctlsetup.Env(dir)
 	// docs/install.md's clusterctl path, as written: the Compositions
-	// Configuration from the release's packages (with the providers and
-	// functions it depends on), then clusterctl init.
-	pkgBin, rel, crossplane := ctlsetup.PackagedRelease(ctx, t, dir)
+	// Configuration pushed to the registry and installed (with the
+	// providers and functions it depends on), then clusterctl init.
 	p := startPlane(ctx, t, dir, plane.Options{
 		Clusterctl: true, Release: rel, ManagerBinary: pkgBin, AuditManagement: true,
-		InstallConfiguration: func(_ context.Context, kubeconfig, ref string) error {
-			_, err := crossplane(kubeconfig, "xpkg", "install", "configuration", ref, "capxp-compositions")
-			return err
+		InstallConfiguration: func(ctx context.Context, in plane.PackageInstall) (string, error) {
+			env := append(registryEnv(in.Registry), docEnv...)
+			runDocWith(ctx, t, in.Kubeconfig, "docs/install.md", "clusterctl-compositions", dir, env...)
+			return docRegistry(in.Registry) + "/" + release.CompositionsPackageName + ":" + version, nil
 		},
 	})
 	c := p.Management().Client
+	if err := os.WriteFile(filepath.Join(dir, "workload.kubeconfig"), p.Workload.Kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	run := func(args ...string) string { t.Helper(); return clusterctl(p, args...) }
-	ctlsetup.Init(ctx, t, p, clusterctl, bin)
+	kubelet := runWhenRolled(ctx, p, version, bin)
+	runDoc(ctx, t, p, "docs/install.md", "clusterctl-init", dir, docEnv...)
+	if err := <-kubelet; err != nil {
+		t.Fatal(err)
+	}
 	oneBridge(t, p)
 	// Prometheus finds the manager through the shipped ServiceMonitor and
 	// metrics Service in clusterctl's namespace.
 	refusesAnonymousScrapes(ctx, t, metricsThroughServiceMonitor(ctx, t, p, "capxp-system"))
 
 	const ns, name = "team-a", "alpha"
-	provisionLocal(ctx, t, p, clusterctl, ns, name)
+	runDoc(ctx, t, p, "docs/install.md", "clusterctl-cluster", dir, docEnv...)
+	waitProvisioned(ctx, t, c, ns, name, 3)
+	runDoc(ctx, t, p, "docs/install.md", "clusterctl-describe", dir, docEnv...)
 	provisionManaged(ctx, t, p, clusterctl, "team-b", "bravo")
 	generateTopology(t, run, ns)
 	generateAWSManaged(ctx, t, c, run, ns)
@@ -92,7 +112,7 @@ func TestClusterctl(t *testing.T) {
 		}
 		return nil
 	})
-	run("delete", "--infrastructure", "crossplane", "--include-crd", "--include-namespace")
+	runDoc(ctx, t, p, "docs/install.md", "clusterctl-delete", dir, docEnv...)
 	p.StopDeployment()
 	eventually(t, "nothing labelled for infrastructure-crossplane stays", 2*time.Minute, func() error {
 		return leftovers(ctx, c)
@@ -196,8 +216,15 @@ func provisionLocal(ctx context.Context, t *testing.T, p *plane.Plane, clusterct
 	}
 	manifest := clusterctl(p, "generate", "cluster", name, "--flavor", "local", "--infrastructure", "crossplane", "-n", ns, "--worker-machine-count", "2")
 	objs := createAll(ctx, t, c, manifest)
+	waitProvisioned(ctx, t, c, ns, name, 3)
+	return objs
+}
 
-	eventually(t, "the cluster and its 3 machines are provisioned", 3*time.Minute, func() error {
+// waitProvisioned waits until a cluster's infrastructure and its machines
+// are provisioned.
+func waitProvisioned(ctx context.Context, t *testing.T, c client.Client, ns, name string, machines int) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("the cluster and its %d machines are provisioned", machines), 3*time.Minute, func() error {
 		cl := &clusterv1.Cluster{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cl); err != nil {
 			return err
@@ -206,7 +233,7 @@ func provisionLocal(ctx context.Context, t *testing.T, p *plane.Plane, clusterct
 			return fmt.Errorf("cluster infrastructure not provisioned")
 		}
 		ms := &clusterv1.MachineList{}
-		if err := c.List(ctx, ms, client.InNamespace(ns)); err != nil {
+		if err := c.List(ctx, ms, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
 			return err
 		}
 		n := 0
@@ -215,13 +242,11 @@ func provisionLocal(ctx context.Context, t *testing.T, p *plane.Plane, clusterct
 				n++
 			}
 		}
-		if n != 3 {
+		if n != machines {
 			return fmt.Errorf("%d of %d machines provisioned", n, len(ms.Items))
 		}
 		return nil
 	})
-
-	return objs
 }
 
 // createAll creates every object of a manifest, as `kubectl apply` would,

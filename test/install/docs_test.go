@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 	ctlsetup "github.com/capxp/cluster-api-provider-crossplane/test/clusterctl"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
@@ -57,6 +58,13 @@ func docBlock(t *testing.T, page, name string) string {
 // logs what the block printed and fails the test when a command fails.
 func runDoc(ctx context.Context, t *testing.T, p *plane.Plane, page, name, dir string, env ...string) {
 	t.Helper()
+	runDocWith(ctx, t, p.Kubeconfig(), page, name, dir, env...)
+}
+
+// runDocWith is runDoc with the kubeconfig given: for a block that runs
+// while the plane starts (InstallConfiguration).
+func runDocWith(ctx context.Context, t *testing.T, kubeconfig, page, name, dir string, env ...string) {
+	t.Helper()
 	script := docBlock(t, page, name)
 	d := tools.Dir(envtest.ToolsDir())
 	bin := filepath.Join(dir, ".bin")
@@ -78,10 +86,26 @@ func runDoc(ctx context.Context, t *testing.T, p *plane.Plane, page, name, dir s
 	}
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = dir
-	cmd.Env = append([]string{"PATH=" + bin + ":/usr/bin:/bin", "HOME=" + dir, "KUBECONFIG=" + p.Kubeconfig()}, env...)
+	cmd.Env = append([]string{"PATH=" + bin + ":/usr/bin:/bin", "HOME=" + dir, "KUBECONFIG=" + kubeconfig}, env...)
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s, block %q:\n%s\n%s", page, name, script, out)
 	if err != nil {
 		t.Fatalf("%s, block %q, as written: %v", page, name, err)
 	}
+}
+
+// docRegistry is $REGISTRY for a docs block that pushes packages: the
+// plane's registry, under the path the release names its packages by
+// (ghcr.io/capxp becomes HOST/capxp), where the plane's ImageConfigs send
+// the packages' dependencies on one another.
+func docRegistry(r *plane.Registry) string {
+	_, p, _ := strings.Cut(release.DefaultPackageRegistry, "/")
+	return r.Host + "/" + p
+}
+
+// registryEnv is the environment of a docs block that pushes to the
+// plane's registry: $REGISTRY, and its CA trusted as a user's registry's
+// would be by the system.
+func registryEnv(r *plane.Registry) []string {
+	return []string{"REGISTRY=" + docRegistry(r), "SSL_CERT_FILE=" + r.CAFile}
 }

@@ -2,6 +2,8 @@ package install
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,15 +26,27 @@ import (
 func TestCrossplanePackages(t *testing.T) {
 	ctx, dir := begin(t, "packages", 15*time.Minute)
 	bin, rel, crossplane := ctlsetup.PackagedRelease(ctx, t, dir)
+	// docs/install.md's package path, as written, in the folder a platform
+	// engineer works in: the release as out/, clusterctl's configuration
+	// where clusterctl looks by default (CAPI's providers from local
+	// files: they run in the plane's process).
+	work := filepath.Join(dir, "work")
+	ctlsetup.InstallRelease(ctx, t, filepath.Join(work, ".cluster-api"), rel)
+	if err := os.Symlink(rel, filepath.Join(work, "out")); err != nil {
+		t.Fatal(err)
+	}
+	version, err := release.VersionOf(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := startPlane(ctx, t, dir, plane.Options{
 		Release:         rel,
 		ManagerBinary:   bin,
 		AuditManagement: true,
-		// docs/install.md: crossplane xpkg install configuration
-		// ghcr.io/capxp/configuration-capxp:<version> capxp
-		InstallConfiguration: func(_ context.Context, kubeconfig, ref string) error {
-			_, err := crossplane(kubeconfig, "xpkg", "install", "configuration", ref, "capxp")
-			return err
+		InstallConfiguration: func(ctx context.Context, in plane.PackageInstall) (string, error) {
+			runDocWith(ctx, t, in.Kubeconfig, "docs/install.md", "packages-install", work,
+				append(registryEnv(in.Registry), "CLUSTERCTL_DISABLE_VERSIONCHECK=true")...)
+			return docRegistry(in.Registry) + "/" + release.ConfigurationPackageName + ":" + version, nil
 		},
 	})
 	c := p.Management().Client
@@ -82,6 +96,7 @@ func TestCrossplanePackages(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	runDoc(ctx, t, p, "docs/install.md", "packages-trace", work)
 	out, err := crossplane(p.Kubeconfig(), "resource", "trace", "crossplanecluster.infrastructure.cluster.x-k8s.io", plane.ExampleCluster, "-n", plane.ExampleNamespace)
 	if err != nil {
 		t.Fatalf("crossplane resource trace: %v", err)

@@ -46,7 +46,9 @@ func platformXRD(t *testing.T, group, kind, plural string) *xpextv2.CompositeRes
 	x.Spec.Group = group
 	x.Spec.Names = extNames(kind, plural)
 	x.Name = plural + "." + group
-	x.Labels = map[string]string{infrav1.ContractLabel: infrav1.ContractInfraCluster}
+	// Copied from an XRD of a release that still labelled its XRDs as
+	// clusterctl's: the bridge takes the provider label off.
+	x.Labels = map[string]string{infrav1.ContractLabel: infrav1.ContractInfraCluster, infrav1.ProviderLabel: infrav1.ProviderName}
 	return x
 }
 
@@ -75,6 +77,10 @@ func TestAPlatformTeamsOwnXRDWorksTheSame(t *testing.T) {
 		got := &xpextv2.CompositeResourceDefinition{}
 		g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: x.Name}, got)).To(Succeed())
 		g.Expect(got.Labels).To(HaveKeyWithValue(infrav1.CAPIContractLabel, "v1alpha1"))
+		// clusterctl moves the kind; its upgrade and delete would delete
+		// an XRD that also carried the provider's label.
+		g.Expect(got.Labels).To(HaveKey(infrav1.ClusterctlLabel))
+		g.Expect(got.Labels).NotTo(HaveKey(infrav1.ProviderLabel))
 		crd := &extv1.CustomResourceDefinition{}
 		g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: x.Name}, crd)).To(Succeed())
 		g.Expect(crd.Labels).To(HaveKeyWithValue(infrav1.CAPIContractLabel, "v1alpha1"))

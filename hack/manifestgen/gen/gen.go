@@ -117,6 +117,11 @@ func XRD(crd *extv1.CustomResourceDefinition, contract string) (*xpextv2.Composi
 	}
 	labels := infrav1.ContractLabels()
 	labels[infrav1.ContractLabel] = contract
+	// Not clusterctl's: the Compositions package installs the XRDs, and
+	// clusterctl upgrade deletes what carries both its labels (an XRD is
+	// not among the kinds it knows to be cluster-scoped), and with an XRD
+	// every XR of its kind.
+	delete(labels, infrav1.ProviderLabel)
 
 	x := &xpextv2.CompositeResourceDefinition{
 		TypeMeta: metav1.TypeMeta{

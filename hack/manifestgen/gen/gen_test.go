@@ -45,12 +45,13 @@ func obj(props map[string]extv1.JSONSchemaProps) extv1.JSONSchemaProps {
 
 var str = extv1.JSONSchemaProps{Type: "string"}
 
-// contractLabels are the labels of a CAPXP XRD that implements contract.
+// contractLabels are the labels of a CAPXP XRD that implements contract:
+// not clusterctl's provider label, which would have clusterctl upgrade
+// delete it.
 func contractLabels(contract string) map[string]string {
 	return map[string]string{
 		"capxp.dev/contract":          contract,
 		"cluster.x-k8s.io/v1beta2":    "v1alpha1",
-		"cluster.x-k8s.io/provider":   "infrastructure-crossplane",
 		"clusterctl.cluster.x-k8s.io": "",
 	}
 }
