@@ -42,7 +42,7 @@ PLANE_TOOLS := etcd kube-apiserver kube-controller-manager crossplane crossplane
 # command-line archive carries.
 CHECK_TOOLS := crossplane function-patch-and-transform function-auto-ready provider-kubernetes provider-aws
 # What the install tests need beside the plane.
-INSTALL_TOOLS := clusterctl kubectl
+INSTALL_TOOLS := clusterctl kubectl crane
 # What the alerts' rule tests run (Debian's Prometheus package).
 MONITORING_TOOLS := prometheus
 

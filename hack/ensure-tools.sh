@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the real components the tests run (etcd, kube-apiserver,
-# kube-controller-manager, kubectl, controller-gen, golangci-lint, crossplane, kwok, the
+# kube-controller-manager, kubectl, crane, controller-gen, golangci-lint, crossplane, kwok, the
 # composition functions, and the clients clusterctl and the crossplane CLI) from the Go module proxy into a
 # git-ignored cache keyed by tool and version, and skips what already exists.
 # Nothing here downloads a release binary: each tool has its own module under
@@ -24,6 +24,9 @@ cache=${CAPXP_TOOLS_CACHE:-$root/.cache/tools}
 
 etcd_version=v3.6.16
 kube_version=v1.36.5
+# crane, go-containerregistry's command line (docs push the manager image
+# with it): the version of the module's own go-containerregistry.
+crane_version=v0.21.8
 controller_gen_version=v0.21.0
 crossplane_version=v2.4.0
 pat_version=v0.10.9
@@ -250,13 +253,14 @@ crossplane_cli_ldflags="-X github.com/crossplane/crossplane-runtime/v2/pkg/versi
 clusterctl_ldflags="-X sigs.k8s.io/cluster-api/version.gitVersion=$clusterctl_version -X sigs.k8s.io/cluster-api/version.gitMajor=1 -X sigs.k8s.io/cluster-api/version.gitMinor=14 -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
 
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager kubectl controller-gen golangci-lint crossplane crossplane-cli clusterctl function-patch-and-transform function-auto-ready provider-kubernetes provider-aws kwok prometheus crds)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager kubectl crane controller-gen golangci-lint crossplane crossplane-cli clusterctl function-patch-and-transform function-auto-ready provider-kubernetes provider-aws kwok prometheus crds)
 for t in "${tools[@]}"; do
   case $t in
     etcd) build etcd "$etcd_version" hack/tools/etcd . ;;
     kube-apiserver) build kube-apiserver "$kube_version" hack/tools/kube ./kube-apiserver "$kube_ldflags" ;;
     kube-controller-manager) build kube-controller-manager "$kube_version" hack/tools/kube ./kube-controller-manager "$kube_ldflags" ;;
     kubectl) build kubectl "$kube_version" hack/tools/kube ./kubectl "$kube_ldflags" ;;
+    crane) build crane "$crane_version" hack/tools/crane github.com/google/go-containerregistry/cmd/crane ;;
     controller-gen) build controller-gen "$controller_gen_version" hack/tools/controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen ;;
     golangci-lint) build golangci-lint "$golangci_lint_version" hack/tools/golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint "-X main.version=$golangci_lint_version" ;;
     crossplane)

@@ -29,8 +29,9 @@ import (
 
 // RunDeployment does for a Deployment that a user installed (with clusterctl,
 // say) what a kubelet and the cluster's network would do, so that a shipped
-// Deployment is tested as shipped: it runs binary as one replica of the
-// Deployment's first container,
+// Deployment is tested as shipped: it runs binary (empty: the entrypoint of
+// the container's image, pulled from the plane's registry) as one replica
+// of the Deployment's first container,
 //   - with the identity of the pod's ServiceAccount (a token from the
 //     TokenRequest API), so the shipped RBAC is what is enforced;
 //   - with the container's arguments and environment, $(VAR) references
@@ -62,6 +63,13 @@ func (p *Plane) RunDeployment(ctx context.Context, namespace, name, binary strin
 		return errors.Errorf("Deployment %s/%s has no container", namespace, name)
 	}
 	c := pod.Containers[0]
+	if binary == "" {
+		// The image the Deployment names, as a node pulls it.
+		var err error
+		if binary, err = p.imageEntrypoint(ctx, c.Image); err != nil {
+			return errors.Wrapf(err, "Deployment %s/%s", namespace, name)
+		}
+	}
 	podName := name + "-local"
 	dir := filepath.Join(p.dir, "pods", podName)
 

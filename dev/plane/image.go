@@ -2,6 +2,7 @@ package plane
 
 import (
 	"archive/tar"
+	"context"
 	"io"
 	"os"
 	"path"
@@ -10,37 +11,43 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 )
 
-// packageEntrypoint is the entrypoint binary of the runtime image a
-// mirrored package embeds (a Provider package's image is its runtime's),
-// written into the plane's folder once per package version: what a kubelet
-// would run from the image Crossplane's Deployment runtime names. An
-// upgrade of the package therefore runs the new release's binary.
-func (p *Plane) packageEntrypoint(ref string) (string, error) {
-	r, err := name.ParseReference(ref)
-	if err != nil {
-		return "", errors.Wrapf(err, "invalid package reference %q", ref)
+// imageEntrypoint is the entrypoint binary of an image, pulled from the
+// plane's registry as a node whose runtime mirrors every registry there
+// would pull it (a reference naming another registry is rewritten to the
+// plane's, as the ImageConfigs rewrite packages), and written into the
+// plane's folder once per image: what a kubelet would run. A provider
+// package's image is its runtime's; an upgrade therefore runs the new
+// release's binary, and a Deployment the image a platform pushed.
+func (p *Plane) imageEntrypoint(ctx context.Context, ref string) (string, error) {
+	if p.registry == nil {
+		return "", errors.Errorf("cannot pull %s: the plane runs no registry (it was started without a release)", ref)
 	}
-	repo, tag := r.Context().Name(), r.Identifier()
-	file := ""
-	p.mirrorMu.Lock()
-	for _, m := range p.mirrored {
-		if m.ref == repo && m.tag == tag {
-			file = m.xpkg
+	pull := ref
+	if !strings.HasPrefix(ref, p.registry.Host+"/") {
+		_, rest, ok := strings.Cut(ref, "/")
+		if !ok {
+			return "", errors.Errorf("image reference %q names no registry", ref)
 		}
+		pull = p.registry.Host + "/" + rest
 	}
-	p.mirrorMu.Unlock()
-	if file == "" {
-		return "", errors.Errorf("the plane's registry serves no package %s", ref)
-	}
-	img, err := tarball.ImageFromPath(file, nil)
+	r, err := name.ParseReference(pull)
 	if err != nil {
-		return "", errors.Wrapf(err, "cannot read package %s", file)
+		return "", errors.Wrapf(err, "invalid image reference %q", ref)
 	}
+	img, err := remote.Image(r, remote.WithContext(ctx), remote.WithTransport(p.registry.client.Transport))
+	if err != nil {
+		return "", errors.Wrapf(err, "cannot pull %s (as %s) from the plane's registry", ref, pull)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return "", errors.Wrapf(err, "cannot read the digest of %s", ref)
+	}
+	repo, tag := r.Context().RepositoryStr(), r.Identifier()
 	cfg, err := img.ConfigFile()
 	if err != nil {
 		return "", errors.Wrapf(err, "cannot read the image configuration of %s", ref)
@@ -49,7 +56,7 @@ func (p *Plane) packageEntrypoint(ref string) (string, error) {
 		return "", errors.Errorf("the image of %s has no entrypoint", ref)
 	}
 	entry := strings.TrimPrefix(path.Clean(cfg.Config.Entrypoint[0]), "/")
-	out := filepath.Join(p.dir, "images", path.Base(repo)+"-"+tag, path.Base(entry))
+	out := filepath.Join(p.dir, "images", path.Base(repo)+"-"+tag+"-"+digest.Hex[:12], path.Base(entry))
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}

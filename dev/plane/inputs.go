@@ -79,6 +79,10 @@ const KwokVersion = "v0.8.0"
 // server's version.
 const KubectlVersion = "v1.36.5"
 
+// CraneVersion is the crane (go-containerregistry's command line)
+// hack/ensure-tools.sh builds: the module's own go-containerregistry.
+const CraneVersion = "v0.21.8"
+
 // CrossplaneCLIVersion is the crossplane CLI hack/ensure-tools.sh builds.
 const CrossplaneCLIVersion = "v2.5.0"
 

@@ -89,33 +89,8 @@ func (p *Plane) startRegistry(ctx context.Context) error {
 			return err
 		}
 	}
-	p.mirrorMu.Lock()
 	p.mirrored = ms
-	p.mirrorMu.Unlock()
 	return nil
-}
-
-// PublishRelease pushes the four packages of another release (a `make
-// release` folder) to the plane's registry, under the references the
-// release names them by, as a platform pushes a new release to its
-// registry before an upgrade; it returns the release's version.
-func (p *Plane) PublishRelease(ctx context.Context, dir string) (string, error) {
-	if p.registry == nil {
-		return "", errors.New("the plane serves no packages: it was started without a release")
-	}
-	ms, err := releasePackages(dir)
-	if err != nil {
-		return "", err
-	}
-	for _, m := range ms {
-		if err := p.registry.Push(ctx, repoPath(m.ref), m.tag, m.xpkg); err != nil {
-			return "", err
-		}
-	}
-	p.mirrorMu.Lock()
-	p.mirrored = append(p.mirrored, ms...)
-	p.mirrorMu.Unlock()
-	return ms[0].tag, nil
 }
 
 // WaitForPackages waits until the Configuration of ref (a package
@@ -144,9 +119,7 @@ func (p *Plane) installPackages(ctx context.Context) error {
 			return errors.Wrapf(err, "cannot apply %s", release.CrossplaneSetupFile)
 		}
 	}
-	p.mirrorMu.Lock()
 	hosts, err := mirrorRewrites(p.mirrored)
-	p.mirrorMu.Unlock()
 	if err != nil {
 		return err
 	}

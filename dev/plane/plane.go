@@ -21,7 +21,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	pkgv1 "github.com/crossplane/crossplane/apis/v2/pkg/v1"
@@ -154,9 +153,6 @@ type Plane struct {
 	// registry serves the packages, runtime runs them (package mode).
 	registry *Registry
 	runtime  *packageRuntime
-	// mirrored are the packages the registry serves (PublishRelease adds
-	// to them while the runtime reads them).
-	mirrorMu sync.Mutex
 	mirrored []mirrored
 	// managerMetrics is the manager's Prometheus endpoint, managerProfiler
 	// its pprof endpoints.

@@ -61,8 +61,9 @@ type packageRuntime struct {
 	// err is the last error of a package's runtime, by package name.
 	errs map[string]error
 	// bridgeMetrics is the bridge pod's metrics endpoint, bridgeRevision
-	// the ProviderRevision it runs.
-	bridgeMetrics, bridgeRevision string
+	// the ProviderRevision it runs and bridgePackage that revision's
+	// package.
+	bridgeMetrics, bridgeRevision, bridgePackage string
 }
 
 // Packages the plane's runtime runs (by repository name) besides functions.
@@ -289,7 +290,7 @@ func (r *packageRuntime) runBridge(ctx context.Context, rev *pkgv1.ProviderRevis
 		r.mu.Unlock()
 	}
 	if !r.started(release.ProviderPackageName) {
-		bin, err := r.p.packageEntrypoint(rev.Spec.Package)
+		bin, err := r.p.imageEntrypoint(ctx, rev.Spec.Package)
 		if err != nil {
 			return err
 		}
@@ -299,7 +300,7 @@ func (r *packageRuntime) runBridge(ctx context.Context, rev *pkgv1.ProviderRevis
 		}
 		r.mu.Lock()
 		r.running[release.ProviderPackageName] = proc
-		r.bridgeRevision = rev.GetName()
+		r.bridgeRevision, r.bridgePackage = rev.GetName(), rev.Spec.Package
 		r.bridgeMetrics = metrics
 		r.mu.Unlock()
 	}
@@ -439,6 +440,20 @@ func (p *Plane) runProviderPackage(ctx context.Context, rev *pkgv1.ProviderRevis
 		return nil, "", err
 	}
 	return proc, fmt.Sprintf("https://%s/metrics", hostPort(diag)), nil
+}
+
+// BridgePackage is the package (its reference, as the running revision
+// names it) whose image the bridge's pod runs; empty when none runs.
+func (p *Plane) BridgePackage() string {
+	if p.runtime == nil {
+		return ""
+	}
+	p.runtime.mu.Lock()
+	defer p.runtime.mu.Unlock()
+	if _, ok := p.runtime.running[release.ProviderPackageName]; !ok {
+		return ""
+	}
+	return p.runtime.bridgePackage
 }
 
 // Bridges names every CAPXP bridge the plane is running: its own manager or

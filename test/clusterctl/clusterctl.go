@@ -176,26 +176,39 @@ func ReleaseBinaries(ctx context.Context, t testing.TB, dir string) release.Bina
 }
 
 // PackagedRelease builds capxp as the packages' images run it (static,
-// Linux) and `make release`'s output with its Crossplane packages into dir,
-// and returns the binary, the release and a runner of the crossplane CLI
-// (against a kubeconfig, dir its home) that logs what it printed.
-func PackagedRelease(ctx context.Context, t testing.TB, dir string) (string, string, func(kubeconfig string, args ...string) (string, error)) {
+// Linux) and `make release`'s output with its Crossplane packages into dir
+// (with the options given: the registry and image repository it names;
+// the defaults without), and returns the binary, the release and a runner
+// of the crossplane CLI (CrossplaneCLI).
+func PackagedRelease(ctx context.Context, t testing.TB, dir string, o ...release.Options) (string, string, func(kubeconfig string, args ...string) (string, error)) {
 	t.Helper()
-	cli, err := tools.Dir(envtest.ToolsDir()).Binary("crossplane-cli", plane.CrossplaneCLIVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
+	crossplane, cli := CrossplaneCLI(ctx, t, dir)
 	bins := ReleaseBinaries(ctx, t, dir)
 	rel := filepath.Join(dir, "release")
 	if err := os.MkdirAll(rel, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	lines, err := release.Write(ctx, rel, release.Options{}, bins, runtime.GOARCH, cli)
+	opts := release.Options{}
+	if len(o) > 0 {
+		opts = o[0]
+	}
+	lines, err := release.Write(ctx, rel, opts, bins, runtime.GOARCH, cli)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("release:\n%s", strings.Join(lines, "\n"))
-	return bins.Manager, rel, func(kubeconfig string, args ...string) (string, error) {
+	return bins.Manager, rel, crossplane
+}
+
+// CrossplaneCLI returns a runner of the crossplane CLI against a
+// kubeconfig (dir its home) that logs what it printed, and the CLI's path.
+func CrossplaneCLI(ctx context.Context, t testing.TB, dir string) (func(kubeconfig string, args ...string) (string, error), string) {
+	t.Helper()
+	cli, err := tools.Dir(envtest.ToolsDir()).Binary("crossplane-cli", plane.CrossplaneCLIVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(kubeconfig string, args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, cli, args...)
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "HOME="+dir, "XDG_CONFIG_HOME="+dir)
 		var out bytes.Buffer
@@ -203,5 +216,5 @@ func PackagedRelease(ctx context.Context, t testing.TB, dir string) (string, str
 		err := cmd.Run()
 		t.Logf("crossplane %s:\n%s", strings.Join(args, " "), out.String())
 		return out.String(), err
-	}
+	}, cli
 }

@@ -45,7 +45,7 @@ func TestClusterctl(t *testing.T) {
 	ctx, dir := begin(t, "install", 15*time.Minute)
 	// dir is where the platform engineer works: clusterctl.yaml, the
 	// release as out/, the workload cluster's kubeconfig.
-	clusterctl, bin := ctlsetup.Install(ctx, t, dir)
+	clusterctl, _ := ctlsetup.Install(ctx, t, dir)
 	pkgBin, rel, _ := ctlsetup.PackagedRelease(ctx, t, dir)
 	if err := os.Symlink(rel, filepath.Join(dir, "out")); err != nil {
 		t.Fatal(err)
@@ -72,7 +72,10 @@ func TestClusterctl(t *testing.T) {
 	}
 
 	run := func(args ...string) string { t.Helper(); return clusterctl(p, args...) }
-	kubelet := runWhenRolled(ctx, p, version, bin)
+	// The manager image pushed as the page says; the plane's nodes pull it
+	// from there.
+	runDoc(ctx, t, p, "docs/install.md", "image", dir, registryEnv(p.Registry())...)
+	kubelet := runWhenRolled(ctx, p, version, "")
 	runDoc(ctx, t, p, "docs/install.md", "clusterctl-init", dir, docEnv...)
 	if err := <-kubelet; err != nil {
 		t.Fatal(err)

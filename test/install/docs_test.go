@@ -52,8 +52,8 @@ func docBlock(t *testing.T, page, name string) string {
 }
 
 // runDoc runs the shell block of a docs page marked with name as a user
-// would, with bash (-e, -u, pipefail), in dir: kubectl, clusterctl and the
-// crossplane CLI on the PATH (the tools directory's, at the versions the
+// would, with bash (-e, -u, pipefail), in dir: kubectl, clusterctl, the
+// crossplane CLI and crane on the PATH (the tools directory's, at the versions the
 // docs name), KUBECONFIG the plane's administrator's, and env besides. It
 // logs what the block printed and fails the test when a command fails.
 func runDoc(ctx context.Context, t *testing.T, p *plane.Plane, page, name, dir string, env ...string) {
@@ -75,6 +75,7 @@ func runDocWith(ctx context.Context, t *testing.T, kubeconfig, page, name, dir s
 		{"kubectl", "kubectl", plane.KubectlVersion},
 		{"clusterctl", "clusterctl", ctlsetup.Version},
 		{"crossplane-cli", "crossplane", plane.CrossplaneCLIVersion},
+		{"crane", "crane", plane.CraneVersion},
 	} {
 		path, err := d.Binary(tool.name, tool.version)
 		if err != nil {

@@ -96,7 +96,7 @@ func TestCrossplanePackages(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	runDoc(ctx, t, p, "docs/install.md", "packages-trace", work)
+	runDoc(ctx, t, p, "docs/install.md", "packages-trace", work, "CLUSTER="+plane.ExampleCluster, "NAMESPACE="+plane.ExampleNamespace)
 	out, err := crossplane(p.Kubeconfig(), "resource", "trace", "crossplanecluster.infrastructure.cluster.x-k8s.io", plane.ExampleCluster, "-n", plane.ExampleNamespace)
 	if err != nil {
 		t.Fatalf("crossplane resource trace: %v", err)

@@ -24,11 +24,6 @@ import (
 	ctlsetup "github.com/capxp/cluster-api-provider-crossplane/test/clusterctl"
 )
 
-// upgradeRegistry is $REGISTRY in docs/upgrade.md's blocks: the registry
-// the releases name, which the plane rewrites to its own as an internal
-// mirror does.
-const upgradeRegistry = release.DefaultPackageRegistry
-
 // TestUpgrade upgrades CAPXP from the previous release (built from its
 // commit in this repository's history) to this checkout's with clusters
 // running, on both install paths, with docs/upgrade.md's commands as
@@ -41,7 +36,7 @@ func TestUpgrade(t *testing.T) {
 func upgradeWithClusterctl(t *testing.T) {
 	ctx, dir := begin(t, "upgrade-clusterctl", 20*time.Minute)
 	oldRel, oldBin := ctlsetup.PreviousRelease(ctx, t)
-	newBin, newRel, crossplane := ctlsetup.PackagedRelease(ctx, t, dir)
+	crossplane, _ := ctlsetup.CrossplaneCLI(ctx, t, dir)
 	ctl := filepath.Join(dir, "ctl")
 	clusterctl := ctlsetup.InstallRelease(ctx, t, ctl, oldRel)
 	p := startPlane(ctx, t, dir, plane.Options{
@@ -60,21 +55,22 @@ func upgradeWithClusterctl(t *testing.T) {
 	before := snapshot(ctx, t, c)
 	watch := watchAvailable(ctx, t, c)
 
-	newVersion, err := p.PublishRelease(ctx, newRel)
-	if err != nil {
+	newRel := newRelease(ctx, t, dir, p)
+	newVersion := ctlsetup.AddRelease(t, ctl, newRel)
+	if err := os.Symlink(newRel, filepath.Join(ctl, "out-"+newVersion)); err != nil {
 		t.Fatal(err)
 	}
-	ctlsetup.AddRelease(t, ctl, newRel)
+	env := append(append(ctlsetup.Env(ctl), registryEnv(p.Registry())...), "NEW="+newVersion)
+	runDoc(ctx, t, p, "docs/upgrade.md", "push", ctl, env...)
 	// The kubelet's part of `kubectl rollout status`: once clusterctl has
-	// replaced the Deployment's template, the old pod goes and the new
-	// image's runs.
-	rolled := runWhenRolled(ctx, p, newVersion, newBin)
-	runDoc(ctx, t, p, "docs/upgrade.md", "clusterctl", ctl,
-		append(ctlsetup.Env(ctl), "REGISTRY="+upgradeRegistry, "NEW="+newVersion)...)
+	// replaced the Deployment's template, the old pod goes and the pushed
+	// image's binary runs.
+	rolled := runWhenRolled(ctx, p, newVersion, "")
+	runDoc(ctx, t, p, "docs/upgrade.md", "clusterctl", ctl, env...)
 	if err := <-rolled; err != nil {
 		t.Fatal(err)
 	}
-	if err := p.WaitForPackages(ctx, release.Options{}.CompositionsPackage()+":"+newVersion, 5*time.Minute); err != nil {
+	if err := p.WaitForPackages(ctx, docRegistry(p.Registry())+"/"+release.CompositionsPackageName+":"+newVersion, 5*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	oneBridge(t, p)
@@ -84,7 +80,7 @@ func upgradeWithClusterctl(t *testing.T) {
 func upgradeWithPackages(t *testing.T) {
 	ctx, dir := begin(t, "upgrade-packages", 20*time.Minute)
 	oldRel, _ := ctlsetup.PreviousRelease(ctx, t)
-	_, newRel, crossplane := ctlsetup.PackagedRelease(ctx, t, dir)
+	crossplane, _ := ctlsetup.CrossplaneCLI(ctx, t, dir)
 	p := startPlane(ctx, t, dir, plane.Options{
 		Release: oldRel, AuditManagement: true,
 		InstallConfiguration: func(_ context.Context, in plane.PackageInstall) (string, error) {
@@ -102,7 +98,8 @@ func upgradeWithPackages(t *testing.T) {
 	before := snapshot(ctx, t, c)
 	watch := watchAvailable(ctx, t, c)
 
-	newVersion, err := p.PublishRelease(ctx, newRel)
+	newRel := newRelease(ctx, t, dir, p)
+	newVersion, err := release.VersionOf(newRel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,8 +110,10 @@ func upgradeWithPackages(t *testing.T) {
 	if err := os.Symlink(newRel, filepath.Join(work, "out-"+newVersion)); err != nil {
 		t.Fatal(err)
 	}
-	runDoc(ctx, t, p, "docs/upgrade.md", "packages", work, "REGISTRY="+upgradeRegistry, "NEW="+newVersion)
-	if err := p.WaitForPackages(ctx, release.Options{}.ConfigurationPackage()+":"+newVersion, 5*time.Minute); err != nil {
+	env := append(registryEnv(p.Registry()), "NEW="+newVersion)
+	runDoc(ctx, t, p, "docs/upgrade.md", "push", work, env...)
+	runDoc(ctx, t, p, "docs/upgrade.md", "packages", work, env...)
+	if err := p.WaitForPackages(ctx, docRegistry(p.Registry())+"/"+release.ConfigurationPackageName+":"+newVersion, 5*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	installed, err := p.Packages(ctx)
@@ -122,20 +121,32 @@ func upgradeWithPackages(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, l := range installed {
-		if strings.HasPrefix(l, upgradeRegistry+"/") && !strings.HasPrefix(strings.Fields(l)[0], upgradeRegistry+"/") {
-			continue
-		}
-		if strings.HasPrefix(l, upgradeRegistry+"/") && !strings.Contains(strings.Fields(l)[0], ":"+newVersion) {
-			t.Errorf("CAPXP's package is not at %s after the upgrade: %s", newVersion, l)
+		src := strings.Fields(l)[0]
+		for _, own := range []string{release.ConfigurationPackageName, release.CompositionsPackageName, release.ProviderPackageName, release.FunctionPackageName} {
+			if strings.Contains(src, "/"+own+":") && !strings.HasSuffix(src, ":"+newVersion) {
+				t.Errorf("CAPXP's package is not at %s after the upgrade: %s", newVersion, l)
+			}
 		}
 	}
 	eventually(t, "the bridge runs the new release's package", 2*time.Minute, func() error {
-		if b := p.Bridges(); len(b) != 1 || !strings.Contains(b[0], newVersion) {
-			return fmt.Errorf("bridges: %v", b)
+		if pkg := p.BridgePackage(); !strings.HasSuffix(pkg, "/"+release.ProviderPackageName+":"+newVersion) {
+			return fmt.Errorf("the bridge runs %q", pkg)
 		}
 		return nil
 	})
+	oneBridge(t, p)
 	settled(ctx, t, p, before, watch)
+}
+
+// newRelease builds this checkout's release as docs/upgrade.md does, for
+// the registry the upgrade pushes it to: `make release
+// PACKAGE_REGISTRY=$REGISTRY IMAGE_REPOSITORY=$REGISTRY/capxp-manager`,
+// $REGISTRY the plane's.
+func newRelease(ctx context.Context, t *testing.T, dir string, p *plane.Plane) string {
+	t.Helper()
+	reg := docRegistry(p.Registry())
+	_, rel, _ := ctlsetup.PackagedRelease(ctx, t, filepath.Join(dir, "new"), release.Options{PackageRegistry: reg, ImageRepository: reg + "/capxp-manager"})
+	return rel
 }
 
 // deploymentImage fails the test unless the manager's Deployment names the
