@@ -89,11 +89,24 @@ func upgradeWithPackages(t *testing.T) {
 		},
 	})
 	c := p.Management().Client
-	if err := p.ApplyExample(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.WaitForExample(ctx, plane.ExampleMachines, 3*time.Minute, func(plane.Status) {}); err != nil {
-		t.Fatal(err)
+	// The local cluster, the byo one (hosts that exist, nothing composed)
+	// and one of the ClusterClass crossplane-local, each Available where
+	// CAPI can say so.
+	for _, name := range []string{"local", "byo", "topology"} {
+		e, err := plane.ExampleNamed(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.ApplyNamedExample(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		wait := p.WaitForExampleOf
+		if e.Available {
+			wait = p.WaitForExampleAvailable
+		}
+		if err := wait(ctx, e.Cluster, e.Machines, 4*time.Minute, func(plane.Status) {}); err != nil {
+			t.Fatalf("example %s: %v", name, err)
+		}
 	}
 	before := snapshot(ctx, t, c)
 	watch := watchAvailable(ctx, t, c)
@@ -206,6 +219,8 @@ func rollDeployment(ctx context.Context, p *plane.Plane, version, bin string) er
 // templates, grants and records.
 var upgradeKinds = []schema.GroupKind{
 	{Group: clusterv1.GroupVersion.Group, Kind: "Cluster"},
+	{Group: clusterv1.GroupVersion.Group, Kind: "ClusterClass"},
+	{Group: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane"},
 	{Group: clusterv1.GroupVersion.Group, Kind: "MachineDeployment"},
 	{Group: clusterv1.GroupVersion.Group, Kind: "MachineSet"},
 	{Group: clusterv1.GroupVersion.Group, Kind: "Machine"},
