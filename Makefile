@@ -52,6 +52,11 @@ dev: release ## Run the local management plane with an example cluster (EXAMPLE=
 	go build -o bin/ ./cmd/capxp-dev
 	bin/capxp-dev --tools-dir=$(TOOLS_CACHE) --release=$(RELEASE_DIR) --manager-binary=$(RELEASE_DIR)/bin/capxp --example=$(EXAMPLE)
 
+dev-bare: release ## Run the local management plane with Crossplane and CAPI but no part of CAPXP, to install it as docs/install.md says; Ctrl-C stops it.
+	$(ENSURE_TOOLS) $(PLANE_TOOLS) >/dev/null
+	go build -o bin/ ./cmd/capxp-dev
+	bin/capxp-dev --tools-dir=$(TOOLS_CACHE) --release=$(RELEASE_DIR) --bare
+
 .PHONY: tools
 tools: ## Build etcd, kube-apiserver, kube-controller-manager, controller-gen, crossplane and the functions into .cache/tools (cold: ~16 min).
 	$(ENSURE_TOOLS)

@@ -62,6 +62,9 @@ func run(args []string) error {
 			"installed by Crossplane's package manager, the bridge run as the installed Provider package (its image's binary, --manager-binary, "+
 			"with the runtime configuration of crossplane-setup.yaml). Empty: the plane applies CAPXP's manifests and runs the manager itself.")
 	exampleName := fs.String("example", plane.Examples[0].Name, "The example cluster to apply: "+exampleList()+".")
+	bare := fs.Bool("bare", false,
+		"Start the plane without CAPXP and without an example (needs --release): Crossplane, CAPI and the registry run, and you install CAPXP "+
+			"as docs/install.md says; the plane runs what you install (the packages Crossplane installs, the Deployment in "+plane.KubeletNamespace+").")
 	check := fs.Bool("check", false, "Only check that every binary and CRD the plane needs is there, and say what is missing.")
 	fs.Usage = func() {
 		fmt.Fprint(os.Stdout, `Usage: capxp-dev [flags]
@@ -84,7 +87,14 @@ Flags:
 	if err != nil {
 		return err
 	}
-	opts := plane.Options{Dir: *dir, ManagerBinary: *manager, Tools: tools.Dir(*toolsDir), Release: *release}
+	opts := plane.Options{Dir: *dir, ManagerBinary: *manager, Tools: tools.Dir(*toolsDir), Release: *release, Bare: *bare}
+	if *bare {
+		if *release == "" {
+			return errors.New("--bare needs --release: the plane serves that release's dependencies from its registry")
+		}
+		// The bridge runs from the image the user pushes, not from a binary.
+		opts.ManagerBinary = ""
+	}
 	if err := plane.Check(opts); err != nil {
 		return err
 	}
@@ -126,6 +136,11 @@ Flags:
 		say("stopped; logs are in %s", p.Dir())
 	}()
 
+	if *bare {
+		printBare(p)
+		<-ctx.Done()
+		return nil
+	}
 	say("applying %s: Cluster %s/%s with %s", path.Dir(example.File), example.Namespace(), example.Cluster, example.Description)
 	if err := p.ApplyNamedExample(ctx, example); err != nil {
 		if ctx.Err() != nil {
@@ -167,6 +182,29 @@ Running until interrupted (Ctrl-C).
 `, p.Kubeconfig(), example.Namespace(), example.Cluster, example.Namespace(), filepath.Join(p.Dir(), "workload.kubeconfig"))
 	<-ctx.Done()
 	return nil
+}
+
+// printBare says how to install CAPXP on a bare plane with docs/install.md.
+func printBare(p *plane.Plane) {
+	r := p.Registry()
+	_, _ = fmt.Printf(`
+The plane runs Crossplane and CAPI, with no part of CAPXP: install it as docs/install.md
+says, in a shell with
+
+  export KUBECONFIG=%s
+  export REGISTRY=%s/capxp SSL_CERT_FILE=%s
+
+$REGISTRY is the plane's registry (TLS, its CA in SSL_CERT_FILE): build the release for it
+(make release PACKAGE_REGISTRY=$REGISTRY IMAGE_REPOSITORY=$REGISTRY/capxp-manager) and push
+there. clusterctl's configuration for the CAPI the plane runs is %s:
+copy it to your clusterctl.yaml and add the crossplane provider's entry at the end
+(clusterctl init then finds CAPI installed, and installs only what you name).
+The workload cluster's kubeconfig (the local flavor composes Nodes into it) is %s.
+The plane plays the kubelet for the Deployment in %s and runs the packages Crossplane
+installs, from the images in its registry.
+
+Running until interrupted (Ctrl-C).
+`, p.Kubeconfig(), r.Host, r.CAFile, p.ClusterctlConfig(), filepath.Join(p.Dir(), "workload.kubeconfig"), plane.KubeletNamespace)
 }
 
 // defaultManager is capxp beside this binary (make dev builds both into

@@ -119,21 +119,8 @@ func (p *Plane) installPackages(ctx context.Context) error {
 			return errors.Wrapf(err, "cannot apply %s", release.CrossplaneSetupFile)
 		}
 	}
-	hosts, err := mirrorRewrites(p.mirrored)
-	if err != nil {
+	if err := p.mirrorRegistries(ctx); err != nil {
 		return err
-	}
-	for _, h := range hosts {
-		ic := &pkgv1beta1.ImageConfig{
-			ObjectMeta: metav1.ObjectMeta{Name: "mirror-" + strings.NewReplacer(".", "-", ":", "-").Replace(h)},
-			Spec: pkgv1beta1.ImageConfigSpec{
-				MatchImages:  []pkgv1beta1.ImageMatch{{Type: pkgv1beta1.Prefix, Prefix: h + "/"}},
-				RewriteImage: &pkgv1beta1.ImageRewrite{Prefix: p.registry.Host + "/"},
-			},
-		}
-		if err := p.client.Create(ctx, ic); err != nil && !apierrors.IsAlreadyExists(err) {
-			return errors.Wrapf(err, "cannot create ImageConfig %s", ic.Name)
-		}
 	}
 	p.startPackageRuntime()
 
@@ -157,6 +144,29 @@ func (p *Plane) installPackages(ctx context.Context) error {
 		return err
 	}
 	return p.waitPackages(ctx, ref, 5*time.Minute)
+}
+
+// mirrorRegistries points each registry the packages name at the plane's
+// registry with an ImageConfig, as a platform points Crossplane at an
+// internal mirror.
+func (p *Plane) mirrorRegistries(ctx context.Context) error {
+	hosts, err := mirrorRewrites(p.mirrored)
+	if err != nil {
+		return err
+	}
+	for _, h := range hosts {
+		ic := &pkgv1beta1.ImageConfig{
+			ObjectMeta: metav1.ObjectMeta{Name: "mirror-" + strings.NewReplacer(".", "-", ":", "-").Replace(h)},
+			Spec: pkgv1beta1.ImageConfigSpec{
+				MatchImages:  []pkgv1beta1.ImageMatch{{Type: pkgv1beta1.Prefix, Prefix: h + "/"}},
+				RewriteImage: &pkgv1beta1.ImageRewrite{Prefix: p.registry.Host + "/"},
+			},
+		}
+		if err := p.client.Create(ctx, ic); err != nil && !apierrors.IsAlreadyExists(err) {
+			return errors.Wrapf(err, "cannot create ImageConfig %s", ic.Name)
+		}
+	}
+	return nil
 }
 
 // waitPackages waits until the Configuration of ref and every package it

@@ -87,6 +87,15 @@ type Options struct {
 	// registry under another name. The plane creates the Configuration
 	// itself when nil.
 	InstallConfiguration func(ctx context.Context, in PackageInstall) (string, error)
+	// Bare, with Release, leaves all of CAPXP to its user, as a management
+	// cluster is before a platform follows docs/install.md: the plane
+	// starts Crossplane, CAPI (recorded in clusterctl's inventory, its
+	// providers' metadata in ClusterctlConfig) and the registry, points
+	// Crossplane at the registry, and runs what the user installs (the
+	// packages Crossplane installs, and the Deployment clusterctl installs
+	// in capxp-system, ServeDeployments); it applies neither
+	// crossplane-setup.yaml nor any Configuration.
+	Bare bool
 	// Workload, when set, is the workload cluster's API server to use: one
 	// that another plane started, so that two planes (a bootstrap and a
 	// permanent management cluster) provision into the same "cloud". The
@@ -162,6 +171,10 @@ type Plane struct {
 	// apiServerPods serves the workload's kube-apiserver Pods' port
 	// (serveAPIServerPods).
 	apiServerPods *http.Server
+	// stopKubelet ends ServeDeployments (Options.Bare); kubeletDone is
+	// closed once it has.
+	stopKubelet context.CancelFunc
+	kubeletDone chan struct{}
 }
 
 // ManagerProfilerURL is where the manager serves Go's pprof endpoints
@@ -262,6 +275,9 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 	if o.ManagerBinary == "" && !o.Clusterctl && o.Release == "" {
 		return nil, errors.New("no capxp binary to run the manager from")
 	}
+	if o.Bare && o.Release == "" {
+		return nil, errors.New("a bare plane serves a release's dependencies: give a release")
+	}
 	in, err := resolve(o)
 	if err != nil {
 		return nil, err
@@ -326,6 +342,9 @@ func (p *Plane) start(ctx context.Context) error {
 			steps[5], steps[6], steps[8],
 			{"CAPXP's Configuration package and its dependencies", p.installPackages},
 		}
+		if p.opts.Bare {
+			steps[len(steps)-1] = stepT{"the package runtime and a kubelet for capxp-system's Deployment (no part of CAPXP)", p.serveBare}
+		}
 		if p.opts.AWS {
 			steps = append(steps[:4:4], append([]stepT{{"the AWS API emulator (moto_server)", p.startAWSEmulator}}, steps[4:]...)...)
 		}
@@ -340,6 +359,10 @@ func (p *Plane) start(ctx context.Context) error {
 
 // Stop stops every component in reverse order and waits for each.
 func (p *Plane) Stop() {
+	if p.stopKubelet != nil {
+		p.stopKubelet()
+		<-p.kubeletDone
+	}
 	if p.runtime != nil {
 		p.runtime.stop()
 	}

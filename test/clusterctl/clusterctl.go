@@ -8,7 +8,6 @@ package clusterctl
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,39 +89,16 @@ func AddRelease(t testing.TB, dir, rel string) string {
 // plane: that configuration, the plane's kubeconfig, dir its home.
 func configure(ctx context.Context, t testing.TB, dir, clusterctl, components string) Runner {
 	t.Helper()
-	repo := filepath.Join(dir, "repository")
-	capi, err := envtest.Required("sigs.k8s.io/cluster-api")
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta, err := os.ReadFile(filepath.Join(capi.Dir, "metadata.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// CAPI's own providers, which the plane runs in its process and records
 	// in clusterctl's inventory: clusterctl reads their metadata (upgrade
 	// plan asks every provider of the inventory for its versions).
-	var lines []string
-	for _, pr := range []struct{ name, typ, folder, file string }{
-		{"cluster-api", "CoreProvider", "cluster-api", "core-components.yaml"},
-		{"kubeadm", "BootstrapProvider", "bootstrap-kubeadm", "bootstrap-components.yaml"},
-		{"kubeadm", "ControlPlaneProvider", "control-plane-kubeadm", "control-plane-components.yaml"},
-	} {
-		d := filepath.Join(repo, pr.folder, Version)
-		if err := os.MkdirAll(d, 0o750); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(d, "metadata.yaml"), meta, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(d, pr.file), []byte("# CAPI runs in the plane's process; clusterctl reads only its metadata.\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		lines = append(lines, fmt.Sprintf("- name: %s\n  type: %s\n  url: file://%s", pr.name, pr.typ, filepath.Join(d, pr.file)))
+	capi, err := plane.CAPIProviders(filepath.Join(dir, "repository"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	config := ConfigPath(dir)
 	if err := os.WriteFile(config, release.ClusterctlConfig(components,
-		strings.Join(lines, "\n"),
+		capi,
 		"cert-manager:\n  externallyProvisioned: \"true\""), 0o600); err != nil {
 		t.Fatal(err)
 	}
