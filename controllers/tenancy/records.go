@@ -11,10 +11,12 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -177,6 +179,14 @@ func (r *Records) SetupWithManager(mgr ctrl.Manager, o controller.Options) error
 		Watches(&infrav1.NamespaceCredentials{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}}
 		})).
+		// A kind the records read (a ProviderConfig, a network) is watched
+		// once a reconcile finds it served; one whose CRD comes later (its
+		// package installed after the manager started) has every namespace
+		// judged again when its CRD is created or established.
+		WatchesMetadata(&extv1.CustomResourceDefinition{}, allNamespaces, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			_, g, _ := strings.Cut(o.GetName(), ".")
+			return r.reads(g)
+		}))).
 		Build(r)
 	if err != nil {
 		return errors.Wrap(err, "cannot build the NamespaceCredentials controller")
@@ -188,6 +198,22 @@ func (r *Records) SetupWithManager(mgr ctrl.Manager, o controller.Options) error
 		}), p)
 	}
 	return nil
+}
+
+// reads reports whether the records read a kind of group: a provider's
+// ProviderConfigs, or a network kind.
+func (r *Records) reads(group string) bool {
+	for _, p := range r.providers {
+		if p.ConfigGroup == group {
+			return true
+		}
+	}
+	for _, k := range r.networks {
+		if k.Group == group {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Records) allNamespaces(ctx context.Context) []reconcile.Request {

@@ -20,6 +20,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -119,6 +120,18 @@ func TestClusterctl(t *testing.T) {
 	p.StopDeployment()
 	eventually(t, "nothing labelled for infrastructure-crossplane stays", 2*time.Minute, func() error {
 		return leftovers(ctx, c)
+	})
+	eventually(t, "the namespaces' credential records and their CRD go", 2*time.Minute, func() error {
+		crd := &metav1.PartialObjectMetadata{}
+		crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+		err := c.Get(ctx, client.ObjectKey{Name: "namespacecredentials.infrastructure.cluster.x-k8s.io"}, crd)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("CRD %s is still there (deleting: %t)", crd.GetName(), !crd.GetDeletionTimestamp().IsZero())
 	})
 }
 

@@ -294,3 +294,50 @@ func TestADeletedNamespaceKeepsItsRecordUntilItsManagedResourcesAreGone(t *testi
 		Should(BeTrue(), "the record goes once nothing needs it")
 	t.Logf("the record went %s after the last managed resource", time.Since(start).Round(10*time.Millisecond))
 }
+
+// A provider family whose ProviderConfig kind the API server starts serving
+// after the manager started (its package installed after `clusterctl
+// init`): a namespace's own configs of it are judged and listed, without a
+// restart and without any other change to the namespace.
+func TestAProviderConfigKindServedAfterTheManagerStartedIsJudged(t *testing.T) {
+	late := credentials.Provider{ConfigGroup: "late." + credsGroup, ManagedGroup: "late." + envtest.StubGVK.Group, Secret: testProvider.Secret}
+	stackWith(t, controllers.Options{CredentialsProviders: []credentials.Provider{testProvider, late}})
+	g := NewWithT(t)
+	ns := namespace(t)
+	record := func(g Gomega) *infrav1.NamespaceCredentials {
+		rec := &infrav1.NamespaceCredentials{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: infrav1.NamespaceCredentialsName}, rec)).To(Succeed())
+		return rec
+	}
+	// The namespace is judged, and settles, before the kind is served.
+	g.Eventually(func(g Gomega) {
+		before := record(g).ResourceVersion
+		time.Sleep(5 * time.Second)
+		g.Expect(record(g).ResourceVersion).To(Equal(before))
+	}, timeout, interval).Should(Succeed())
+
+	crd := &extv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "providerconfigs." + late.ConfigGroup},
+		Spec: extv1.CustomResourceDefinitionSpec{
+			Group: late.ConfigGroup, Scope: extv1.NamespaceScoped,
+			Names: extv1.CustomResourceDefinitionNames{Plural: "providerconfigs", Singular: "providerconfig", Kind: "ProviderConfig", ListKind: "ProviderConfigList"},
+			Versions: []extv1.CustomResourceDefinitionVersion{{Name: "v1beta1", Served: true, Storage: true,
+				Schema: &extv1.CustomResourceValidation{OpenAPIV3Schema: &extv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
+		},
+	}
+	g.Expect(env.Client.Create(ctx, crd)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, crd) })
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late-creds"},
+		Data:       map[string][]byte{"credentials": []byte(ownKubeconfig)},
+	})).To(Succeed())
+	pc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": late.ConfigGroup + "/v1beta1", "kind": "ProviderConfig",
+		"metadata": map[string]any{"name": "late", "namespace": ns},
+		"spec":     map[string]any{"credentials": map[string]any{"source": "Secret", "secretRef": map[string]any{"name": "late-creds", "key": "credentials"}}},
+	}}
+	g.Eventually(func() error { return env.Client.Create(ctx, pc) }, timeout, interval).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(record(g).Spec.Configs).To(ContainElement(infrav1.UsableConfig{APIGroup: late.ConfigGroup, Kind: infrav1.ProviderConfigKindNamespaced, Name: "late"}))
+	}, timeout, interval).Should(Succeed())
+}
