@@ -9,11 +9,7 @@ import (
 	"time"
 
 	"golang.org/x/term"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	sigsyaml "sigs.k8s.io/yaml"
-
-	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/describe"
@@ -54,15 +50,10 @@ func runDescribe(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return status
 	}
-	var ns, kubeconfig, kubecontext, output, color, as string
-	var groups stringList
+	var output, color string
+	var a access
 	var o describe.Options
-	fs.StringVar(&ns, "n", "", "")
-	fs.StringVar(&ns, "namespace", "", "")
-	fs.StringVar(&kubeconfig, "kubeconfig", "", "")
-	fs.StringVar(&kubecontext, "context", "", "")
-	fs.StringVar(&as, "as", "", "")
-	fs.Var(&groups, "as-group", "")
+	a.flags(fs)
 	fs.StringVar(&o.ShowConditions, "show-conditions", "", "")
 	fs.BoolVar(&o.Echo, "echo", false, "")
 	fs.StringVar(&output, "o", "tree", "")
@@ -76,21 +67,9 @@ func runDescribe(args []string, stdout, stderr io.Writer) int {
 			return c.usageError("%v", err)
 		}
 	}
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: kubecontext}
-	overrides.AuthInfo.Impersonate, overrides.AuthInfo.ImpersonateGroups = as, groups
-	loader := clientConfig(kubeconfig, overrides)
-	cfg, err := restConfig(loader)
+	cl, ns, err := a.client(controllers.NewScheme())
 	if err != nil {
-		return c.badInput(err)
-	}
-	if ns == "" {
-		if ns, _, err = loader.Namespace(); err != nil {
-			return c.badInput(errors.Wrap(err, "cannot read the context's namespace"))
-		}
-	}
-	cl, err := client.New(cfg, client.Options{Scheme: controllers.NewScheme()})
-	if err != nil {
-		return c.failed(err)
+		return c.outcome(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -82,7 +82,7 @@ var (
 	flavorFlag  = regexp.MustCompile(`--flavor[ =]([A-Za-z0-9-]+)`)
 	exampleVar  = regexp.MustCompile(`EXAMPLE=([A-Za-z0-9-]+)`)
 	longFlag    = regexp.MustCompile(`(?:^|\s)(--?[a-z][a-z0-9-]*)`)
-	commandHead = map[string]bool{"manager": true, "composition": true, "xrd": true, "describe": true, "version": true}
+	commandHead = map[string]bool{"manager": true, "composition": true, "xrd": true, "describe": true, "plan": true, "version": true}
 )
 
 // codeLines are the lines of a page's fenced code blocks and its inline
@@ -214,6 +214,7 @@ func commandHelps(t *testing.T) map[string]string {
 		"composition check": run(runComposition, "check", "--help"),
 		"xrd adopt":         run(runXRD, "adopt", "--help"),
 		"describe cluster":  run(runDescribe, "cluster", "--help"),
+		"plan":              run(runPlan, "--help"),
 		"version":           "",
 	}
 }

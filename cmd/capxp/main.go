@@ -5,6 +5,7 @@
 //	capxp composition check COMPOSITION   check a Composition against the contract
 //	capxp xrd adopt XRD                   print the template CRD and RBAC of an XRD
 //	capxp describe cluster NAME           print a Cluster's tree, down to each XR's composed resources
+//	capxp plan -f FILE                    say which Machines a change will replace
 //	capxp version                         print the version
 //
 // It links only what the manager runs, and the clients its commands need.
@@ -86,6 +87,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runXRD(args[1:], stdout, stderr)
 	case "describe":
 		return runDescribe(args[1:], stdout, stderr)
+	case "plan":
+		return runPlan(args[1:], stdout, stderr)
 	case "version":
 		c := command{name: "capxp version", usage: versionUsage, stdout: stdout, stderr: stderr}
 		switch rest := args[1:]; {
@@ -110,11 +113,13 @@ Commands:
   composition   check a Composition against CAPI's contract, offline (capxp composition check --help)
   xrd           print the template CRD and RBAC an XRD that declares a contract needs (capxp xrd adopt --help)
   describe      print a Cluster's tree from CAPI to each composed resource and its credentials (capxp describe cluster --help)
+  plan          say which Machines a change will replace before you apply it (capxp plan --help)
   version       print the version
 
 Exit status: 0 when the command did what was asked, 1 when it ran and the
 answer is no or its work failed, 2 when what was asked is wrong (a command,
-flag, argument or file; no kubeconfig).
+flag, argument or file; no kubeconfig), 3 when a plan replaces or deletes
+Machines.
 `
 
 const versionUsage = `Usage: capxp version

@@ -22,6 +22,7 @@ func TestHelp(t *testing.T) {
 		"describe cluster":  {args: []string{"describe", "cluster", "--help"}, flags: []string{"--namespace", "--kubeconfig", "--context", "--as", "--as-group", "--show-conditions", "--echo", "--color", "-o", "Exit status"}},
 		"describe":          {args: []string{"describe", "-h"}, flags: []string{"capxp describe cluster NAME"}},
 		"version":           {args: []string{"version", "--help"}, flags: []string{"capxp version"}},
+		"plan":              {args: []string{"plan", "--help"}, flags: []string{"-f FILE", "--namespace", "--kubeconfig", "--context", "--as", "--as-group", "-o", "Exit status"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -68,6 +69,12 @@ func TestMistakes(t *testing.T) {
 		"check, missing file":      {args: []string{"composition", "check", "/nonexistent/composition.yaml"}, says: "capxp composition check: cannot read: open /nonexistent/composition.yaml"},
 		"adopt, missing file":      {args: []string{"xrd", "adopt", "/nonexistent/xrd.yaml"}, says: "capxp xrd adopt: cannot read: open /nonexistent/xrd.yaml"},
 		"adopt, bad output":        {args: []string{"xrd", "adopt", "x.yaml", "-o", "text"}, says: `capxp xrd adopt: -o is "text"`, hint: true},
+		"plan without a change":    {args: []string{"plan"}, says: "capxp plan: -f FILE is required: the change to plan", hint: true},
+		"plan, an argument":        {args: []string{"plan", "-f", "c.yaml", "demo"}, says: `capxp plan: takes no argument, got "demo"`, hint: true},
+		"plan, bad output":         {args: []string{"plan", "-f", "c.yaml", "-o", "yaml"}, says: `capxp plan: -o is "yaml": it must be one of table, json`, hint: true},
+		"plan, missing file":       {args: []string{"plan", "-f", "/nonexistent/change.yaml"}, says: "capxp plan: cannot read the change: open /nonexistent/change.yaml"},
+		"plan, not an object":      {args: []string{"plan", "-f", "testdata/plan-not-an-object.yaml"}, says: "capxp plan: testdata/plan-not-an-object.yaml: document 1 has no apiVersion, kind or metadata.name"},
+		"plan, empty file":         {args: []string{"plan", "-f", "/dev/null"}, says: "capxp plan: /dev/null holds no object"},
 		"version with an argument": {args: []string{"version", "--short"}, says: `capxp version: takes no argument, got "--short"`, hint: true},
 		"manager, unknown flag":    {args: []string{"manager", "--leader-election"}, says: "capxp manager: unknown flag: --leader-election", hint: true},
 		"manager, an argument":     {args: []string{"manager", "run"}, says: `capxp manager: takes no argument, got "run"`, hint: true},
@@ -78,6 +85,8 @@ func TestMistakes(t *testing.T) {
 			says: "capxp manager: no kubeconfig to reach a cluster with: pass --kubeconfig PATH, set $KUBECONFIG, or write ~/.kube/config"},
 		"describe without a kubeconfig": {args: []string{"describe", "cluster", "demo"}, env: map[string]string{"KUBECONFIG": "", "HOME": "/nonexistent"},
 			says: "capxp describe cluster: no kubeconfig to reach a cluster with: pass --kubeconfig PATH"},
+		"plan without a kubeconfig": {args: []string{"plan", "-f", "testdata/plan-scale.yaml"}, env: map[string]string{"KUBECONFIG": "", "HOME": "/nonexistent"},
+			says: "capxp plan: no kubeconfig to reach a cluster with: pass --kubeconfig PATH"},
 		"describe, a missing kubeconfig": {args: []string{"describe", "cluster", "demo", "--kubeconfig", "/nonexistent/kubeconfig"},
 			says: "capxp describe cluster: cannot load kubeconfig"},
 	}

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	"github.com/capxp/cluster-api-provider-crossplane/internal/compcheck"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/plan"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
+)
+
+const planUsage = `Usage: capxp plan -f FILE [-n NAMESPACE] [flags]
+
+Says, before you apply FILE, which Machines CAPI will replace and which
+stay, for every Cluster of the namespaces FILE changes. FILE holds the
+objects as you would apply them (kubectl apply -f): a MachineDeployment or
+KubeadmControlPlane edit, a new template they name, a scale. Each object's
+fields replace the live object's (lists whole), and CAPI's own rollout rules
+decide: a MachineDeployment's (a MachineSet whose template, version,
+bootstrap, infrastructure template or failure domain differs, or whose
+rolloutAfter has passed, is replaced; labels, annotations, timeouts, taints
+and minReadySeconds change in place) and a KubeadmControlPlane's (its
+version, KubeadmConfig, infrastructure template, rolloutAfter and
+rolloutBefore). For each XR the change reaches (an XR it edits, the XRs
+whose Composition it changes, a replaced Machine's) it renders Crossplane's
+pipeline with the real functions against what the XR composed, and says
+which composed resources are created, deleted or changed, and which fields;
+an XR pinned to its Composition revision says the change reaches it only
+when its Machine is replaced. It only reads, with your identity: a tenant
+plans in its own namespace with its own role. A cluster-scoped object (a
+Composition) is planned for the namespace of -n. It does not predict
+MachinePools, ClusterClass changes, or Machines of no MachineDeployment or
+KubeadmControlPlane, and says so for each.
+
+Flags:
+  -f FILE                  the change (YAML or JSON, several documents; - for stdin)
+  -n, --namespace NS       the namespace of objects that name none (default: the context's)
+  --kubeconfig PATH        the kubeconfig (default: $KUBECONFIG, ~/.kube/config)
+  --context NAME           the kubeconfig context
+  --as USER                read as this user (impersonation), as kubectl --as
+  --as-group GROUP         read as a member of this group too (repeatable)
+  -o table|json            the output (default table)
+  --tools-dir DIR          where the render engine's crossplane binary and
+                           functions are (default: tools/ beside capxp, as the
+                           release's archive has it, else .cache/tools)
+  --function-asg-instances BINARY  CAPXP's function (default: beside capxp)
+
+Exit status: 0 when nothing would be replaced or deleted, 3 when a Machine
+would be (a gate for a pipeline), 1 when the cluster cannot be read, 2 for
+bad input (a flag, the file, no kubeconfig).
+`
+
+// exitReplaces: the plan replaces or deletes Machines.
+const exitReplaces = 3
+
+// runPlan runs `capxp plan`; it returns the exit status.
+func runPlan(args []string, stdout, stderr io.Writer) int {
+	c := command{name: "capxp plan", usage: planUsage, stdout: stdout, stderr: stderr}
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	// The flag package's own messages are replaced by usageError's line.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	var file, output, toolsDir, ownFunction string
+	var a access
+	a.flags(fs)
+	fs.StringVar(&file, "f", "", "")
+	fs.StringVar(&output, "o", "table", "")
+	fs.StringVar(&toolsDir, "tools-dir", string(defaultToolsDir()), "")
+	fs.StringVar(&ownFunction, "function-asg-instances", ownFunctionBinary(), "")
+	positional, status, ok := c.parse(fs, args)
+	if !ok {
+		return status
+	}
+	switch {
+	case len(positional) > 0:
+		return c.usageError("takes no argument, got %q", strings.Join(positional, " "))
+	case file == "":
+		return c.usageError("-f FILE is required: the change to plan")
+	}
+	if err := oneOf("-o", output, "table", outputJSON); err != nil {
+		return c.usageError("%v", err)
+	}
+	proposed, err := readChange(file, os.Stdin)
+	if err != nil {
+		return c.badInput(err)
+	}
+	cl, ns, err := a.client(plan.Scheme())
+	if err != nil {
+		return c.outcome(err)
+	}
+	for _, u := range proposed {
+		namespaced, err := cl.IsObjectNamespaced(u)
+		if err != nil {
+			return c.failed(errors.Wrapf(err, "cannot tell whether %s %s is namespaced", u.GetKind(), u.GetName()))
+		}
+		switch {
+		case !namespaced:
+			u.SetNamespace("")
+		case u.GetNamespace() == "":
+			u.SetNamespace(ns)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var rd plan.Renderer
+	if e, err := compcheck.StartEngine(ctx, tools.Dir(toolsDir), ownFunction); err != nil {
+		rd = plan.NoRenderer{Reason: errors.Wrap(err, "the render engine does not start (capxp's tools folder, or --tools-dir)")}
+	} else {
+		defer func() { _ = e.Stop() }()
+		rd = e
+	}
+	p, err := planNamespaces(ctx, cl, rd, proposed, ns, metav1.Now())
+	if err != nil {
+		return c.failed(err)
+	}
+	if output == outputJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(p)
+	} else {
+		err = printPlan(stdout, p)
+	}
+	if err != nil {
+		return c.failed(err)
+	}
+	if p.Replaces() {
+		return exitReplaces
+	}
+	return exitOK
+}
+
+// readChange decodes the objects of a change.
+func readChange(file string, stdin io.Reader) ([]*unstructured.Unstructured, error) {
+	var raw []byte
+	var err error
+	if file == "-" {
+		raw, err = io.ReadAll(stdin)
+	} else {
+		raw, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot read the change")
+	}
+	var out []*unstructured.Unstructured
+	d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	for i := 1; ; i++ {
+		u := &unstructured.Unstructured{}
+		if err := d.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, errors.Wrapf(err, "%s: cannot decode document %d", file, i)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if u.GetKind() == "" || u.GetAPIVersion() == "" || u.GetName() == "" {
+			return nil, errors.Errorf("%s: document %d has no apiVersion, kind or metadata.name", file, i)
+		}
+		out = append(out, u)
+	}
+	if len(out) == 0 {
+		return nil, errors.Errorf("%s holds no object", file)
+	}
+	return out, nil
+}
+
+// planNamespaces plans each namespace the change's namespaced objects
+// name, or ns when it names none; its cluster-scoped objects (a
+// Composition) are part of each namespace's plan.
+func planNamespaces(ctx context.Context, c client.Client, rd plan.Renderer, proposed []*unstructured.Unstructured, ns string, now metav1.Time) (*plan.Plan, error) {
+	byNS := map[string][]*unstructured.Unstructured{}
+	var clusterScoped []*unstructured.Unstructured
+	for _, u := range proposed {
+		if u.GetNamespace() == "" {
+			clusterScoped = append(clusterScoped, u)
+			continue
+		}
+		byNS[u.GetNamespace()] = append(byNS[u.GetNamespace()], u)
+	}
+	if len(byNS) == 0 {
+		byNS[ns] = nil
+	}
+	for k := range byNS {
+		byNS[k] = append(byNS[k], clusterScoped...)
+	}
+	namespaces := make([]string, 0, len(byNS))
+	for ns := range byNS {
+		namespaces = append(namespaces, ns)
+	}
+	sort.Strings(namespaces)
+	all := &plan.Plan{}
+	for _, ns := range namespaces {
+		o, err := plan.Observe(ctx, c, ns)
+		if err != nil {
+			return nil, err
+		}
+		p, err := plan.Predict(ctx, c, rd, o, byNS[ns], now)
+		if err != nil {
+			return nil, err
+		}
+		for _, ch := range p.Changes {
+			if !slices.Contains(all.Changes, ch) {
+				all.Changes = append(all.Changes, ch)
+			}
+		}
+		all.Clusters = append(all.Clusters, p.Clusters...)
+		all.XRs = append(all.XRs, p.XRs...)
+	}
+	return all, nil
+}
+
+// printPlan prints the changes, then each cluster's Machines.
+func printPlan(w io.Writer, p *plan.Plan) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHANGE\tACTION")
+	for _, ch := range p.Changes {
+		fmt.Fprintf(tw, "%s %s/%s\t%s\n", ch.Kind, ch.Namespace, ch.Name, ch.Action)
+	}
+	for _, cl := range p.Clusters {
+		fmt.Fprintf(tw, "\nCluster %s/%s: %s\n", cl.Namespace, cl.Name, cl.Summary())
+		if len(cl.Machines) > 0 {
+			fmt.Fprintln(tw, "MACHINE\tOWNER\tVERDICT\tWHY")
+			for _, m := range cl.Machines {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Name, m.Owner, m.Verdict, strings.Join(m.Reasons, "; "))
+			}
+		}
+		for _, u := range cl.Unknown {
+			fmt.Fprintf(tw, "not predicted: %s\n", u)
+		}
+	}
+	for _, x := range p.XRs {
+		fmt.Fprintf(tw, "\n%s %s/%s (Composition %s): %d composed resources change\n", x.Kind, x.Namespace, x.Name, x.Composition, len(x.Changes))
+		if len(x.Changes) > 0 {
+			fmt.Fprintln(tw, "RESOURCE\tKIND\tNAME\tACTION\tFIELDS")
+			for _, ch := range x.Changes {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ch.Resource, ch.Kind, ch.Name, ch.Action, strings.Join(ch.Fields, ", "))
+			}
+		}
+		for _, u := range x.Unknown {
+			fmt.Fprintf(tw, "not predicted: %s\n", u)
+		}
+	}
+	return tw.Flush()
+}

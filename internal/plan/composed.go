@@ -1,0 +1,303 @@
+package plan
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/capxp/cluster-api-provider-crossplane/internal/render"
+)
+
+// Renderer runs Crossplane's composition pipeline once (render.Engine).
+type Renderer interface {
+	Render(ctx context.Context, in render.Input) (*render.Output, error)
+}
+
+// NoRenderer stands for a render engine that could not start, and says
+// why on each XR it would have rendered.
+type NoRenderer struct{ Reason error }
+
+// Render fails with the reason.
+func (n NoRenderer) Render(context.Context, render.Input) (*render.Output, error) {
+	return nil, n.Reason
+}
+
+// annotationResourceName is the Composition's name of a composed resource.
+const annotationResourceName = "crossplane.io/composition-resource-name"
+
+// Composed actions.
+const (
+	Created = "created"
+	Deleted = "deleted"
+	Changed = "changed"
+)
+
+// ComposedChange is what Crossplane will do to one composed resource.
+type ComposedChange struct {
+	// Resource is the Composition's name for it.
+	Resource string `json:"resource"`
+	Kind     string `json:"kind"`
+	// Name is the resource's name; empty for one not yet created.
+	Name   string `json:"name,omitempty"`
+	Action string `json:"action"`
+	// Fields are the fields the composition sets that change, by path.
+	Fields []string `json:"fields,omitempty"`
+}
+
+// XR is the prediction for one composite resource the change reaches.
+type XR struct {
+	Kind        string           `json:"kind"`
+	Namespace   string           `json:"namespace"`
+	Name        string           `json:"name"`
+	Composition string           `json:"composition"`
+	Changes     []ComposedChange `json:"changes,omitempty"`
+	// Unknown says what plan cannot know of this XR's resources.
+	Unknown []string `json:"unknown,omitempty"`
+}
+
+// isXR reports whether an object is a Crossplane v2 composite resource.
+func isXR(u *unstructured.Unstructured) bool {
+	_, ok, _ := unstructured.NestedMap(u.Object, "spec", "crossplane")
+	return ok
+}
+
+// predictXR renders an XR as it will be after the change with the
+// Composition it will use, against what it composed, and says what
+// Crossplane creates, deletes and changes. What plan cannot read or render
+// is said in Unknown, never guessed.
+func predictXR(ctx context.Context, r client.Reader, rd Renderer, xr *unstructured.Unstructured, compositions map[string]*unstructured.Unstructured) XR {
+	out := XR{Kind: xr.GetKind(), Namespace: xr.GetNamespace(), Name: xr.GetName()}
+	name, _, _ := unstructured.NestedString(xr.Object, "spec", "crossplane", "compositionRef", "name")
+	out.Composition = name
+	if name == "" {
+		out.Unknown = append(out.Unknown, "its Composition is not selected yet: Crossplane selects it when it composes")
+		return out
+	}
+	if nr, ok := rd.(NoRenderer); ok || rd == nil {
+		out.Unknown = append(out.Unknown, fmt.Sprintf("composed resources not rendered: %v", nr.Reason))
+		return out
+	}
+	comp, ok := compositions[name]
+	if !ok {
+		comp = &unstructured.Unstructured{}
+		comp.SetAPIVersion("apiextensions.crossplane.io/v1")
+		comp.SetKind("Composition")
+		if err := r.Get(ctx, client.ObjectKey{Name: name}, comp); err != nil {
+			out.Unknown = append(out.Unknown, fmt.Sprintf("cannot read Composition %s: %v", name, err))
+			return out
+		}
+	}
+	if pinned(xr) {
+		rev, _, _ := unstructured.NestedString(xr.Object, "spec", "crossplane", "compositionRevisionRef", "name")
+		if rev != "" {
+			cr := &unstructured.Unstructured{}
+			cr.SetAPIVersion("apiextensions.crossplane.io/v1")
+			cr.SetKind("CompositionRevision")
+			if err := r.Get(ctx, client.ObjectKey{Name: rev}, cr); err != nil {
+				out.Unknown = append(out.Unknown, fmt.Sprintf("cannot read CompositionRevision %s: %v", rev, err))
+				return out
+			}
+			comp = revisionAsComposition(cr, name)
+		}
+	}
+	observed, unknown := composedOf(ctx, r, xr)
+	out.Unknown = append(out.Unknown, unknown...)
+	res, err := rd.Render(ctx, render.Input{XR: xr, Composition: comp, Observed: observed})
+	if err != nil {
+		out.Unknown = append(out.Unknown, fmt.Sprintf("the Composition's pipeline does not render it: %v", err))
+		return out
+	}
+	out.Changes = diffComposed(observed, res.Composed)
+	return out
+}
+
+// pinned reports whether an XR stays on its Composition revision (the
+// Manual update policy) until someone moves it.
+func pinned(xr *unstructured.Unstructured) bool {
+	p, _, _ := unstructured.NestedString(xr.Object, "spec", "crossplane", "compositionUpdatePolicy")
+	return p == "Manual"
+}
+
+// revisionAsComposition is a CompositionRevision as the Composition it
+// was when it was made, the way render takes it.
+func revisionAsComposition(rev *unstructured.Unstructured, name string) *unstructured.Unstructured {
+	c := &unstructured.Unstructured{Object: map[string]any{}}
+	c.SetAPIVersion("apiextensions.crossplane.io/v1")
+	c.SetKind("Composition")
+	c.SetName(name)
+	spec, _, _ := unstructured.NestedMap(rev.Object, "spec")
+	delete(spec, "revision")
+	_ = unstructured.SetNestedMap(c.Object, spec, "spec")
+	return c
+}
+
+// composedOf reads what an XR composed, from its resource references.
+func composedOf(ctx context.Context, r client.Reader, xr *unstructured.Unstructured) ([]*unstructured.Unstructured, []string) {
+	refs, _, _ := unstructured.NestedSlice(xr.Object, "spec", "crossplane", "resourceRefs")
+	var out []*unstructured.Unstructured
+	var unknown []string
+	for _, raw := range refs {
+		ref, ok := raw.(map[string]any)
+		if !ok {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(fmt.Sprint(ref["apiVersion"]))
+		u.SetKind(fmt.Sprint(ref["kind"]))
+		ns, _ := ref["namespace"].(string)
+		if ns == "" {
+			ns = xr.GetNamespace()
+		}
+		key := client.ObjectKey{Namespace: ns, Name: fmt.Sprint(ref["name"])}
+		err := r.Get(ctx, key, u)
+		if err != nil && apierrors.IsNotFound(err) {
+			// A cluster-scoped kind.
+			key.Namespace = ""
+			err = r.Get(ctx, key, u)
+		}
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			unknown = append(unknown, fmt.Sprintf("cannot read composed %s %s: %v", u.GetKind(), key.Name, err))
+			continue
+		}
+		out = append(out, u)
+	}
+	return out, unknown
+}
+
+// diffComposed compares what the pipeline wants with what is composed,
+// by the Composition's name for each resource.
+func diffComposed(observed, desired []*unstructured.Unstructured) []ComposedChange {
+	have := map[string]*unstructured.Unstructured{}
+	for _, o := range observed {
+		have[o.GetAnnotations()[annotationResourceName]] = o
+	}
+	want := map[string]*unstructured.Unstructured{}
+	for _, d := range desired {
+		want[d.GetAnnotations()[annotationResourceName]] = d
+	}
+	var out []ComposedChange
+	for name, d := range want {
+		o, ok := have[name]
+		if !ok {
+			out = append(out, ComposedChange{Resource: name, Kind: d.GetKind(), Action: Created})
+			continue
+		}
+		fields := changedFields(o.Object, d.Object, nil)
+		for _, f := range removedFields(o, d) {
+			if !slices.Contains(fields, f) {
+				fields = append(fields, f)
+			}
+		}
+		sort.Strings(fields)
+		if len(fields) > 0 {
+			out = append(out, ComposedChange{Resource: name, Kind: o.GetKind(), Name: o.GetName(), Action: Changed, Fields: fields})
+		}
+	}
+	for name, o := range have {
+		if _, ok := want[name]; !ok {
+			out = append(out, ComposedChange{Resource: name, Kind: o.GetKind(), Name: o.GetName(), Action: Deleted})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Resource < out[j].Resource })
+	return out
+}
+
+// changedFields are the paths of spec, labels and annotations that desired
+// sets to a value observed does not have: what Crossplane's apply changes.
+func changedFields(observed, desired map[string]any, path []string) []string {
+	var out []string
+	for k, dv := range desired {
+		p := append(slices.Clone(path), k)
+		if len(path) == 0 && k != "spec" && k != "metadata" {
+			continue
+		}
+		if len(path) == 1 && path[0] == "metadata" && k != "labels" && k != "annotations" {
+			continue
+		}
+		ov, ok := observed[k]
+		dm, dIsMap := dv.(map[string]any)
+		om, oIsMap := ov.(map[string]any)
+		switch {
+		case dIsMap && oIsMap:
+			out = append(out, changedFields(om, dm, p)...)
+		case !ok || !sameValue(ov, dv):
+			out = append(out, strings.Join(p, "."))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// composedFieldOwner prefixes the field manager Crossplane applies composed
+// resources with (one per XR).
+const composedFieldOwner = "apiextensions.crossplane.io/composed"
+
+// removedFields are the fields of spec, labels and annotations that
+// Crossplane applied to observed (its managed fields say so) and that
+// desired no longer sets: server-side apply removes them. A field inside
+// a list is said as the list's path.
+func removedFields(observed, desired *unstructured.Unstructured) []string {
+	var out []string
+	for _, mf := range observed.GetManagedFields() {
+		if !strings.HasPrefix(mf.Manager, composedFieldOwner) || mf.FieldsV1 == nil {
+			continue
+		}
+		set := &fieldpath.Set{}
+		if err := set.FromJSON(mf.FieldsV1.GetRawReader()); err != nil {
+			continue
+		}
+		set.Leaves().Iterate(func(p fieldpath.Path) {
+			var names []string
+			for _, e := range p {
+				if e.FieldName == nil {
+					break
+				}
+				names = append(names, *e.FieldName)
+			}
+			if !applied(names) {
+				return
+			}
+			if _, ok, _ := unstructured.NestedFieldNoCopy(desired.Object, names...); ok {
+				return
+			}
+			if f := strings.Join(names, "."); !slices.Contains(out, f) {
+				out = append(out, f)
+			}
+		})
+	}
+	sort.Strings(out)
+	return out
+}
+
+// applied reports whether a field is one plan compares: under spec, or a
+// label or an annotation.
+func applied(names []string) bool {
+	switch {
+	case len(names) > 0 && names[0] == "spec":
+		return true
+	case len(names) > 2 && names[0] == "metadata":
+		return names[1] == "labels" || names[1] == "annotations"
+	}
+	return false
+}
+
+// sameValue compares two values as JSON: what the API server holds
+// (integers) and what the pipeline returns (every number a float) are the
+// same when they encode the same.
+func sameValue(a, b any) bool {
+	ja, erra := json.Marshal(a)
+	jb, errb := json.Marshal(b)
+	return erra == nil && errb == nil && bytes.Equal(ja, jb)
+}

@@ -1,0 +1,88 @@
+package plan
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+)
+
+// errWrite is what plan answers a write with: CAPI's rules are given a
+// client, and plan never writes.
+var errWrite = errors.New("capxp plan never writes to the cluster")
+
+// proposedFirst is the cluster as it will be once the change is applied,
+// read-only: a Get returns the proposed object where the change has one,
+// the live one otherwise; every write fails.
+type proposedFirst struct {
+	client.Client
+	proposed map[schema.GroupKind]map[client.ObjectKey]*unstructured.Unstructured
+}
+
+func (r proposedFirst) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if p, ok := r.proposed[gvk.GroupKind()][key]; ok {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return errors.Errorf("plan reads %s as unstructured objects only", gvk.Kind)
+		}
+		u.Object = p.DeepCopy().Object
+		return nil
+	}
+	return r.Client.Get(ctx, key, obj, opts...)
+}
+
+func (proposedFirst) Create(context.Context, client.Object, ...client.CreateOption) error {
+	return errWrite
+}
+
+func (proposedFirst) Delete(context.Context, client.Object, ...client.DeleteOption) error {
+	return errWrite
+}
+
+func (proposedFirst) Update(context.Context, client.Object, ...client.UpdateOption) error {
+	return errWrite
+}
+
+func (proposedFirst) Patch(context.Context, client.Object, client.Patch, ...client.PatchOption) error {
+	return errWrite
+}
+
+func (proposedFirst) Apply(context.Context, runtime.ApplyConfiguration, ...client.ApplyOption) error {
+	return errWrite
+}
+
+func (proposedFirst) DeleteAllOf(context.Context, client.Object, ...client.DeleteAllOfOption) error {
+	return errWrite
+}
+
+func (proposedFirst) Status() client.SubResourceWriter { return noSubResource{} }
+
+func (proposedFirst) SubResource(string) client.SubResourceClient { return noSubResource{} }
+
+// noSubResource refuses every subresource call.
+type noSubResource struct{}
+
+func (noSubResource) Get(context.Context, client.Object, client.Object, ...client.SubResourceGetOption) error {
+	return errWrite
+}
+
+func (noSubResource) Create(context.Context, client.Object, client.Object, ...client.SubResourceCreateOption) error {
+	return errWrite
+}
+
+func (noSubResource) Update(context.Context, client.Object, ...client.SubResourceUpdateOption) error {
+	return errWrite
+}
+
+func (noSubResource) Patch(context.Context, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
+	return errWrite
+}
+
+func (noSubResource) Apply(context.Context, runtime.ApplyConfiguration, ...client.SubResourceApplyOption) error {
+	return errWrite
+}

@@ -1,0 +1,485 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/plan"
+	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
+)
+
+// TestPlan scripts changes to a copy of examples/local, runs `capxp plan`
+// on each as a user who may only read the namespace, applies it, waits
+// until CAPI has rolled it out, and fails unless the plan named exactly the
+// Machines that were replaced, and exactly the scale.
+func TestPlan(t *testing.T) {
+	ctx := t.Context()
+	const name = "planned"
+	e := plane.Examples[0]
+	e.Cluster = name
+	ns := e.Namespace()
+	if err := p.ApplyExampleAs(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	waitForExampleAvailable(t, e, plane.ExampleMachines, 2*time.Minute)
+
+	// The planner may read what plan reads, and nothing else.
+	createAs(t, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "planner"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"clusters", "machines", "machinedeployments", "machinesets"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{"controlplane.cluster.x-k8s.io"}, Resources: []string{"kubeadmcontrolplanes"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{"bootstrap.cluster.x-k8s.io"}, Resources: []string{"kubeadmconfigs"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{"infrastructure.cluster.x-k8s.io"}, Resources: []string{"crossplaneclusters", "crossplanemachines", "crossplanemachinetemplates"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{"kubernetes.m.crossplane.io"}, Resources: []string{"objects"}, Verbs: []string{"get"}},
+		},
+	})
+	// And, cluster-wide, the Compositions (to render them) and the CRDs: a
+	// platform grants those reads beside the tenant's role to those who plan.
+	createAs(t, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "planner-" + ns},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"apiextensions.crossplane.io"}, Resources: []string{"compositions", "compositionrevisions"}, Verbs: []string{"get"}},
+			// CAPI's rules read a template's contract version from its CRD.
+			{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get"}},
+		},
+	})
+	createAs(t, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "planner-" + ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "planner-" + ns},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "planner"}},
+	})
+	createAs(t, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "planner"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "planner"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "planner"}},
+	})
+
+	md, kcp := name+"-workers", name+"-control-plane"
+	mdChange := func(spec string) string {
+		return fmt.Sprintf("apiVersion: cluster.x-k8s.io/v1beta2\nkind: MachineDeployment\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n%s", md, ns, spec)
+	}
+	kcpChange := func(spec string) string {
+		return fmt.Sprintf("apiVersion: controlplane.cluster.x-k8s.io/v1beta2\nkind: KubeadmControlPlane\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n%s", kcp, ns, spec)
+	}
+	xrChange := func(composition string) string {
+		return fmt.Sprintf("apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1\nkind: CrossplaneCluster\nmetadata:\n  name: %s\n  namespace: %s\n"+
+			"spec:\n  crossplane:\n    compositionRef:\n      name: %s\n", name, ns, composition)
+	}
+	now := func() string { return time.Now().UTC().Add(-time.Second).Format(time.RFC3339) }
+	steps := []struct {
+		name   string
+		change func() string
+	}{
+		{"MachineDeployment: a label on its Machines", func() string {
+			return mdChange("  template:\n    metadata:\n      labels:\n        tier: gold\n")
+		}},
+		{"MachineDeployment: the drain timeout", func() string {
+			return mdChange("  template:\n    spec:\n      deletion:\n        nodeDrainTimeoutSeconds: 30\n")
+		}},
+		{"MachineDeployment: scaled up", func() string { return mdChange("  replicas: 3\n") }},
+		{"MachineDeployment: a new infrastructure template", func() string {
+			return fmt.Sprintf(`apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+kind: CrossplaneMachineTemplate
+metadata:
+  name: %[1]s-2
+  namespace: %[2]s
+spec:
+  template:
+    spec:
+      parameters:
+        size: small
+      crossplane:
+        compositionSelector:
+          matchLabels:
+            capxp.dev/backend: local
+---
+`, md, ns) + mdChange("  template:\n    spec:\n      infrastructureRef:\n        apiGroup: infrastructure.cluster.x-k8s.io\n        kind: CrossplaneMachineTemplate\n        name: "+md+"-2\n")
+		}},
+		{"MachineDeployment: rolloutAfter now", func() string { return mdChange("  rollout:\n    after: \"" + now() + "\"\n") }},
+		{"MachineDeployment: scaled down", func() string { return mdChange("  replicas: 2\n") }},
+		{"MachineDeployment: applied again unchanged", func() string { return mdChange("  replicas: 2\n") }},
+		{"KubeadmControlPlane: a label on its Machines", func() string {
+			return kcpChange("  machineTemplate:\n    metadata:\n      labels:\n        tier: gold\n")
+		}},
+		{"KubeadmControlPlane: rolloutAfter now", func() string { return kcpChange("  rollout:\n    after: \"" + now() + "\"\n") }},
+		{"Composition: a label on what crossplanecluster-local composes", func() string { return compositionChange(t, true) }},
+		{"Composition: crossplanecluster-local as it was", func() string { return compositionChange(t, false) }},
+		{"CrossplaneCluster: to the bring-your-own Composition", func() string { return xrChange("crossplanecluster-byo") }},
+		{"CrossplaneCluster: back to the local Composition", func() string { return xrChange("crossplanecluster-local") }},
+	}
+
+	capxp := filepath.Join(bin, "capxp")
+	var table []string
+	disagree := 0
+	for _, s := range steps {
+		change := s.change()
+		before := clusterMachines(t, ns, name)
+		composedBefore := composedResources(t, ns, name)
+		args := []string{"plan", "-f", "-", "-n", ns, "-o", "json", "--kubeconfig", p.Kubeconfig(), "--as", "planner", "--as-group", "system:authenticated",
+			"--tools-dir", envtest.ToolsDir(), "--function-asg-instances", filepath.Join(bin, "function-asg-instances")}
+		cmd := exec.CommandContext(ctx, capxp, args...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(change), &stdout, &stderr
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 3) {
+			t.Fatalf("%s: capxp plan: %v\n%s", s.name, err, stderr.String())
+		}
+		var got plan.Plan
+		if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+			t.Fatalf("%s: capxp plan -o json: %v\n%s", s.name, err, stdout.String())
+		}
+		predicted, scale := predictedFor(got, name)
+		created, deleted, changed := predictedComposed(got, name)
+		if (exit != nil) != got.Replaces() {
+			t.Errorf("%s: exit status %v, but the plan's Replaces is %t", s.name, err, got.Replaces())
+		}
+
+		applyChange(t, change)
+		settled(t, ns, name, md, kcp)
+		after := clusterMachines(t, ns, name)
+		composedAfter := composedResources(t, ns, name)
+		var gone []string
+		for n := range before {
+			if _, ok := after[n]; !ok {
+				gone = append(gone, n)
+			}
+		}
+		slices.Sort(gone)
+		// A scale down deletes Machines that CAPI picks then: the plan
+		// says how many.
+		wantGone := len(predicted)
+		if scale < 0 {
+			wantGone -= scale
+		}
+		ok := len(gone) == wantGone && (scale < 0 || slices.Equal(gone, predicted))
+		if n := len(after) - len(before) + len(gone) - len(predicted); scale > 0 && n != scale {
+			ok = false
+		}
+		gotCreated, gotDeleted := setDiff(slices.Sorted(maps.Keys(composedAfter)), slices.Sorted(maps.Keys(composedBefore))),
+			setDiff(slices.Sorted(maps.Keys(composedBefore)), slices.Sorted(maps.Keys(composedAfter)))
+		if !slices.Equal(created, gotCreated) || !slices.Equal(deleted, gotDeleted) {
+			ok = false
+		}
+		// What stayed: the fields the plan said change, and only those.
+		var gotChanged []string
+		for r, b := range composedBefore {
+			if a, kept := composedAfter[r]; kept {
+				for _, f := range changedSpec(b, a, changed[r]) {
+					gotChanged = append(gotChanged, r+":"+f)
+				}
+			}
+		}
+		slices.Sort(gotChanged)
+		var wantChanged []string
+		for r, fields := range changed {
+			for _, f := range fields {
+				wantChanged = append(wantChanged, r+":"+f)
+			}
+		}
+		slices.Sort(wantChanged)
+		if !slices.Equal(wantChanged, gotChanged) {
+			ok = false
+		}
+		verdict := "agrees"
+		if !ok {
+			verdict = "DISAGREES"
+			disagree++
+		}
+		table = append(table, fmt.Sprintf("%-54s predicted: replaced %v, scale %+d, composed +%v -%v ~%v; happened: replaced or deleted %v, %d -> %d Machines, composed +%v -%v ~%v: %s",
+			s.name, predicted, scale, created, deleted, wantChanged, gone, len(before), len(after), gotCreated, gotDeleted, gotChanged, verdict))
+	}
+	t.Logf("capxp plan against what happened:\n%s", strings.Join(table, "\n"))
+	if disagree > 0 {
+		t.Errorf("%d of %d plans disagree with what happened", disagree, len(steps))
+	}
+}
+
+// predictedFor is what a plan says of one cluster: the Machines it
+// replaces, sorted, and the net scale.
+func predictedFor(p plan.Plan, cluster string) ([]string, int) {
+	var replaced []string
+	scale := 0
+	for _, c := range p.Clusters {
+		if c.Name != cluster {
+			continue
+		}
+		for _, m := range c.Machines {
+			if m.Verdict == plan.Replaced {
+				replaced = append(replaced, m.Name)
+			}
+		}
+		for _, s := range c.Scales {
+			scale += int(s.To - s.From)
+		}
+	}
+	slices.Sort(replaced)
+	return replaced, scale
+}
+
+// compositionChange is crossplanecluster-local as it is, with or without a
+// label on the resource it composes: a new revision of it.
+func compositionChange(t *testing.T, label bool) string {
+	t.Helper()
+	c := &unstructured.Unstructured{}
+	c.SetAPIVersion("apiextensions.crossplane.io/v1")
+	c.SetKind("Composition")
+	if err := mgmt().Get(t.Context(), client.ObjectKey{Name: "crossplanecluster-local"}, c); err != nil {
+		t.Fatal(err)
+	}
+	pipeline, _, _ := unstructured.NestedSlice(c.Object, "spec", "pipeline")
+	step, _ := pipeline[0].(map[string]any)
+	resources, _, _ := unstructured.NestedSlice(step, "input", "resources")
+	r, _ := resources[0].(map[string]any)
+	if label {
+		if err := unstructured.SetNestedField(r, "yes", "base", "metadata", "labels", "capxp.dev/planned"); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		unstructured.RemoveNestedField(r, "base", "metadata", "labels", "capxp.dev/planned")
+	}
+	if err := unstructured.SetNestedSlice(step, resources, "input", "resources"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedSlice(c.Object, pipeline, "spec", "pipeline"); err != nil {
+		t.Fatal(err)
+	}
+	change := &unstructured.Unstructured{Object: map[string]any{"spec": c.Object["spec"]}}
+	change.SetGroupVersionKind(c.GroupVersionKind())
+	change.SetName(c.GetName())
+	raw, err := json.Marshal(change.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
+// predictedComposed is what a plan says Crossplane creates, deletes and
+// changes (which fields) for a cluster's CrossplaneCluster, by the
+// Composition's resource names.
+func predictedComposed(p plan.Plan, cluster string) (created, deleted []string, changed map[string][]string) {
+	changed = map[string][]string{}
+	for _, x := range p.XRs {
+		if x.Kind != "CrossplaneCluster" || x.Name != cluster {
+			continue
+		}
+		for _, ch := range x.Changes {
+			switch ch.Action {
+			case plan.Created:
+				created = append(created, ch.Resource)
+			case plan.Deleted:
+				deleted = append(deleted, ch.Resource)
+			case plan.Changed:
+				changed[ch.Resource] = ch.Fields
+			}
+		}
+	}
+	slices.Sort(created)
+	slices.Sort(deleted)
+	return created, deleted, changed
+}
+
+// composedResources are what a cluster's CrossplaneCluster composed, by
+// the Composition's names, read by its resource references.
+func composedResources(t *testing.T, ns, cluster string) map[string]*unstructured.Unstructured {
+	t.Helper()
+	x := &unstructured.Unstructured{}
+	x.SetAPIVersion("infrastructure.cluster.x-k8s.io/v1alpha1")
+	x.SetKind("CrossplaneCluster")
+	if err := mgmt().Get(t.Context(), client.ObjectKey{Namespace: ns, Name: cluster}, x); err != nil {
+		t.Fatal(err)
+	}
+	refs, _, _ := unstructured.NestedSlice(x.Object, "spec", "crossplane", "resourceRefs")
+	out := map[string]*unstructured.Unstructured{}
+	for _, raw := range refs {
+		ref, _ := raw.(map[string]any)
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(fmt.Sprint(ref["apiVersion"]))
+		u.SetKind(fmt.Sprint(ref["kind"]))
+		if err := mgmt().Get(t.Context(), client.ObjectKey{Namespace: ns, Name: fmt.Sprint(ref["name"])}, u); err != nil {
+			continue
+		}
+		out[u.GetAnnotations()["crossplane.io/composition-resource-name"]] = u
+	}
+	return out
+}
+
+// changedSpec are the leaf paths under spec whose values differ between
+// two versions of an object, and of the paths given (labels, annotations)
+// those that differ too.
+func changedSpec(before, after *unstructured.Unstructured, also []string) []string {
+	var out []string
+	var walk func(b, a any, path string)
+	walk = func(b, a any, path string) {
+		bm, bok := b.(map[string]any)
+		am, aok := a.(map[string]any)
+		if bok && aok {
+			for k := range am {
+				walk(bm[k], am[k], path+"."+k)
+			}
+			for k := range bm {
+				if _, ok := am[k]; !ok {
+					out = append(out, path+"."+k)
+				}
+			}
+			return
+		}
+		if fmt.Sprint(b) != fmt.Sprint(a) {
+			out = append(out, path)
+		}
+	}
+	walk(before.Object["spec"], after.Object["spec"], "spec")
+	for _, p := range also {
+		if strings.HasPrefix(p, "spec.") {
+			continue
+		}
+		path := strings.Split(p, ".")
+		for _, m := range []string{"metadata.labels.", "metadata.annotations."} {
+			if key, ok := strings.CutPrefix(p, m); ok {
+				path = append(strings.Split(strings.TrimSuffix(m, "."), "."), key)
+			}
+		}
+		bv, _, _ := unstructured.NestedFieldNoCopy(before.Object, path...)
+		av, _, _ := unstructured.NestedFieldNoCopy(after.Object, path...)
+		if fmt.Sprint(bv) != fmt.Sprint(av) {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// setDiff is what a has that b has not.
+func setDiff(a, b []string) []string {
+	var out []string
+	for _, s := range a {
+		if !slices.Contains(b, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// clusterMachines are a cluster's Machines by name, with their UIDs.
+func clusterMachines(t *testing.T, ns, cluster string) map[string]types.UID {
+	t.Helper()
+	var ms clusterv1.MachineList
+	if err := mgmt().List(t.Context(), &ms, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]types.UID{}
+	for i := range ms.Items {
+		out[ms.Items[i].Name] = ms.Items[i].UID
+	}
+	return out
+}
+
+// applyChange applies a change's objects as `kubectl apply` of a file that
+// sets their fields would: merged onto the live objects, created when new.
+func applyChange(t *testing.T, change string) {
+	t.Helper()
+	d := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(change), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := d.Decode(&u.Object); err != nil {
+			break
+		}
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(u.GroupVersionKind())
+		if err := mgmt().Get(t.Context(), client.ObjectKeyFromObject(u), live); err != nil {
+			createAs(t, u)
+			continue
+		}
+		raw, err := json.Marshal(u.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mgmt().Patch(t.Context(), live, client.RawPatch(types.MergePatchType, raw)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// settled waits until Crossplane has composed the CrossplaneCluster's
+// generation and CAPI has rolled a change out: the MachineDeployment
+// and the KubeadmControlPlane have observed their generation and have as
+// many Machines, all up to date and available, as they want.
+func settled(t *testing.T, ns, cluster, md, kcp string) {
+	t.Helper()
+	// A rollout starts within a reconcile; give it that before looking.
+	time.Sleep(3 * time.Second)
+	eventually(t, "the change is rolled out", 4*time.Minute, func() error {
+		x := &unstructured.Unstructured{}
+		x.SetAPIVersion("infrastructure.cluster.x-k8s.io/v1alpha1")
+		x.SetKind("CrossplaneCluster")
+		if err := mgmt().Get(t.Context(), client.ObjectKey{Namespace: ns, Name: cluster}, x); err != nil {
+			return err
+		}
+		// An XR that follows its Composition's newest revision is on it.
+		comp, _, _ := unstructured.NestedString(x.Object, "spec", "crossplane", "compositionRef", "name")
+		rev, _, _ := unstructured.NestedString(x.Object, "spec", "crossplane", "compositionRevisionRef", "name")
+		revs := &unstructured.UnstructuredList{}
+		revs.SetAPIVersion("apiextensions.crossplane.io/v1")
+		revs.SetKind("CompositionRevisionList")
+		if err := mgmt().List(t.Context(), revs, client.MatchingLabels{"crossplane.io/composition-name": comp}); err != nil {
+			return err
+		}
+		newest, highest := "", int64(-1)
+		for i := range revs.Items {
+			if n, _, _ := unstructured.NestedInt64(revs.Items[i].Object, "spec", "revision"); n > highest {
+				newest, highest = revs.Items[i].GetName(), n
+			}
+		}
+		if newest != "" && rev != newest {
+			return fmt.Errorf("CrossplaneCluster %s is on CompositionRevision %q, not yet the newest, %s", cluster, rev, newest)
+		}
+		for _, typ := range []string{"Synced", "Ready"} {
+			c := condition(*x, typ)
+			if c["status"] != "True" || fmt.Sprint(c["observedGeneration"]) != fmt.Sprint(x.GetGeneration()) {
+				return fmt.Errorf("CrossplaneCluster %s: %s is %v at generation %v, want True at %d", cluster, typ, c["status"], c["observedGeneration"], x.GetGeneration())
+			}
+		}
+		d := &clusterv1.MachineDeployment{}
+		if err := mgmt().Get(t.Context(), client.ObjectKey{Namespace: ns, Name: md}, d); err != nil {
+			return err
+		}
+		want := ptr.Deref(d.Spec.Replicas, 0)
+		if d.Status.ObservedGeneration != d.Generation || ptr.Deref(d.Status.Replicas, -1) != want ||
+			ptr.Deref(d.Status.UpToDateReplicas, -1) != want || ptr.Deref(d.Status.AvailableReplicas, -1) != want {
+			return fmt.Errorf("MachineDeployment %s: generation %d observed %d, replicas %v up to date %v available %v, want %d",
+				md, d.Generation, d.Status.ObservedGeneration, ptr.Deref(d.Status.Replicas, -1), ptr.Deref(d.Status.UpToDateReplicas, -1), ptr.Deref(d.Status.AvailableReplicas, -1), want)
+		}
+		c := &controlplanev1.KubeadmControlPlane{}
+		if err := mgmt().Get(t.Context(), client.ObjectKey{Namespace: ns, Name: kcp}, c); err != nil {
+			return err
+		}
+		want = ptr.Deref(c.Spec.Replicas, 0)
+		if c.Status.ObservedGeneration != c.Generation || ptr.Deref(c.Status.Replicas, -1) != want ||
+			ptr.Deref(c.Status.UpToDateReplicas, -1) != want || ptr.Deref(c.Status.AvailableReplicas, -1) != want {
+			return fmt.Errorf("KubeadmControlPlane %s: generation %d observed %d, replicas %v up to date %v available %v, want %d",
+				kcp, c.Generation, c.Status.ObservedGeneration, ptr.Deref(c.Status.Replicas, -1), ptr.Deref(c.Status.UpToDateReplicas, -1), ptr.Deref(c.Status.AvailableReplicas, -1), want)
+		}
+		return nil
+	})
+}
