@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -232,7 +233,7 @@ func printPlan(w io.Writer, p *plan.Plan) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHANGE\tACTION")
 	for _, ch := range p.Changes {
-		fmt.Fprintf(tw, "%s %s/%s\t%s\n", ch.Kind, ch.Namespace, ch.Name, ch.Action)
+		fmt.Fprintf(tw, "%s %s\t%s\n", ch.Kind, path.Join(ch.Namespace, ch.Name), ch.Action)
 	}
 	for _, cl := range p.Clusters {
 		fmt.Fprintf(tw, "\nCluster %s/%s: %s\n", cl.Namespace, cl.Name, cl.Summary())

@@ -406,7 +406,7 @@ func goesWith(ctx context.Context, r client.Reader, xr *unstructured.Unstructure
 	out := XR{Kind: xr.GetKind(), Namespace: xr.GetNamespace(), Name: xr.GetName(), Composition: name}
 	composed, unknown := composedOf(ctx, r, xr)
 	out.Unknown = append(out.Unknown, unknown...)
-	out.Unknown = append(out.Unknown, fmt.Sprintf("deleted with Machine %s; its replacement composes with the Composition its template selects", machine))
+	out.Unknown = append(out.Unknown, fmt.Sprintf("what the replacement of Machine %s composes (with the Composition its template selects); this XR goes with the Machine", machine))
 	for _, c := range composed {
 		out.Changes = append(out.Changes, ComposedChange{Resource: c.GetAnnotations()[annotationResourceName], Kind: c.GetKind(), Name: c.GetName(), Action: Deleted})
 	}
