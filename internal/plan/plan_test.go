@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -278,5 +279,40 @@ func TestPredict(t *testing.T) {
 				t.Errorf("Replaces: %t, want %t", got, tc.wantReplace)
 			}
 		})
+	}
+}
+
+// BenchmarkPredict decides a new worker version for a cluster of 100
+// Machines (97 workers in one MachineSet, a control plane of 3), as plan
+// does once it has read them.
+func BenchmarkPredict(b *testing.B) {
+	o := observed()
+	workers := o.Machines[0]
+	cp := o.Machines[2]
+	o.Machines = nil
+	for i := range 97 {
+		m := *workers.DeepCopy()
+		m.Name = fmt.Sprintf("workers-abc-%d", i)
+		o.Machines = append(o.Machines, m)
+	}
+	for i := range 3 {
+		m := *cp.DeepCopy()
+		m.Name = fmt.Sprintf("cp-%d", i)
+		o.Machines = append(o.Machines, m)
+	}
+	o.MachineDeployments[0].Spec.Replicas = ptr.To[int32](97)
+	o.KubeadmControlPlanes[0].Spec.Replicas = ptr.To[int32](3)
+	c := fake.NewClientBuilder().WithScheme(Scheme()).Build()
+	change := mdChange(workerTemplate(map[string]any{"version": "v1.37.0"}))
+	now := metav1.NewTime(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	b.ReportAllocs()
+	for b.Loop() {
+		p, err := Predict(context.Background(), c, nil, o, []*unstructured.Unstructured{change.DeepCopy()}, now)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got := len(p.Clusters[0].Machines); got != 100 {
+			b.Fatalf("%d Machines predicted, want 100", got)
+		}
 	}
 }
