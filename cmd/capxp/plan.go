@@ -22,6 +22,7 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/compcheck"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/plan"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
@@ -63,9 +64,15 @@ Flags:
                            release's archive has it, else .cache/tools)
   --function-asg-instances BINARY  CAPXP's function (default: beside capxp)
 
+Each composed resource created or changed is judged as admission will judge
+it, by the namespace's NamespaceCredentials: one naming credentials the
+namespace may not use is listed refused, and an XR whose providerConfigRef
+names such credentials is listed held (the bridge holds it).
+
 Exit status: 0 when nothing would be replaced or deleted, 3 when a Machine
-would be (a gate for a pipeline), 1 when the cluster cannot be read, 2 for
-bad input (a flag, the file, no kubeconfig).
+or a composed resource would be, or one would be refused or held for its
+credentials (a gate for a pipeline), 1 when the cluster cannot be read, 2
+for bad input (a flag, the file, no kubeconfig).
 `
 
 // exitReplaces: the plan replaces or deletes Machines.
@@ -213,7 +220,7 @@ func planNamespaces(ctx context.Context, c client.Client, rd plan.Renderer, prop
 		if err != nil {
 			return nil, err
 		}
-		p, err := plan.Predict(ctx, c, rd, o, byNS[ns], now)
+		p, err := plan.Predict(ctx, c, rd, plan.ReadCredentials(ctx, c, ns, credentials.DefaultProviders), o, byNS[ns], now)
 		if err != nil {
 			return nil, err
 		}
@@ -247,12 +254,20 @@ func printPlan(w io.Writer, p *plan.Plan) error {
 			fmt.Fprintf(tw, "not predicted: %s\n", u)
 		}
 	}
-	for _, x := range p.XRs {
+	for i := range p.XRs {
+		x := &p.XRs[i]
 		fmt.Fprintf(tw, "\n%s %s/%s (Composition %s): %d composed resources change\n", x.Kind, x.Namespace, x.Name, x.Composition, len(x.Changes))
+		if x.Held != "" {
+			fmt.Fprintf(tw, "held: %s\n", x.Held)
+		}
 		if len(x.Changes) > 0 {
 			fmt.Fprintln(tw, "RESOURCE\tKIND\tNAME\tACTION\tFIELDS")
 			for _, ch := range x.Changes {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ch.Resource, ch.Kind, ch.Name, ch.Action, strings.Join(ch.Fields, ", "))
+				action := ch.Action
+				if ch.Refused != "" {
+					action += " (refused: " + ch.Refused + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ch.Resource, ch.Kind, ch.Name, action, strings.Join(ch.Fields, ", "))
 			}
 		}
 		for _, u := range x.Unknown {

@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/render"
 )
 
@@ -51,15 +53,92 @@ type ComposedChange struct {
 	Action string `json:"action"`
 	// Fields are the fields the composition sets that change, by path.
 	Fields []string `json:"fields,omitempty"`
+	// Refused says why the API server will refuse the resource as
+	// created or changed: the credentials it names are not its
+	// namespace's to use. Crossplane then leaves it as it is.
+	Refused string `json:"refused,omitempty"`
+}
+
+// Credentials judge composed resources as the admission of managed
+// resources does: by the namespace's record, for the enforced providers.
+type Credentials struct {
+	Providers []credentials.Provider
+	// Record is the namespace's; nil when it could not be read, Unread
+	// says why.
+	Record *infrav1.NamespaceCredentialsSpec
+	Unread error
+}
+
+// holds says why the bridge holds an XR whose spec.providerConfigRef names
+// a config of an enforced provider its namespace may not use; empty when
+// it does not, or when the record could not be read.
+func (c *Credentials) holds(xr *unstructured.Unstructured) string {
+	if c == nil || c.Record == nil {
+		return ""
+	}
+	ref, ok, _ := unstructured.NestedStringMap(xr.Object, "spec", "providerConfigRef")
+	if !ok || !slices.ContainsFunc(c.Providers, func(p credentials.Provider) bool { return p.ConfigGroup == ref["apiGroup"] }) {
+		return ""
+	}
+	if credentials.Admits(c.Record, ref["apiGroup"], ref["kind"], ref["name"]) {
+		return ""
+	}
+	return fmt.Sprintf("its providerConfigRef names %s %s/%s, which namespace %s may not use: the bridge holds it and nothing of it is composed", ref["kind"], ref["apiGroup"], ref["name"], xr.GetNamespace())
+}
+
+// judge sets Refused on each created or changed resource whose
+// credentials the namespace may not use, and says when it cannot judge.
+func (c *Credentials) judge(ns string, desired []*unstructured.Unstructured, changes []ComposedChange) ([]ComposedChange, []string) {
+	if c == nil {
+		return changes, nil
+	}
+	byName := map[string]*unstructured.Unstructured{}
+	for _, d := range desired {
+		byName[d.GetAnnotations()[annotationResourceName]] = d
+	}
+	var unknown []string
+	for i := range changes {
+		ch := &changes[i]
+		d, ok := byName[ch.Resource]
+		if !ok || ch.Action == Deleted {
+			continue
+		}
+		group := d.GroupVersionKind().Group
+		idx := slices.IndexFunc(c.Providers, func(p credentials.Provider) bool { return p.Manages(group) })
+		if idx < 0 {
+			continue
+		}
+		if c.Record == nil {
+			unknown = append(unknown, fmt.Sprintf("the credentials of %s %s are not judged: %v", d.GetKind(), ch.Resource, c.Unread))
+			continue
+		}
+		kind, _, _ := unstructured.NestedString(d.Object, "spec", "providerConfigRef", "kind")
+		name, _, _ := unstructured.NestedString(d.Object, "spec", "providerConfigRef", "name")
+		cfg := c.Providers[idx].ConfigGroup
+		if !credentials.Admits(c.Record, cfg, kind, name) {
+			if kind == "" {
+				kind = string(infrav1.ProviderConfigKindCluster)
+			}
+			if name == "" {
+				name = "default"
+			}
+			ch.Refused = fmt.Sprintf("namespace %s may not use %s %s/%s (its NamespaceCredentials does not list it)", ns, kind, cfg, name)
+		}
+	}
+	return changes, unknown
 }
 
 // XR is the prediction for one composite resource the change reaches.
 type XR struct {
-	Kind        string           `json:"kind"`
-	Namespace   string           `json:"namespace"`
-	Name        string           `json:"name"`
-	Composition string           `json:"composition"`
-	Changes     []ComposedChange `json:"changes,omitempty"`
+	Kind        string `json:"kind"`
+	Namespace   string `json:"namespace"`
+	Name        string `json:"name"`
+	Composition string `json:"composition"`
+	// Held says why the bridge will hold the XR (it names credentials its
+	// namespace may not use): nothing of it is composed until they are
+	// granted.
+	Held    string           `json:"held,omitempty"`
+	Changes []ComposedChange `json:"changes,omitempty"`
 	// Unknown says what plan cannot know of this XR's resources.
 	Unknown []string `json:"unknown,omitempty"`
 }
@@ -74,10 +153,14 @@ func isXR(u *unstructured.Unstructured) bool {
 // Composition it will use, against what it composed, and says what
 // Crossplane creates, deletes and changes. What plan cannot read or render
 // is said in Unknown, never guessed.
-func predictXR(ctx context.Context, r client.Reader, rd Renderer, xr *unstructured.Unstructured, compositions map[string]*unstructured.Unstructured) XR {
+func predictXR(ctx context.Context, r client.Reader, rd Renderer, creds *Credentials, xr *unstructured.Unstructured, compositions map[string]*unstructured.Unstructured) XR {
 	out := XR{Kind: xr.GetKind(), Namespace: xr.GetNamespace(), Name: xr.GetName()}
 	name, _, _ := unstructured.NestedString(xr.Object, "spec", "crossplane", "compositionRef", "name")
 	out.Composition = name
+	if held := creds.holds(xr); held != "" {
+		out.Held = held
+		return out
+	}
 	if name == "" {
 		out.Unknown = append(out.Unknown, "its Composition is not selected yet: Crossplane selects it when it composes")
 		return out
@@ -116,7 +199,9 @@ func predictXR(ctx context.Context, r client.Reader, rd Renderer, xr *unstructur
 		out.Unknown = append(out.Unknown, fmt.Sprintf("the Composition's pipeline does not render it: %v", err))
 		return out
 	}
-	out.Changes = diffComposed(observed, res.Composed)
+	var unknown2 []string
+	out.Changes, unknown2 = creds.judge(xr.GetNamespace(), res.Composed, diffComposed(observed, res.Composed))
+	out.Unknown = append(out.Unknown, unknown2...)
 	return out
 }
 

@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/render"
 )
 
@@ -109,6 +111,11 @@ func xr(composition, policy string, refs ...*unstructured.Unstructured) *unstruc
 	return u
 }
 
+func withRef(u *unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	_ = unstructured.SetNestedMap(u.Object, map[string]any{"kind": kind, "name": name}, "spec", "providerConfigRef")
+	return u
+}
+
 func composition(name string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"mode": "Pipeline"}}}
 	u.SetAPIVersion("apiextensions.crossplane.io/v1")
@@ -124,6 +131,7 @@ func TestPredictXRs(t *testing.T) {
 		proposed []*unstructured.Unstructured
 		rd       *renderer
 		noEngine bool
+		creds    *Credentials
 		want     []XR
 		rendered int
 	}{
@@ -164,6 +172,50 @@ func TestPredictXRs(t *testing.T) {
 				Unknown: []string{"the Composition's pipeline does not render it: function-patch-and-transform: boom"}}},
 			rendered: 1,
 		},
+		"ACompositionNamingUngrantedCredentialsIsRefused": {
+			infra:    xr("local", "", object),
+			proposed: []*unstructured.Unstructured{composition("local")},
+			rd:       &renderer{composed: []*unstructured.Unstructured{withRef(composed("cluster", "", map[string]any{"size": "small"}), "ClusterProviderConfig", "shared")}},
+			creds: &Credentials{Providers: []credentials.Provider{{ConfigGroup: "kubernetes.m.crossplane.io", ManagedGroup: "kubernetes.m.crossplane.io"}},
+				Record: &infrav1.NamespaceCredentialsSpec{Configs: []infrav1.UsableConfig{{APIGroup: "kubernetes.m.crossplane.io", Kind: "ProviderConfig", Name: "workload"}}}},
+			want: []XR{{Kind: "CrossplaneCluster", Namespace: ns, Name: "alpha", Composition: "local",
+				Changes: []ComposedChange{{Resource: "cluster", Kind: "Object", Name: "alpha-obj", Action: Changed, Fields: []string{"spec.providerConfigRef"},
+					Refused: "namespace team-a may not use ClusterProviderConfig kubernetes.m.crossplane.io/shared (its NamespaceCredentials does not list it)"}}}},
+			rendered: 1,
+		},
+		"AGrantedConfigIsAdmitted": {
+			infra:    xr("local", "", object),
+			proposed: []*unstructured.Unstructured{composition("local")},
+			rd:       &renderer{composed: []*unstructured.Unstructured{withRef(composed("cluster", "", map[string]any{"size": "small"}), "ProviderConfig", "workload")}},
+			creds: &Credentials{Providers: []credentials.Provider{{ConfigGroup: "kubernetes.m.crossplane.io", ManagedGroup: "kubernetes.m.crossplane.io"}},
+				Record: &infrav1.NamespaceCredentialsSpec{Configs: []infrav1.UsableConfig{{APIGroup: "kubernetes.m.crossplane.io", Kind: "ProviderConfig", Name: "workload"}}}},
+			want: []XR{{Kind: "CrossplaneCluster", Namespace: ns, Name: "alpha", Composition: "local",
+				Changes: []ComposedChange{{Resource: "cluster", Kind: "Object", Name: "alpha-obj", Action: Changed, Fields: []string{"spec.providerConfigRef"}}}}},
+			rendered: 1,
+		},
+		"AnUnreadRecordIsSaid": {
+			infra:    xr("local", "", object),
+			proposed: []*unstructured.Unstructured{composition("local")},
+			rd:       &renderer{composed: []*unstructured.Unstructured{withRef(composed("cluster", "", map[string]any{"size": "small"}), "ProviderConfig", "workload")}},
+			creds:    &Credentials{Providers: []credentials.Provider{{ConfigGroup: "kubernetes.m.crossplane.io", ManagedGroup: "kubernetes.m.crossplane.io"}}, Unread: errors.New("forbidden")},
+			want: []XR{{Kind: "CrossplaneCluster", Namespace: ns, Name: "alpha", Composition: "local",
+				Changes: []ComposedChange{{Resource: "cluster", Kind: "Object", Name: "alpha-obj", Action: Changed, Fields: []string{"spec.providerConfigRef"}}},
+				Unknown: []string{"the credentials of Object cluster are not judged: forbidden"}}},
+			rendered: 1,
+		},
+		"AnXRNamingUngrantedCredentialsIsHeld": {
+			infra: xr("local", "", object),
+			proposed: []*unstructured.Unstructured{func() *unstructured.Unstructured {
+				u := xr("local", "", object)
+				u.Object["spec"].(map[string]any)["providerConfigRef"] = map[string]any{"apiGroup": "kubernetes.m.crossplane.io", "kind": "ClusterProviderConfig", "name": "shared"}
+				return u
+			}()},
+			rd: &renderer{},
+			creds: &Credentials{Providers: []credentials.Provider{{ConfigGroup: "kubernetes.m.crossplane.io", ManagedGroup: "kubernetes.m.crossplane.io"}},
+				Record: &infrav1.NamespaceCredentialsSpec{}},
+			want: []XR{{Kind: "CrossplaneCluster", Namespace: ns, Name: "alpha", Composition: "local",
+				Held: "its providerConfigRef names ClusterProviderConfig kubernetes.m.crossplane.io/shared, which namespace team-a may not use: the bridge holds it and nothing of it is composed"}},
+		},
 		"NoEngineIsSaid": {
 			infra:    xr("local", "", object),
 			proposed: []*unstructured.Unstructured{xr("local", "")},
@@ -181,7 +233,7 @@ func TestPredictXRs(t *testing.T) {
 			if tc.noEngine {
 				rd = NoRenderer{Reason: errors.New("no tools")}
 			}
-			got := predictXRs(context.Background(), c, rd, o, tc.proposed, nil)
+			got := predictXRs(context.Background(), c, rd, tc.creds, o, tc.proposed, nil)
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("-want +got:\n%s", diff)
 			}

@@ -31,6 +31,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 )
 
 // Scheme is what plan reads: CAPI's core kinds and the kubeadm control
@@ -40,6 +43,7 @@ func Scheme() *runtime.Scheme {
 	utilruntime.Must(clusterv1.AddToScheme(s))
 	utilruntime.Must(controlplanev1.AddToScheme(s))
 	utilruntime.Must(bootstrapv1.AddToScheme(s))
+	utilruntime.Must(infrav1.AddToScheme(s))
 	return s
 }
 
@@ -105,7 +109,8 @@ type Plan struct {
 	XRs []XR `json:"xrs,omitempty"`
 }
 
-// Replaces reports whether the change replaces or deletes any Machine.
+// Replaces reports whether the change replaces or deletes any Machine or
+// composed resource, or has one refused for its credentials.
 func (p *Plan) Replaces() bool {
 	for _, c := range p.Clusters {
 		for _, m := range c.Machines {
@@ -119,9 +124,13 @@ func (p *Plan) Replaces() bool {
 			}
 		}
 	}
-	for _, x := range p.XRs {
+	for i := range p.XRs {
+		x := &p.XRs[i]
+		if x.Held != "" {
+			return true
+		}
 		for _, ch := range x.Changes {
-			if ch.Action == Deleted {
+			if ch.Action == Deleted || ch.Refused != "" {
 				return true
 			}
 		}
@@ -216,6 +225,17 @@ func getRef(ctx context.Context, c client.Client, ns string, ref clusterv1.Contr
 	return nil
 }
 
+// ReadCredentials reads a namespace's NamespaceCredentials for judging
+// composed resources; what it cannot read is said on each resource.
+func ReadCredentials(ctx context.Context, c client.Reader, ns string, providers []credentials.Provider) *Credentials {
+	rec := &infrav1.NamespaceCredentials{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: infrav1.NamespaceCredentialsName}, rec)
+	if err != nil {
+		return &Credentials{Providers: providers, Unread: errors.Wrapf(err, "cannot read NamespaceCredentials %s/%s", ns, infrav1.NamespaceCredentialsName)}
+	}
+	return &Credentials{Providers: providers, Record: &rec.Spec}
+}
+
 // groupVersion is the preferred version of a kind, from the client's REST
 // mapper.
 func groupVersion(c client.Client, group, kind string) (string, error) {
@@ -238,7 +258,7 @@ func groupVersion(c client.Client, group, kind string) (string, error) {
 // use a Composition it changes, those of the Machines it replaces) are
 // rendered with Crossplane's pipeline against what they composed; without
 // one, each says it was not rendered.
-func Predict(ctx context.Context, r client.Client, rd Renderer, observed *Observed, proposed []*unstructured.Unstructured, now metav1.Time) (*Plan, error) {
+func Predict(ctx context.Context, r client.Client, rd Renderer, creds *Credentials, observed *Observed, proposed []*unstructured.Unstructured, now metav1.Time) (*Plan, error) {
 	p := &Plan{}
 	mds := map[string]*clusterv1.MachineDeployment{}
 	for i := range observed.MachineDeployments {
@@ -328,7 +348,7 @@ func Predict(ctx context.Context, r client.Client, rd Renderer, observed *Observ
 		sort.Slice(c.Machines, func(i, j int) bool { return c.Machines[i].Name < c.Machines[j].Name })
 		p.Clusters = append(p.Clusters, c)
 	}
-	p.XRs = predictXRs(ctx, reader, rd, observed, merged, p.Clusters)
+	p.XRs = predictXRs(ctx, reader, rd, creds, observed, merged, p.Clusters)
 	return p, nil
 }
 
@@ -336,7 +356,7 @@ func Predict(ctx context.Context, r client.Client, rd Renderer, observed *Observ
 // edits; an XR whose Composition the change edits (one pinned to its
 // revision is not moved by it, and says so); a replaced Machine's XR, whose
 // resources go with it.
-func predictXRs(ctx context.Context, r client.Reader, rd Renderer, o *Observed, merged []*unstructured.Unstructured, clusters []Cluster) []XR {
+func predictXRs(ctx context.Context, r client.Reader, rd Renderer, creds *Credentials, o *Observed, merged []*unstructured.Unstructured, clusters []Cluster) []XR {
 	compositions := map[string]*unstructured.Unstructured{}
 	for _, u := range merged {
 		if u.GetKind() == "Composition" && u.GroupVersionKind().Group == "apiextensions.crossplane.io" {
@@ -351,7 +371,7 @@ func predictXRs(ctx context.Context, r client.Reader, rd Renderer, o *Observed, 
 	for _, u := range merged {
 		if isXR(u) {
 			done[key(u)] = true
-			out = append(out, predictXR(ctx, r, rd, u, compositions))
+			out = append(out, predictXR(ctx, r, rd, creds, u, compositions))
 		}
 	}
 	replaced := map[string]bool{}
@@ -394,7 +414,7 @@ func predictXRs(ctx context.Context, r client.Reader, rd Renderer, o *Observed, 
 				Unknown: []string{fmt.Sprintf("pinned to CompositionRevision %s (compositionUpdatePolicy Manual): the change reaches it when CAPI replaces its Machine", rev)}})
 			continue
 		}
-		out = append(out, predictXR(ctx, r, rd, xr, compositions))
+		out = append(out, predictXR(ctx, r, rd, creds, xr, compositions))
 	}
 	return out
 }

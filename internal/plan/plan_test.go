@@ -253,7 +253,7 @@ func TestPredict(t *testing.T) {
 				},
 			}).Build()
 			o := observed()
-			p, err := Predict(context.Background(), c, nil, o, []*unstructured.Unstructured{tc.proposed}, now)
+			p, err := Predict(context.Background(), c, nil, nil, o, []*unstructured.Unstructured{tc.proposed}, now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -307,7 +307,7 @@ func BenchmarkPredict(b *testing.B) {
 	now := metav1.NewTime(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	b.ReportAllocs()
 	for b.Loop() {
-		p, err := Predict(context.Background(), c, nil, o, []*unstructured.Unstructured{change.DeepCopy()}, now)
+		p, err := Predict(context.Background(), c, nil, nil, o, []*unstructured.Unstructured{change.DeepCopy()}, now)
 		if err != nil {
 			b.Fatal(err)
 		}

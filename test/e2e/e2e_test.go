@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	return planesuite.Run(m, "e2e", []string{"./cmd/capxp", "./cmd/capxp-dev", "./cmd/function-asg-instances"}, plane.Options{}, func(s planesuite.Suite) {
+	return planesuite.Run(m, "e2e", []string{"./cmd/capxp", "./cmd/capxp-dev", "./cmd/function-asg-instances"}, plane.Options{AuditManagement: true}, func(s planesuite.Suite) {
 		p, bin = s.Plane, s.Bin
 	})
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -18,11 +19,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capxp/cluster-api-provider-crossplane/dev/localkube"
 	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/plan"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
@@ -86,6 +89,19 @@ func TestPlan(t *testing.T) {
 		return fmt.Sprintf("apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1\nkind: CrossplaneCluster\nmetadata:\n  name: %s\n  namespace: %s\n"+
 			"spec:\n  crossplane:\n    compositionRef:\n      name: %s\n", name, ns, composition)
 	}
+	xrCredentials := func(kind, config string) string {
+		return fmt.Sprintf("apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1\nkind: CrossplaneCluster\nmetadata:\n  name: %s\n  namespace: %s\n"+
+			"spec:\n  providerConfigRef:\n    apiGroup: kubernetes.m.crossplane.io\n    kind: %s\n    name: %s\n", name, ns, kind, config)
+	}
+	// A shared config no grant lets the namespace use.
+	ungranted := "ungranted-" + name
+	shared := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"credentials": map[string]any{
+		"source": "Secret", "secretRef": map[string]any{"namespace": ns, "name": "workload-kubeconfig", "key": "kubeconfig"},
+	}}}}
+	shared.SetAPIVersion("kubernetes.m.crossplane.io/v1alpha1")
+	shared.SetKind("ClusterProviderConfig")
+	shared.SetName(ungranted)
+	createAs(t, shared)
 	now := func() string { return time.Now().UTC().Add(-time.Second).Format(time.RFC3339) }
 	steps := []struct {
 		name   string
@@ -125,6 +141,8 @@ spec:
 		{"KubeadmControlPlane: rolloutAfter now", func() string { return kcpChange("  rollout:\n    after: \"" + now() + "\"\n") }},
 		{"Composition: a label on what crossplanecluster-local composes", func() string { return compositionChange(t, true) }},
 		{"Composition: crossplanecluster-local as it was", func() string { return compositionChange(t, false) }},
+		{"CrossplaneCluster: credentials the namespace was not granted", func() string { return xrCredentials("ClusterProviderConfig", ungranted) }},
+		{"CrossplaneCluster: back to its own credentials", func() string { return xrCredentials("ProviderConfig", "workload") }},
 		{"CrossplaneCluster: to the bring-your-own Composition", func() string { return xrChange("crossplanecluster-byo") }},
 		{"CrossplaneCluster: back to the local Composition", func() string { return xrChange("crossplanecluster-local") }},
 	}
@@ -152,6 +170,7 @@ spec:
 		}
 		predicted, scale := predictedFor(got, name)
 		created, deleted, changed := predictedComposed(got, name)
+		heldPredicted := heldIn(got, name)
 		if (exit != nil) != got.Replaces() {
 			t.Errorf("%s: exit status %v, but the plan's Replaces is %t", s.name, err, got.Replaces())
 		}
@@ -202,15 +221,23 @@ spec:
 		if !slices.Equal(wantChanged, gotChanged) {
 			ok = false
 		}
+		heldActual := isHeld(t, ns, name)
+		if heldPredicted != heldActual {
+			ok = false
+		}
 		verdict := "agrees"
 		if !ok {
 			verdict = "DISAGREES"
 			disagree++
 		}
-		table = append(table, fmt.Sprintf("%-54s predicted: replaced %v, scale %+d, composed +%v -%v ~%v; happened: replaced or deleted %v, %d -> %d Machines, composed +%v -%v ~%v: %s",
-			s.name, predicted, scale, created, deleted, wantChanged, gone, len(before), len(after), gotCreated, gotDeleted, gotChanged, verdict))
+		table = append(table, fmt.Sprintf("%-62s predicted: replaced %v, scale %+d, composed +%v -%v ~%v, held %t; happened: replaced or deleted %v, %d -> %d Machines, composed +%v -%v ~%v, held %t: %s",
+			s.name, predicted, scale, created, deleted, wantChanged, heldPredicted, gone, len(before), len(after), gotCreated, gotDeleted, gotChanged, heldActual, verdict))
 	}
 	t.Logf("capxp plan against what happened:\n%s", strings.Join(table, "\n"))
+	// The API server saw no write, nor an attempt at one, from the planner.
+	if writes := writesBy(t, "planner"); len(writes) > 0 {
+		t.Errorf("the API server saw %d writes from capxp plan, for example %s", len(writes), writes[0])
+	}
 	if disagree > 0 {
 		t.Errorf("%d of %d plans disagree with what happened", disagree, len(steps))
 	}
@@ -236,6 +263,60 @@ func predictedFor(p plan.Plan, cluster string) ([]string, int) {
 	}
 	slices.Sort(replaced)
 	return replaced, scale
+}
+
+// writesBy are the write requests the management API server's audit log
+// recorded from user (impersonated), allowed or not.
+func writesBy(t *testing.T, user string) []string {
+	t.Helper()
+	f, err := localkube.OpenAuditLog(p.ManagementAuditLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
+	var out []string
+	for sc.Scan() {
+		e := auditv1.Event{}
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.ImpersonatedUser == nil || e.ImpersonatedUser.Username != user {
+			continue
+		}
+		if e.ObjectRef != nil {
+			out = append(out, fmt.Sprintf("%s %s %s/%s", e.Verb, e.ObjectRef.Resource, e.ObjectRef.Namespace, e.ObjectRef.Name))
+		} else {
+			out = append(out, e.Verb+" "+e.RequestURI)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// heldIn reports whether a plan says the bridge holds a cluster's
+// CrossplaneCluster for its credentials.
+func heldIn(p plan.Plan, cluster string) bool {
+	for i := range p.XRs {
+		x := &p.XRs[i]
+		if x.Kind == "CrossplaneCluster" && x.Name == cluster && x.Held != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// isHeld reports whether the bridge holds a cluster's CrossplaneCluster
+// (paused for Crossplane).
+func isHeld(t *testing.T, ns, cluster string) bool {
+	t.Helper()
+	x := &unstructured.Unstructured{}
+	x.SetAPIVersion("infrastructure.cluster.x-k8s.io/v1alpha1")
+	x.SetKind("CrossplaneCluster")
+	if err := mgmt().Get(t.Context(), client.ObjectKey{Namespace: ns, Name: cluster}, x); err != nil {
+		t.Fatal(err)
+	}
+	return x.GetAnnotations()["crossplane.io/paused"] == "true"
 }
 
 // compositionChange is crossplanecluster-local as it is, with or without a
@@ -280,7 +361,8 @@ func compositionChange(t *testing.T, label bool) string {
 // Composition's resource names.
 func predictedComposed(p plan.Plan, cluster string) (created, deleted []string, changed map[string][]string) {
 	changed = map[string][]string{}
-	for _, x := range p.XRs {
+	for i := range p.XRs {
+		x := &p.XRs[i]
 		if x.Kind != "CrossplaneCluster" || x.Name != cluster {
 			continue
 		}
@@ -435,6 +517,11 @@ func settled(t *testing.T, ns, cluster, md, kcp string) {
 		x.SetKind("CrossplaneCluster")
 		if err := mgmt().Get(t.Context(), client.ObjectKey{Namespace: ns, Name: cluster}, x); err != nil {
 			return err
+		}
+		if x.GetAnnotations()["crossplane.io/paused"] == "true" {
+			// Held by the bridge: Crossplane composes nothing until
+			// it is released.
+			return nil
 		}
 		// An XR that follows its Composition's newest revision is on it.
 		comp, _, _ := unstructured.NestedString(x.Object, "spec", "crossplane", "compositionRef", "name")
