@@ -197,8 +197,9 @@ says, in a shell with
 $REGISTRY is the plane's registry (TLS, its CA in SSL_CERT_FILE): build the release for it
 (make release PACKAGE_REGISTRY=$REGISTRY IMAGE_REPOSITORY=$REGISTRY/capxp-manager) and push
 there. clusterctl's configuration for the CAPI the plane runs is %s:
-copy it to your clusterctl.yaml and add the crossplane provider's entry at the end
-(clusterctl init then finds CAPI installed, and installs only what you name).
+copy it to ~/.cluster-api/clusterctl.yaml (clusterctl's default) and, with the
+crossplane provider's entry added at the end, to your clusterctl.yaml: clusterctl
+init then finds CAPI installed, and installs only what you name.
 The workload cluster's kubeconfig (the local flavor composes Nodes into it) is %s.
 The plane plays the kubelet for the Deployment in %s and runs the packages Crossplane
 installs, from the images in its registry.

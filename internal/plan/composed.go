@@ -69,6 +69,23 @@ type Credentials struct {
 	Unread error
 }
 
+// annotationPaused pauses an XR for Crossplane; the bridge sets it to
+// hold one.
+const annotationPaused = "crossplane.io/paused"
+
+// unjudged says that whether the bridge holds an XR is not known, when it
+// names an enforced provider's config and the record could not be read.
+func (c *Credentials) unjudged(xr *unstructured.Unstructured) string {
+	if c == nil || c.Record != nil {
+		return ""
+	}
+	ref, ok, _ := unstructured.NestedStringMap(xr.Object, "spec", "providerConfigRef")
+	if !ok || !slices.ContainsFunc(c.Providers, func(p credentials.Provider) bool { return p.ConfigGroup == ref["apiGroup"] }) {
+		return ""
+	}
+	return fmt.Sprintf("whether the bridge holds it for its credentials is not judged: %v", c.Unread)
+}
+
 // holds says why the bridge holds an XR whose spec.providerConfigRef names
 // a config of an enforced provider its namespace may not use; empty when
 // it does not, or when the record could not be read.
@@ -160,6 +177,22 @@ func predictXR(ctx context.Context, r client.Reader, rd Renderer, creds *Credent
 	if held := creds.holds(xr); held != "" {
 		out.Held = held
 		return out
+	}
+	if u := creds.unjudged(xr); u != "" {
+		out.Unknown = append(out.Unknown, u)
+	}
+	if xr.GetAnnotations()[annotationPaused] == "true" {
+		if _, hold := xr.GetAnnotations()[infrav1.CredentialsHoldAnnotation]; !hold || creds == nil || creds.Record == nil {
+			out.Unknown = append(out.Unknown, "paused (crossplane.io/paused): Crossplane composes nothing of it until it is unpaused")
+			return out
+		}
+		// Held by the bridge for credentials it may now use: the bridge
+		// releases it, and Crossplane composes it.
+		xr = xr.DeepCopy()
+		annotations := xr.GetAnnotations()
+		delete(annotations, annotationPaused)
+		delete(annotations, infrav1.CredentialsHoldAnnotation)
+		xr.SetAnnotations(annotations)
 	}
 	if name == "" {
 		out.Unknown = append(out.Unknown, "its Composition is not selected yet: Crossplane selects it when it composes")

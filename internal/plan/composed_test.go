@@ -216,6 +216,31 @@ func TestPredictXRs(t *testing.T) {
 			want: []XR{{Kind: "CrossplaneCluster", Namespace: ns, Name: "alpha", Composition: "local",
 				Held: "its providerConfigRef names ClusterProviderConfig kubernetes.m.crossplane.io/shared, which namespace team-a may not use: the bridge holds it and nothing of it is composed"}},
 		},
+		"AnXRTheBridgeReleasesIsRendered": {
+			infra: xr("local", "", object),
+			proposed: []*unstructured.Unstructured{func() *unstructured.Unstructured {
+				u := xr("local", "", object)
+				u.SetAnnotations(map[string]string{"crossplane.io/paused": "true", infrav1.CredentialsHoldAnnotation: "ClusterProviderConfig/shared"})
+				u.Object["spec"].(map[string]any)["providerConfigRef"] = map[string]any{"apiGroup": "kubernetes.m.crossplane.io", "kind": "ProviderConfig", "name": "workload"}
+				return u
+			}()},
+			rd: &renderer{composed: []*unstructured.Unstructured{composed("cluster", "", map[string]any{"size": "small"})}},
+			creds: &Credentials{Providers: []credentials.Provider{{ConfigGroup: "kubernetes.m.crossplane.io", ManagedGroup: "kubernetes.m.crossplane.io"}},
+				Record: &infrav1.NamespaceCredentialsSpec{Configs: []infrav1.UsableConfig{{APIGroup: "kubernetes.m.crossplane.io", Kind: "ProviderConfig", Name: "workload"}}}},
+			want:     []XR{{Kind: "CrossplaneCluster", Namespace: ns, Name: "alpha", Composition: "local"}},
+			rendered: 1,
+		},
+		"APausedXRComposesNothing": {
+			infra: xr("local", "", object),
+			proposed: []*unstructured.Unstructured{func() *unstructured.Unstructured {
+				u := xr("local", "", object)
+				u.SetAnnotations(map[string]string{"crossplane.io/paused": "true"})
+				return u
+			}()},
+			rd: &renderer{},
+			want: []XR{{Kind: "CrossplaneCluster", Namespace: ns, Name: "alpha", Composition: "local",
+				Unknown: []string{"paused (crossplane.io/paused): Crossplane composes nothing of it until it is unpaused"}}},
+		},
 		"NoEngineIsSaid": {
 			infra:    xr("local", "", object),
 			proposed: []*unstructured.Unstructured{xr("local", "")},

@@ -53,7 +53,7 @@ func TestPlan(t *testing.T) {
 			{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"clusters", "machines", "machinedeployments", "machinesets"}, Verbs: []string{"get", "list"}},
 			{APIGroups: []string{"controlplane.cluster.x-k8s.io"}, Resources: []string{"kubeadmcontrolplanes"}, Verbs: []string{"get", "list"}},
 			{APIGroups: []string{"bootstrap.cluster.x-k8s.io"}, Resources: []string{"kubeadmconfigs"}, Verbs: []string{"get", "list"}},
-			{APIGroups: []string{"infrastructure.cluster.x-k8s.io"}, Resources: []string{"crossplaneclusters", "crossplanemachines", "crossplanemachinetemplates"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{"infrastructure.cluster.x-k8s.io"}, Resources: []string{"crossplaneclusters", "crossplanemachines", "crossplanemachinetemplates", "namespacecredentials"}, Verbs: []string{"get", "list"}},
 			{APIGroups: []string{"kubernetes.m.crossplane.io"}, Resources: []string{"objects"}, Verbs: []string{"get"}},
 		},
 	})
@@ -227,7 +227,7 @@ spec:
 		}
 		verdict := "agrees"
 		if !ok {
-			verdict = "DISAGREES"
+			t.Logf("%s: the plan was:\n%s", s.name, stdout.String())
 			disagree++
 		}
 		table = append(table, fmt.Sprintf("%-62s predicted: replaced %v, scale %+d, composed +%v -%v ~%v, held %t; happened: replaced or deleted %v, %d -> %d Machines, composed +%v -%v ~%v, held %t: %s",
