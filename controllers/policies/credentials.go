@@ -6,6 +6,7 @@ package policies
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -81,10 +82,12 @@ func Credentials(providers []credentials.Provider, groups []string) (*admissionv
 				Rule:       admissionv1.Rule{APIGroups: groups, APIVersions: []string{"*"}, Resources: credentialsResources(), Scope: ptr.To(admissionv1.AllScopes)},
 			}}},
 		},
-		MatchConditions: []admissionv1.MatchCondition{
-			{Name: "managed-resource", Expression: `!(request.kind.kind in [` + strings.Join(kinds, ", ") + `])`},
-			{Name: "credentials-set-or-changed", Expression: `request.operation == 'CREATE' || ` + credentialsChanged},
-		},
+		// One condition: the API server evaluates every condition of a
+		// policy.
+		MatchConditions: []admissionv1.MatchCondition{{
+			Name:       "a-managed-resources-credentials-set-or-changed",
+			Expression: `!(request.kind.kind in [` + strings.Join(kinds, ", ") + `]) && (request.operation == 'CREATE' || ` + credentialsChanged + `)`,
+		}},
 		Variables: []admissionv1.Variable{
 			{Name: "group", Expression: group},
 			{Name: "kind", Expression: hasRefField("kind") + ` ? string(` + ref + `.kind) : 'ClusterProviderConfig'`},
@@ -213,19 +216,23 @@ func Lock(providers []credentials.Provider) (*admissionv1.ValidatingAdmissionPol
 			// config unlocks it.
 			rule([]string{""}, "secrets", admissionv1.Delete), rule(configGroups, "providerconfigs"),
 		}},
-		FailurePolicy:   ptr.To(admissionv1.Fail),
-		MatchConditions: []admissionv1.MatchCondition{{Name: "not-the-bridge", Expression: "!" + mayRelease}},
+		FailurePolicy: ptr.To(admissionv1.Fail),
+		// Only what the record locks, written by anyone but the bridge:
+		// one condition, the record's short list before the authorizer,
+		// as the API server evaluates every condition of a policy and
+		// most Secrets written in a namespace are not locked.
+		MatchConditions: []admissionv1.MatchCondition{{
+			Name: "locked-and-not-the-bridge",
+			Expression: `has(params.spec) && has(params.spec.locked) && params.spec.locked.exists(l, (has(l.apiGroup) ? l.apiGroup : '') == request.kind.group && ` +
+				`l.kind == request.kind.kind && l.name == (request.operation == 'DELETE' ? oldObject : object).metadata.name) && !` + mayRelease,
+		}},
 		Variables: []admissionv1.Variable{{
 			Name:       "obj",
 			Expression: `request.operation == 'DELETE' ? oldObject : object`,
-		}, {
-			Name: "locked",
-			Expression: `has(params.spec) && has(params.spec.locked) && params.spec.locked.exists(l, (has(l.apiGroup) ? l.apiGroup : '') == request.kind.group && ` +
-				`l.kind == request.kind.kind && l.name == variables.obj.metadata.name)`,
 		}},
 		Validations: []admissionv1.Validation{{
 			// The namespace controller empties a deleted namespace.
-			Expression: `!variables.locked || (request.operation == 'DELETE' && has(namespaceObject.metadata.deletionTimestamp)) || (request.operation == 'UPDATE' && (request.kind.kind == 'Secret' ? object.?data == oldObject.?data : object.?spec == oldObject.?spec))`,
+			Expression: `(request.operation == 'DELETE' && has(namespaceObject.metadata.deletionTimestamp)) || (request.operation == 'UPDATE' && (request.kind.kind == 'Secret' ? object.?data == oldObject.?data : object.?spec == oldObject.?spec))`,
 			MessageExpression: `(request.operation == 'DELETE' ? 'delete' : request.kind.kind == 'Secret' ? 'data' : 'spec') + ': ' + request.kind.kind + ' ' + request.namespace + '/' + variables.obj.metadata.name + ` +
 				`' is locked: the credentials of namespace ' + request.namespace + ' were judged with what it holds and are in use; to change them, create a new Secret and ProviderConfig under new names and point spec.providerConfigRef at them, ` +
 				`or delete the ProviderConfig that relies on it (kubectl get namespacecredentials ` + infrav1.NamespaceCredentialsName + ` -n ' + request.namespace + ' -o yaml lists what is locked)'`,
@@ -248,6 +255,13 @@ var builtinGroups = []string{"", "apps", "batch", "autoscaling", "policy", "coor
 	"networking.k8s.io", "node.k8s.io", "rbac.authorization.k8s.io", "storage.k8s.io", "resource.k8s.io", "scheduling.k8s.io",
 	"certificates.k8s.io", "admissionregistration.k8s.io", "apiextensions.k8s.io", "flowcontrol.apiserver.k8s.io"}
 
+// platformGroups are CAPI's and Crossplane's own API groups, whose writes
+// are most of a management cluster's: the unknown-families policy excludes
+// those no enforced provider's groups cover in its rules, where no CEL runs.
+var platformGroups = []string{"cluster.x-k8s.io", "infrastructure.cluster.x-k8s.io", "controlplane.cluster.x-k8s.io", "bootstrap.cluster.x-k8s.io",
+	"addons.cluster.x-k8s.io", "ipam.cluster.x-k8s.io", "runtime.cluster.x-k8s.io", "clusterctl.cluster.x-k8s.io",
+	"apiextensions.crossplane.io", "pkg.crossplane.io", "protection.crossplane.io", "ops.crossplane.io"}
+
 // UnknownFamilies returns the policy and binding that refuse the create of
 // a managed resource, or an update setting or changing its
 // spec.providerConfigRef, in any API group of an enforced provider (its
@@ -262,11 +276,16 @@ func UnknownFamilies(providers []credentials.Provider, known []string) (*admissi
 	for _, p := range providers {
 		enforced = append(enforced, fmt.Sprintf("request.kind.group == %q || request.kind.group.endsWith(%q)", p.ManagedGroup, "."+p.ManagedGroup))
 	}
-	quoted := make([]string, 0, len(known))
-	for _, g := range known {
-		quoted = append(quoted, fmt.Sprintf("%q", g))
+	// Excluded by the rules: the built-in groups, the platform's that no
+	// enforced provider covers, and those the credentials policy enforces.
+	excluded := append(slices.Clone(builtinGroups), known...)
+	for _, g := range platformGroups {
+		if !slices.ContainsFunc(providers, func(p credentials.Provider) bool { return p.Manages(g) }) {
+			excluded = append(excluded, g)
+		}
 	}
-	sort.Strings(quoted)
+	slices.Sort(excluded)
+	excluded = slices.Compact(excluded)
 	kinds := make([]string, len(CredentialsKinds))
 	for i, k := range CredentialsKinds {
 		kinds[i] = "'" + k + "'"
@@ -279,16 +298,18 @@ func UnknownFamilies(providers []credentials.Provider, known []string) (*admissi
 			}}},
 			ExcludeResourceRules: []admissionv1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
 				Operations: []admissionv1.OperationType{admissionv1.OperationAll},
-				Rule:       admissionv1.Rule{APIGroups: builtinGroups, APIVersions: []string{"*"}, Resources: []string{"*"}, Scope: ptr.To(admissionv1.AllScopes)},
+				Rule:       admissionv1.Rule{APIGroups: excluded, APIVersions: []string{"*"}, Resources: []string{"*"}, Scope: ptr.To(admissionv1.AllScopes)},
 			}}},
 		},
 		FailurePolicy: ptr.To(admissionv1.Fail),
-		MatchConditions: []admissionv1.MatchCondition{
-			{Name: "enforced-provider", Expression: strings.Join(enforced, " || ")},
-			{Name: "not-yet-enforced", Expression: `!(request.kind.group in [` + strings.Join(quoted, ", ") + `])`},
-			{Name: "managed-resource", Expression: `!(request.kind.kind in [` + strings.Join(kinds, ", ") + `])`},
-			{Name: "credentials-set-or-changed", Expression: `request.operation == 'CREATE' || ` + credentialsChanged},
-		},
+		// One condition, cheapest first: the API server evaluates every
+		// condition of a policy, and most writes here are of no enforced
+		// provider's group.
+		MatchConditions: []admissionv1.MatchCondition{{
+			Name: "an-enforced-familys-credentials-not-yet-covered",
+			Expression: `(` + strings.Join(enforced, " || ") + `) && !(request.kind.kind in [` + strings.Join(kinds, ", ") + `]) && ` +
+				`(request.operation == 'CREATE' || ` + credentialsChanged + `)`,
+		}},
 		Validations: []admissionv1.Validation{{
 			Expression: `false`,
 			MessageExpression: `'API group ' + request.kind.group + ' belongs to a provider whose credentials CAPXP enforces, and ` + CredentialsPolicyName + ` does not cover it yet: ` +

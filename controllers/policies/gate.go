@@ -40,7 +40,7 @@ const legacyHoldPolicyName = "capxp-pause-new-machines"
 // LegacyHold is the machines-only hold an earlier release maintained, to
 // delete where it remains.
 func LegacyHold() (*admissionv1.MutatingAdmissionPolicy, *admissionv1.MutatingAdmissionPolicyBinding) {
-	return mutatingPolicy(legacyHoldPolicyName, nil, pauseExpression)
+	return mutatingPolicy(legacyHoldPolicyName, nil, pause)
 }
 
 // ReleasePolicyName names the ValidatingAdmissionPolicy (and its binding)
@@ -58,8 +58,15 @@ func labelsBounded(m string) string {
 // composes 32).
 const MaxResourceRefs = 256
 
-// pauseExpression is the hold's mutation: add crossplane.io/paused.
-var pauseExpression = `Object{metadata: Object.metadata{annotations: {"` + infrav1.CrossplanePausedAnnotation + `": "true"}}}`
+// pause is the hold's mutation: add crossplane.io/paused. A JSON patch, not
+// an apply configuration: the API server applies it to the object as it is,
+// where an apply configuration costs it a typed merge on every XR created.
+var pause = admissionv1.Mutation{
+	PatchType: admissionv1.PatchTypeJSONPatch,
+	JSONPatch: &admissionv1.JSONPatch{Expression: `has(object.metadata.annotations) ? ` +
+		`[JSONPatch{op: "add", path: "/metadata/annotations/" + jsonpatch.escapeKey("` + infrav1.CrossplanePausedAnnotation + `"), value: "true"}] : ` +
+		`[JSONPatch{op: "add", path: "/metadata/annotations", value: {"` + infrav1.CrossplanePausedAnnotation + `": "true"}}]`},
+}
 
 // mayRelease is true when the request's user may lift a hold: RBAC grants
 // the verb release on holds.capxp.dev to the bridge's role alone (and to
@@ -117,10 +124,13 @@ func Hold(resources []schema.GroupResource) (*admissionv1.MutatingAdmissionPolic
 			Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update}, Rule: r,
 		}})
 	}
-	p, b := mutatingPolicy(HoldPolicyName, rules, pauseExpression)
+	p, b := mutatingPolicy(HoldPolicyName, rules, pause)
+	// One condition, cheapest first: the API server evaluates every
+	// condition of a policy, and asks the authorizer only of the few
+	// updates that change the credentials.
 	p.Spec.MatchConditions = []admissionv1.MatchCondition{{
 		Name:       "new-or-credentials-changed-by-someone-else",
-		Expression: `request.operation == 'CREATE' || (!` + mayRelease + ` && (` + credentialsChanged + `))`,
+		Expression: `request.operation == 'CREATE' || ((` + credentialsChanged + `) && !` + mayRelease + `)`,
 	}}
 	return p, b
 }
@@ -140,7 +150,17 @@ func Release(resources []schema.GroupResource) (*admissionv1.ValidatingAdmission
 	return validatingPolicy(ReleasePolicyName, admissionv1.ValidatingAdmissionPolicySpec{
 		MatchConstraints: &admissionv1.MatchResources{ResourceRules: rules},
 		FailurePolicy:    ptr.To(admissionv1.Fail),
-		MatchConditions:  []admissionv1.MatchCondition{{Name: "may-not-release", Expression: "!" + mayRelease}},
+		// Only a write that creates the XR, or changes its annotations
+		// or spec.crossplane, can do what the validations refuse; the
+		// authorizer is asked of those alone (one condition: the API
+		// server evaluates every condition of a policy). What an XR
+		// held before the policy was installed stays allowed until it
+		// changes.
+		MatchConditions: []admissionv1.MatchCondition{{
+			Name: "changes-what-only-the-bridge-may",
+			Expression: `(request.operation == 'CREATE' || object.metadata.?annotations != oldObject.metadata.?annotations || ` +
+				`object.?spec.?crossplane != oldObject.?spec.?crossplane) && !` + mayRelease,
+		}},
 		Validations: []admissionv1.Validation{{
 			// The bridge lifts the holds it marks: a marker set by
 			// anyone else would have it lift a pause it never set (a
@@ -202,14 +222,28 @@ func Move() (*admissionv1.MutatingAdmissionPolicy, *admissionv1.MutatingAdmissio
 	p, b := mutatingPolicy(MovePolicyName, []admissionv1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
 		Operations: []admissionv1.OperationType{admissionv1.Update},
 		Rule:       admissionv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*"}, Scope: ptr.To(admissionv1.AllScopes)},
-	}}}, `Object{metadata: Object.metadata{annotations: oldObject.metadata.annotations}}`)
+	}}}, admissionv1.Mutation{
+		PatchType:          admissionv1.PatchTypeApplyConfiguration,
+		ApplyConfiguration: &admissionv1.ApplyConfiguration{Expression: `Object{metadata: Object.metadata{annotations: oldObject.metadata.annotations}}`},
+	})
+	// Leases and events, the most frequent updates, are never moved.
+	p.Spec.MatchConstraints.ExcludeResourceRules = []admissionv1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
+		Operations: []admissionv1.OperationType{admissionv1.OperationAll},
+		Rule:       admissionv1.Rule{APIGroups: []string{"coordination.k8s.io", "events.k8s.io"}, APIVersions: []string{"*"}, Resources: []string{"*"}, Scope: ptr.To(admissionv1.AllScopes)},
+	}}, {RuleWithOperations: admissionv1.RuleWithOperations{
+		Operations: []admissionv1.OperationType{admissionv1.OperationAll},
+		Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"*"}, Resources: []string{"events"}, Scope: ptr.To(admissionv1.AllScopes)},
+	}}}
 	p.Spec.MatchConstraints.ObjectSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 		{Key: compositeLabel, Operator: metav1.LabelSelectorOpExists},
 	}}
-	p.Spec.MatchConditions = []admissionv1.MatchCondition{
-		{Name: "marked-for-deletion-by-clusterctl-move", Expression: `has(object.metadata.annotations) && '` + deleteForMoveAnnotation + `' in object.metadata.annotations`},
-		{Name: "had-annotations-of-its-own", Expression: `has(oldObject.metadata.annotations) && !('` + deleteForMoveAnnotation + `' in oldObject.metadata.annotations)`},
-	}
+	// One condition: the API server evaluates every condition of a policy,
+	// on every update of what Crossplane composed.
+	p.Spec.MatchConditions = []admissionv1.MatchCondition{{
+		Name: "marked-for-deletion-by-clusterctl-move-now",
+		Expression: `has(object.metadata.annotations) && '` + deleteForMoveAnnotation + `' in object.metadata.annotations && ` +
+			`has(oldObject.metadata.annotations) && !('` + deleteForMoveAnnotation + `' in oldObject.metadata.annotations)`,
+	}}
 	return p, b
 }
 
@@ -217,20 +251,17 @@ func Move() (*admissionv1.MutatingAdmissionPolicy, *admissionv1.MutatingAdmissio
 // composed, naming the XR.
 const compositeLabel = "crossplane.io/composite"
 
-// mutatingPolicy returns a MutatingAdmissionPolicy that applies an apply
-// configuration expression to what the rules match, and its binding.
-func mutatingPolicy(name string, rules []admissionv1.NamedRuleWithOperations, expression string) (*admissionv1.MutatingAdmissionPolicy, *admissionv1.MutatingAdmissionPolicyBinding) {
+// mutatingPolicy returns a MutatingAdmissionPolicy that applies mutation to
+// what the rules match, and its binding.
+func mutatingPolicy(name string, rules []admissionv1.NamedRuleWithOperations, mutation admissionv1.Mutation) (*admissionv1.MutatingAdmissionPolicy, *admissionv1.MutatingAdmissionPolicyBinding) {
 	labels := Labels()
 	p := &admissionv1.MutatingAdmissionPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "MutatingAdmissionPolicy"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec: admissionv1.MutatingAdmissionPolicySpec{
-			MatchConstraints: &admissionv1.MatchResources{ResourceRules: rules},
-			FailurePolicy:    ptr.To(admissionv1.Fail),
-			Mutations: []admissionv1.Mutation{{
-				PatchType:          admissionv1.PatchTypeApplyConfiguration,
-				ApplyConfiguration: &admissionv1.ApplyConfiguration{Expression: expression},
-			}},
+			MatchConstraints:   &admissionv1.MatchResources{ResourceRules: rules},
+			FailurePolicy:      ptr.To(admissionv1.Fail),
+			Mutations:          []admissionv1.Mutation{mutation},
 			ReinvocationPolicy: admissionv1.NeverReinvocationPolicy,
 		},
 	}

@@ -171,10 +171,13 @@ func Kubeconfig() (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.Validati
 			Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"secrets"}, Scope: ptr.To(admissionv1.NamespacedScope)},
 		}}}},
 		FailurePolicy: ptr.To(admissionv1.Fail),
-		MatchConditions: []admissionv1.MatchCondition{
-			{Name: "cluster-kubeconfig", Expression: `object.metadata.name.endsWith('-kubeconfig') && has(object.data) && 'value' in object.data`},
-			{Name: "value-set-or-changed", Expression: `request.operation == 'CREATE' || !has(oldObject.data) || !('value' in oldObject.data) || oldObject.data['value'] != object.data['value']`},
-		},
+		// One condition, cheapest first: the API server evaluates every
+		// condition of a policy, and most Secrets are no kubeconfig.
+		MatchConditions: []admissionv1.MatchCondition{{
+			Name: "a-cluster-kubeconfig-set-or-changed",
+			Expression: `object.metadata.name.endsWith('-kubeconfig') && has(object.data) && 'value' in object.data && ` +
+				`(request.operation == 'CREATE' || !has(oldObject.data) || !('value' in oldObject.data) || oldObject.data['value'] != object.data['value'])`,
+		}},
 		Variables: []admissionv1.Variable{
 			{Name: "found", Expression: `[` + strings.Join(patterns, ", ") + `].filter(p, string(object.data['value']).matches(p[1])).map(p, p[0])`},
 		},

@@ -26,6 +26,7 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/apply"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
@@ -54,7 +55,10 @@ func NewPolicyController(c client.Client, live client.Reader, providers []creden
 }
 
 // SetupWithManager watches the CRDs' metadata (a CRD's name is
-// plural.group).
+// plural.group): the managed groups', and NamespaceCredentials' own, so that
+// the policies that need no managed group (the lock, the kubeconfig and the
+// unknown families) are applied when the manager starts, before any
+// provider is installed.
 func (r *PolicyController) SetupWithManager(mgr ctrl.Manager, o controller.Options) error {
 	return errors.Wrap(ctrl.NewControllerManagedBy(mgr).
 		Named("credentials-policy").
@@ -63,10 +67,13 @@ func (r *PolicyController) SetupWithManager(mgr ctrl.Manager, o controller.Optio
 			return []reconcile.Request{credentialsPolicyKey}
 		}), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			_, g, _ := strings.Cut(o.GetName(), ".")
-			return r.managed(g)
+			return r.managed(g) || o.GetName() == recordsCRD
 		}))).
 		Complete(r), "cannot set up the credentials policy controller")
 }
+
+// recordsCRD names the CRD of NamespaceCredentials, the policies' parameter.
+var recordsCRD = "namespacecredentials." + infrav1.GroupVersion.Group
 
 func (r *PolicyController) managed(group string) bool {
 	for _, p := range r.providers {

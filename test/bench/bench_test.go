@@ -12,7 +12,6 @@ import (
 	"time"
 
 	xpextv1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1"
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,6 +35,7 @@ import (
 var (
 	clustersFlag = flag.Int("clusters", 10, "clusters per level")
 	machinesFlag = flag.Int("machines", 3, "machines per cluster (one MachineDeployment)")
+	sharedFlag   = flag.Bool("shared", false, "run every level on one API server and etcd, each level's workload deleted before the next (by default each level has its own)")
 )
 
 // The levels, run one after the other on the same API server. L2 and
@@ -66,6 +66,9 @@ type result struct {
 	// controllersCPU the benchmark's own process: CAPI's controllers, the
 	// level's provider (and L2's engine), the bootstrap provider.
 	apiServerCPU, controllersCPU time.Duration
+	// server is what the API server's own metrics grew by: admission
+	// by plugin and policy, requests by verb, watch events.
+	server serverMetrics
 }
 
 // TestBench provisions clusters × machines behind L0 and then L2 and prints
@@ -77,24 +80,51 @@ func TestBench(t *testing.T) {
 	// CAPXP_BENCH_LOGS=4 shows the controllers' logs, chatty lines too.
 	envtest.ControllerLogs("CAPXP_BENCH_LOGS")
 	ctx := t.Context()
-	env, err := envtest.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
-	if err := adaptXRDs(ctx, env); err != nil {
-		t.Fatal(err)
-	}
 	var results []result
 	levels := []string{levelIdeal, levelDeclared, levelReported}
+	var shared *envtest.Environment
+	if *sharedFlag {
+		var err error
+		if shared, err = newEnvironment(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = shared.Stop() }()
+	}
 	for i, level := range levels {
-		r, err := run(ctx, env, level, *clustersFlag, *machinesFlag, i == len(levels)-1)
+		env := shared
+		if env == nil {
+			var err error
+			if env, err = newEnvironment(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := run(ctx, env, level, *clustersFlag, *machinesFlag, shared == nil || i == len(levels)-1)
+		if shared == nil {
+			_ = env.Stop()
+		}
 		if err != nil {
 			t.Fatalf("%s: %v", level, err)
 		}
 		results = append(results, r)
 	}
 	report(t, results)
+}
+
+// newEnvironment starts an API server and etcd with CAPXP's XRDs adapted
+// for CAPI. Each level runs on its own by default: a level run after
+// another on the same API server inherits its deleted objects (in etcd until
+// a compaction, whose schedule then falls in one level or another), its
+// watch caches and its heap, and measures more than itself.
+func newEnvironment(ctx context.Context) (*envtest.Environment, error) {
+	env, err := envtest.Start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := adaptXRDs(ctx, env); err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	return env, nil
 }
 
 // adaptXRDs lets a bridge label CAPXP's XRDs for CAPI and does what
@@ -125,7 +155,7 @@ func adaptXRDs(ctx context.Context, env *envtest.Environment) error {
 }
 
 // run provisions the workload behind one level and measures it.
-func run(ctx context.Context, env *envtest.Environment, level string, clusters, machines int, last bool) (result, error) {
+func run(ctx context.Context, env *envtest.Environment, level string, clusters, machines int, lastOnServer bool) (result, error) {
 	r := result{level: level, machines: clusters * machines, provider: newRequests(), capi: newRequests(), engine: newRequests()}
 	before := reconcileTotals()
 
@@ -189,6 +219,10 @@ func run(ctx context.Context, env *envtest.Environment, level string, clusters, 
 	if err != nil {
 		return r, err
 	}
+	serverBefore, err := scrapeServer(ctx, env.Config)
+	if err != nil {
+		return r, err
+	}
 	begin := time.Now()
 	if err := createWorkload(ctx, env.Client, ns, clusters, machines, level != levelReported); err != nil {
 		return r, err
@@ -200,6 +234,11 @@ func run(ctx context.Context, env *envtest.Environment, level string, clusters, 
 	stopProfile()
 	r.apiServerCPU = childCPU("kube-apiserver", "etcd") - cpu
 	r.controllersCPU = selfCPU() - self
+	serverAfter, err := scrapeServer(ctx, env.Config)
+	if err != nil {
+		return r, err
+	}
+	r.server = serverAfter.since(serverBefore)
 	if err := apiServerProfiled(); err != nil {
 		return r, err
 	}
@@ -214,7 +253,7 @@ func run(ctx context.Context, env *envtest.Environment, level string, clusters, 
 	r.provider.freeze()
 	r.capi.freeze()
 	r.engine.freeze()
-	if !last {
+	if !lastOnServer {
 		// The next level's controllers must not find this level's clusters:
 		// they would reconcile and write them on start.
 		return r, deleteWorkload(ctx, env.Client, ns, 10*time.Minute)
@@ -403,15 +442,6 @@ func reconcileTotals() map[string]float64 {
 	return out
 }
 
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
-}
-
 func met(ok bool) string {
 	if ok {
 		return "met"
@@ -433,6 +463,27 @@ func report(t *testing.T, rs []result) {
 			r.p50.Seconds(), r.p99.Seconds(), r.apiServerCPU.Seconds(), r.controllersCPU.Seconds(),
 			float64(r.provider.total("write", ""))/n, float64(r.provider.total("read", ""))/n, float64(r.provider.total("write", "events"))/n,
 			float64(r.capi.total("write", ""))/n, float64(r.engine.total("write", ""))/n)
+	}
+	// What the API server did, by its own metrics: where its CPU went.
+	fmt.Fprintf(&b, "\nThe API server, per Machine (its own metrics):\n\n| level | admission | policies' match conditions | policies' validations and mutations | gets | lists | watches | watch events | writes |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rs {
+		n := float64(r.machines)
+		s := r.server
+		var admission, matched, matches, checked, checks, writes float64
+		for _, name := range s.names(pluginSeconds) {
+			admission += s[pluginSeconds+name]
+		}
+		for _, p := range s.names(matchSeconds) {
+			matched, matches = matched+s[matchSeconds+p], matches+s[matchCount+p]
+		}
+		for _, p := range s.names(checkSeconds) {
+			checked, checks = checked+s[checkSeconds+p], checks+s[checkCount+p]
+		}
+		for _, v := range []string{"post", "put", "patch", "apply", "delete", "deletecollection"} {
+			writes += s[verbCount+v]
+		}
+		fmt.Fprintf(&b, "| %s | %.2f ms | %.3f ms (%.1f) | %.3f ms (%.1f) | %.1f | %.1f | %.2f | %.1f | %.1f |\n", r.level, 1000*admission/n,
+			1000*matched/n, matches/n, 1000*checked/n, checks/n, s[verbCount+"get"]/n, s[verbCount+"list"]/n, s[verbCount+"watch"]/n, s[watchEvents]/n, writes/n)
 	}
 	l0 := rs[0]
 	for _, l2 := range rs[1:] {
@@ -459,6 +510,8 @@ func report(t *testing.T, rs []result) {
 			recs = append(recs, fmt.Sprintf("%s=%.1f", k, r.reconciles[k]/float64(r.machines)))
 		}
 		fmt.Fprintf(&b, "%s reconciles per Machine: %s\n", r.level, strings.Join(recs, " "))
+		fmt.Fprintf(&b, "%s admission per Machine: %s\n", r.level, strings.Join(r.server.admissionLines(r.machines), "; "))
+		fmt.Fprintf(&b, "%s watch events per Machine: %s\n", r.level, strings.Join(r.server.watchLines(r.machines), " "))
 	}
 	t.Log(b.String())
 	_ = corev1.SchemeGroupVersion
