@@ -182,19 +182,20 @@ func Observe(ctx context.Context, c client.Client, ns string) (*Observed, error)
 	}
 	o.Clusters, o.MachineDeployments, o.MachineSets, o.Machines = clusters.Items, mds.Items, mss.Items, ms.Items
 	o.KubeadmControlPlanes, o.KubeadmConfigs = kcps.Items, kcs.Items
+	r := &refReader{c: c, ns: ns, kinds: map[schema.GroupKind]*refKind{}}
 	for i := range o.Machines {
 		m := &o.Machines[i]
-		if err := getRef(ctx, c, ns, m.Spec.InfrastructureRef, o.InfraMachines, m.Name); err != nil {
+		if err := r.get(ctx, m.Spec.InfrastructureRef, o.InfraMachines, m.Name); err != nil {
 			return nil, errors.Wrapf(err, "Machine %s", m.Name)
 		}
 	}
 	for i := range o.Clusters {
 		cl := &o.Clusters[i]
-		if err := getRef(ctx, c, ns, cl.Spec.InfrastructureRef, o.InfraClusters, cl.Name); err != nil {
+		if err := r.get(ctx, cl.Spec.InfrastructureRef, o.InfraClusters, cl.Name); err != nil {
 			return nil, errors.Wrapf(err, "Cluster %s", cl.Name)
 		}
 		if ref := cl.Spec.ControlPlaneRef; ref.IsDefined() && ref.APIGroup != controlplanev1.GroupVersion.Group {
-			if err := getRef(ctx, c, ns, ref, o.ControlPlanes, cl.Name); err != nil {
+			if err := r.get(ctx, ref, o.ControlPlanes, cl.Name); err != nil {
 				return nil, errors.Wrapf(err, "Cluster %s", cl.Name)
 			}
 		}
@@ -202,27 +203,75 @@ func Observe(ctx context.Context, c client.Client, ns string) (*Observed, error)
 	return o, nil
 }
 
-// getRef gets the object a reference names into into[key]; one that is
+// refReader reads the objects references name in one namespace, listing
+// each kind once: a hundred Machines' XRs are one request, not a hundred. A
+// kind the reader may get but not list is read by name.
+type refReader struct {
+	c     client.Client
+	ns    string
+	kinds map[schema.GroupKind]*refKind
+}
+
+// refKind is one kind's served version and, once listed, its objects by
+// name (nil when it may not be listed).
+type refKind struct {
+	apiVersion string
+	byName     map[string]*unstructured.Unstructured
+}
+
+// get reads the object a reference names into into[key]; one that is
 // gone is left out.
-func getRef(ctx context.Context, c client.Client, ns string, ref clusterv1.ContractVersionedObjectReference, into map[string]*unstructured.Unstructured, key string) error {
+func (r *refReader) get(ctx context.Context, ref clusterv1.ContractVersionedObjectReference, into map[string]*unstructured.Unstructured, key string) error {
 	if !ref.IsDefined() {
 		return nil
 	}
-	gv, err := groupVersion(c, ref.APIGroup, ref.Kind)
+	k, err := r.kind(ctx, schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
 	if err != nil {
 		return err
 	}
+	if k.byName != nil {
+		if u, ok := k.byName[ref.Name]; ok {
+			into[key] = u
+		}
+		return nil
+	}
 	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(gv)
+	u.SetAPIVersion(k.apiVersion)
 	u.SetKind(ref.Kind)
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, u); err != nil {
+	if err := r.c.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: ref.Name}, u); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return errors.Wrapf(err, "cannot get %s %s/%s", ref.Kind, ns, ref.Name)
+		return errors.Wrapf(err, "cannot get %s %s/%s", ref.Kind, r.ns, ref.Name)
 	}
 	into[key] = u
 	return nil
+}
+
+// kind finds a kind's served version and lists it, once.
+func (r *refReader) kind(ctx context.Context, gk schema.GroupKind) (*refKind, error) {
+	if k, ok := r.kinds[gk]; ok {
+		return k, nil
+	}
+	gv, err := groupVersion(r.c, gk.Group, gk.Kind)
+	if err != nil {
+		return nil, err
+	}
+	k := &refKind{apiVersion: gv}
+	l := &unstructured.UnstructuredList{}
+	l.SetAPIVersion(gv)
+	l.SetKind(gk.Kind + "List")
+	switch err := r.c.List(ctx, l, client.InNamespace(r.ns)); {
+	case err == nil:
+		k.byName = make(map[string]*unstructured.Unstructured, len(l.Items))
+		for i := range l.Items {
+			k.byName[l.Items[i].GetName()] = &l.Items[i]
+		}
+	case !apierrors.IsForbidden(err):
+		return nil, errors.Wrapf(err, "cannot list the %s of namespace %s", gk.Kind, r.ns)
+	}
+	r.kinds[gk] = k
+	return k, nil
 }
 
 // ReadCredentials reads a namespace's NamespaceCredentials for judging
