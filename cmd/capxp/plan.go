@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/compcheck"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/describe"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/plan"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 )
@@ -58,7 +60,8 @@ Flags:
   --context NAME           the kubeconfig context
   --as USER                read as this user (impersonation), as kubectl --as
   --as-group GROUP         read as a member of this group too (repeatable)
-  -o table|json            the output (default table)
+  -o table|json|tree       the output (default table); tree draws each
+                           Cluster as capxp describe does, with a PLAN column
   --tools-dir DIR          where the render engine's crossplane binary and
                            functions are (default: tools/ beside capxp, as the
                            release's archive has it, else .cache/tools)
@@ -102,7 +105,7 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	case file == "":
 		return c.usageError("-f FILE is required: the change to plan")
 	}
-	if err := oneOf("-o", output, "table", outputJSON); err != nil {
+	if err := oneOf("-o", output, "table", outputJSON, "tree"); err != nil {
 		return c.usageError("%v", err)
 	}
 	proposed, err := readChange(file, os.Stdin)
@@ -138,11 +141,14 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return c.failed(err)
 	}
-	if output == outputJSON {
+	switch output {
+	case outputJSON:
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		err = enc.Encode(p)
-	} else {
+	case "tree":
+		err = printPlanTree(ctx, stdout, cl, p)
+	default:
 		err = printPlan(stdout, p)
 	}
 	if err != nil {
@@ -238,10 +244,7 @@ func planNamespaces(ctx context.Context, c client.Client, rd plan.Renderer, prop
 // printPlan prints the changes, then each cluster's Machines.
 func printPlan(w io.Writer, p *plan.Plan) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CHANGE\tACTION")
-	for _, ch := range p.Changes {
-		fmt.Fprintf(tw, "%s %s\t%s\n", ch.Kind, path.Join(ch.Namespace, ch.Name), ch.Action)
-	}
+	printChanges(tw, p)
 	for _, cl := range p.Clusters {
 		fmt.Fprintf(tw, "\nCluster %s/%s: %s\n", cl.Namespace, cl.Name, cl.Summary())
 		if len(cl.Machines) > 0 {
@@ -250,29 +253,83 @@ func printPlan(w io.Writer, p *plan.Plan) error {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Name, m.Owner, m.Verdict, strings.Join(m.Reasons, "; "))
 			}
 		}
-		for _, u := range cl.Unknown {
-			fmt.Fprintf(tw, "not predicted: %s\n", u)
+		printUnknown(tw, cl.Unknown)
+	}
+	for i := range p.XRs {
+		printXR(tw, &p.XRs[i])
+	}
+	return tw.Flush()
+}
+
+// printPlanTree prints the change's objects, then each Cluster's tree as
+// `capxp describe` draws it with what the plan says of each object in a
+// PLAN column, then the XRs the plan reaches outside those trees.
+func printPlanTree(ctx context.Context, w io.Writer, c client.Client, p *plan.Plan) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	printChanges(tw, p)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	placed := map[*plan.XR]bool{}
+	for _, cl := range p.Clusters {
+		fmt.Fprintf(w, "\nCluster %s/%s: %s\n", cl.Namespace, cl.Name, cl.Summary())
+		tree, err := describe.Cluster(ctx, c, cl.Namespace, cl.Name, describe.Options{})
+		if err != nil {
+			fmt.Fprintf(w, "not drawn: %v\n", err)
+			continue
+		}
+		here := p.Annotate(tree)
+		maps.Copy(placed, here)
+		if err := describe.Print(w, tree, describe.PrintOptions{Plan: true}); err != nil {
+			return err
+		}
+		printUnknown(w, cl.Unknown)
+		for i := range p.XRs {
+			if x := &p.XRs[i]; here[x] {
+				for _, u := range x.Unknown {
+					fmt.Fprintf(w, "not predicted of %s %s: %s\n", x.Kind, x.Name, u)
+				}
+			}
 		}
 	}
 	for i := range p.XRs {
-		x := &p.XRs[i]
-		fmt.Fprintf(tw, "\n%s %s/%s (Composition %s): %d composed resources change\n", x.Kind, x.Namespace, x.Name, x.Composition, len(x.Changes))
-		if x.Held != "" {
-			fmt.Fprintf(tw, "held: %s\n", x.Held)
-		}
-		if len(x.Changes) > 0 {
-			fmt.Fprintln(tw, "RESOURCE\tKIND\tNAME\tACTION\tFIELDS")
-			for _, ch := range x.Changes {
-				action := ch.Action
-				if ch.Refused != "" {
-					action += " (refused: " + ch.Refused + ")"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ch.Resource, ch.Kind, ch.Name, action, strings.Join(ch.Fields, ", "))
-			}
-		}
-		for _, u := range x.Unknown {
-			fmt.Fprintf(tw, "not predicted: %s\n", u)
+		if !placed[&p.XRs[i]] {
+			printXR(tw, &p.XRs[i])
 		}
 	}
 	return tw.Flush()
+}
+
+// printChanges prints the change's objects and what applying does to each.
+func printChanges(w io.Writer, p *plan.Plan) {
+	fmt.Fprintln(w, "CHANGE\tACTION")
+	for _, ch := range p.Changes {
+		fmt.Fprintf(w, "%s %s\t%s\n", ch.Kind, path.Join(ch.Namespace, ch.Name), ch.Action)
+	}
+}
+
+// printUnknown prints what plan cannot know, a line each.
+func printUnknown(w io.Writer, unknown []string) {
+	for _, u := range unknown {
+		fmt.Fprintf(w, "not predicted: %s\n", u)
+	}
+}
+
+// printXR prints what Crossplane will do to what an XR composes.
+func printXR(tw io.Writer, x *plan.XR) {
+	fmt.Fprintf(tw, "\n%s %s/%s (Composition %s): %s\n", x.Kind, x.Namespace, x.Name, x.Composition, x.Summary())
+	if x.Held != "" {
+		fmt.Fprintf(tw, "held: %s\n", x.Held)
+	}
+	if len(x.Changes) > 0 {
+		fmt.Fprintln(tw, "RESOURCE\tKIND\tNAME\tACTION\tFIELDS")
+		for _, ch := range x.Changes {
+			action := ch.Action
+			if ch.Refused != "" {
+				action += " (refused: " + ch.Refused + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ch.Resource, ch.Kind, ch.Name, action, strings.Join(ch.Fields, ", "))
+		}
+	}
+	printUnknown(tw, x.Unknown)
 }

@@ -63,7 +63,10 @@ type Node struct {
 	ExternalName string `json:"externalName,omitempty"`
 	// Conditions are all of the object's conditions, when asked for.
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	Children   []*Node            `json:"children,omitempty"`
+	// Plan is what a change will do to the object, where a plan was
+	// written onto the tree (capxp plan -o tree).
+	Plan     string  `json:"plan,omitempty"`
+	Children []*Node `json:"children,omitempty"`
 }
 
 // Options say what the tree shows.

@@ -19,6 +19,9 @@ type PrintOptions struct {
 	Color bool
 	// Now is what SINCE counts from; the time of the call when zero.
 	Now time.Time
+	// Plan adds a PLAN column after NAME: what a change will do to each
+	// object.
+	Plan bool
 }
 
 // ANSI colours of the same length, so that the columns stay aligned.
@@ -43,7 +46,7 @@ func Print(w io.Writer, root *Node, o PrintOptions) error {
 	p := printer{w: tw, o: o, ns: root.Namespace}
 	// The header's STATUS is wrapped like every status, so that the
 	// escape sequences, which tabwriter counts, widen every row alike.
-	fmt.Fprintf(tw, "NAME\t%s\tREASON\tSINCE\tMESSAGE\n", p.colored(neutral, "STATUS"))
+	fmt.Fprintf(tw, "NAME\t%s%s\tREASON\tSINCE\tMESSAGE\n", p.plan("PLAN"), p.colored(neutral, "STATUS"))
 	p.row(root, "", "", true)
 	if err := tw.Flush(); err != nil {
 		return err
@@ -68,13 +71,13 @@ type printer struct {
 // the branch drawn before n's name, indent the one drawn before its
 // children's.
 func (p printer) row(n *Node, prefix, indent string, root bool) {
-	fmt.Fprintf(p.w, "%s%s\t%s\t%s\t%s\t%s\n", prefix, printable(p.label(n, root)), p.status(n.Status), printable(n.Reason), p.since(n.Since), printable(p.message(n)))
+	fmt.Fprintf(p.w, "%s%s\t%s%s\t%s\t%s\t%s\n", prefix, printable(p.label(n, root)), p.plan(n.Plan), p.status(n.Status), printable(n.Reason), p.since(n.Since), printable(p.message(n)))
 	for i, c := range n.Conditions {
 		branch := "├─"
 		if i == len(n.Conditions)-1 && len(n.Children) == 0 {
 			branch = "└─"
 		}
-		fmt.Fprintf(p.w, "%s%s· %s\t%s\t%s\t%s\t%s\n", indent, branch, printable(c.Type), p.status(c.Status), printable(c.Reason), p.since(&c.LastTransitionTime), printable(oneLine(c.Message)))
+		fmt.Fprintf(p.w, "%s%s· %s\t%s%s\t%s\t%s\t%s\n", indent, branch, printable(c.Type), p.plan(""), p.status(c.Status), printable(c.Reason), p.since(&c.LastTransitionTime), printable(oneLine(c.Message)))
 	}
 	for i, c := range n.Children {
 		branch, next := "├─", "│ "
@@ -99,6 +102,14 @@ func (p printer) label(n *Node, root bool) string {
 		return strings.TrimSpace(fmt.Sprintf("%s: %s %s", n.Role, n.Kind, name))
 	}
 	return strings.TrimSpace(n.Kind + " " + name)
+}
+
+// plan is the PLAN column's cell and its tab, when the tree has the column.
+func (p printer) plan(s string) string {
+	if !p.o.Plan {
+		return ""
+	}
+	return printable(s) + "\t"
 }
 
 func (p printer) colored(c, s string) string {

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -154,9 +155,9 @@ spec:
 		change := s.change()
 		before := clusterMachines(t, ns, name)
 		composedBefore := composedResources(t, ns, name)
-		args := []string{"plan", "-f", "-", "-n", ns, "-o", "json", "--kubeconfig", p.Kubeconfig(), "--as", "planner", "--as-group", "system:authenticated",
+		base := []string{"plan", "-f", "-", "-n", ns, "--kubeconfig", p.Kubeconfig(), "--as", "planner", "--as-group", "system:authenticated",
 			"--tools-dir", envtest.ToolsDir(), "--function-asg-instances", filepath.Join(bin, "function-asg-instances")}
-		cmd := exec.CommandContext(ctx, capxp, args...)
+		cmd := exec.CommandContext(ctx, capxp, append(slices.Clone(base), "-o", "json")...)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(change), &stdout, &stderr
 		err := cmd.Run()
@@ -175,6 +176,17 @@ spec:
 			t.Errorf("%s: exit status %v, but the plan's Replaces is %t", s.name, err, got.Replaces())
 		}
 
+		if len(predicted) > 0 {
+			// The tree draws the same verdicts on describe's rows.
+			tree := exec.CommandContext(ctx, capxp, append(slices.Clone(base), "-o", "tree")...)
+			tree.Stdin = strings.NewReader(change)
+			out, _ := tree.Output()
+			for _, m := range predicted {
+				if !regexp.MustCompile(`Machine ` + regexp.QuoteMeta(m) + ` +Replaced`).Match(out) {
+					t.Errorf("%s: capxp plan -o tree does not draw Machine %s Replaced:\n%s", s.name, m, out)
+				}
+			}
+		}
 		applyChange(t, change)
 		settled(t, ns, name, md, kcp)
 		after := clusterMachines(t, ns, name)
