@@ -58,14 +58,25 @@ func labelsBounded(m string) string {
 // composes 32).
 const MaxResourceRefs = 256
 
-// pause is the hold's mutation: add crossplane.io/paused. A JSON patch, not
-// an apply configuration: the API server applies it to the object as it is,
-// where an apply configuration costs it a typed merge on every XR created.
+// pause is the hold's mutation: add crossplane.io/paused and, where an
+// update pauses an XR that was not paused (its credentials changed), the
+// bridge's mark too, so that the bridge lifts this pause once it has judged
+// them: an XR that composed and has no CAPI owner keeps any other pause.
+// A JSON patch, not an apply configuration: the API server applies it to the
+// object as it is, where an apply configuration costs it a typed merge on
+// every XR created.
 var pause = admissionv1.Mutation{
 	PatchType: admissionv1.PatchTypeJSONPatch,
-	JSONPatch: &admissionv1.JSONPatch{Expression: `has(object.metadata.annotations) ? ` +
-		`[JSONPatch{op: "add", path: "/metadata/annotations/" + jsonpatch.escapeKey("` + infrav1.CrossplanePausedAnnotation + `"), value: "true"}] : ` +
-		`[JSONPatch{op: "add", path: "/metadata/annotations", value: {"` + infrav1.CrossplanePausedAnnotation + `": "true"}}]`},
+	JSONPatch: &admissionv1.JSONPatch{Expression: `(request.operation == 'UPDATE' && !` + isPaused("oldObject") + `) ? ` +
+		`(has(object.metadata.annotations) ? [` + addAnnotation(infrav1.CrossplanePausedAnnotation) + `, ` + addAnnotation(infrav1.CredentialsHoldAnnotation) + `] : ` +
+		`[JSONPatch{op: "add", path: "/metadata/annotations", value: {"` + infrav1.CrossplanePausedAnnotation + `": "true", "` + infrav1.CredentialsHoldAnnotation + `": "true"}}]) : ` +
+		`(has(object.metadata.annotations) ? [` + addAnnotation(infrav1.CrossplanePausedAnnotation) + `] : ` +
+		`[JSONPatch{op: "add", path: "/metadata/annotations", value: {"` + infrav1.CrossplanePausedAnnotation + `": "true"}}])`},
+}
+
+// addAnnotation is a JSON patch operation setting annotation key to "true".
+func addAnnotation(key string) string {
+	return `JSONPatch{op: "add", path: "/metadata/annotations/" + jsonpatch.escapeKey("` + key + `"), value: "true"}`
 }
 
 // mayRelease is true when the request's user may lift a hold: RBAC grants
@@ -164,8 +175,11 @@ func Release(resources []schema.GroupResource) (*admissionv1.ValidatingAdmission
 		Validations: []admissionv1.Validation{{
 			// The bridge lifts the holds it marks: a marker set by
 			// anyone else would have it lift a pause it never set (a
-			// gated machine's, a moved XR's).
-			Expression:        `request.operation == 'CREATE' ? !` + hasMarker("object") + ` : ` + marker("object") + ` == ` + marker("oldObject"),
+			// gated machine's, a moved XR's). The one exception is the
+			// hold's own: an update that changes the credentials of an
+			// XR that was not paused is paused and marked at once.
+			Expression: `request.operation == 'CREATE' ? !` + hasMarker("object") + ` : (` + marker("object") + ` == ` + marker("oldObject") + ` || ` +
+				`(` + marker("object") + ` == 'true' && !` + isPaused("oldObject") + ` && ` + isPaused("object") + ` && (` + credentialsChanged + `)))`,
 			MessageExpression: `'metadata.annotations[` + infrav1.CredentialsHoldAnnotation + `]: only CAPXP marks the holds it lifts; leave the annotation as it is'`,
 			Reason:            ptr.To(metav1.StatusReasonForbidden),
 		}, {

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -370,4 +372,72 @@ func TestAnXRHeldForCredentialsIsDeletedCompletely(t *testing.T) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(xr), getEmpty(xr))
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the held XR is gone")
 	}, timeout, interval).Should(Succeed())
+}
+
+// A tenant's XR with no CAPI owner that has composed, its credentials
+// changed by the tenant to others its namespace may use, is held at
+// admission and released once the bridge has judged them: the hold marks
+// the pause it adds on such an update, and the bridge lifts the pauses it
+// marked. Any other pause of such an XR stays. The tenant cannot mark a
+// pause of its own for the bridge to lift.
+func TestAnUnownedXRWhoseCredentialsChangeIsReleased(t *testing.T) {
+	stack(t)
+	ns, suffix, granted, _ := tenantBesideSharedCredentials(t)
+	providerConfig(t, ns, "own", true)
+	grantTo(t, "granted"+suffix, granted, infrav1.AllowedNamespaces{Names: []string{ns}})
+	waitForCredentialsWebhook(t, ns)
+	tc := tenantClient(t, ns)
+	// The API server loads the bridge's admission policies asynchronously:
+	// wait until a new XR comes back held.
+	NewWithT(t).Eventually(func(g Gomega) {
+		probe := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{}}}
+		probe.SetGroupVersionKind(clusterGVK)
+		probe.SetNamespace(ns)
+		probe.SetGenerateName("probe-")
+		g.Expect(tc.Create(ctx, probe, client.DryRunAll)).To(Succeed())
+		g.Expect(probe.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+	}, timeout, interval).Should(Succeed())
+	ref := func(kind, name string) map[string]any {
+		return map[string]any{"apiGroup": credsGroup, "kind": kind, "name": name}
+	}
+	cases := map[string]struct {
+		from, to map[string]any
+	}{
+		"shared-to-own": {from: ref("ClusterProviderConfig", granted), to: ref("ProviderConfig", "own")},
+		"own-to-shared": {from: ref("ProviderConfig", "own"), to: ref("ClusterProviderConfig", granted)},
+	}
+	for name, tc2 := range cases {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			xr := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"providerConfigRef": tc2.from}}}
+			xr.SetGroupVersionKind(clusterGVK)
+			xr.SetNamespace(ns)
+			xr.SetName(name)
+			xr.SetAnnotations(map[string]string{envtest.ObserveAnnotation: script(goodStatus)})
+			g.Expect(tc.Create(ctx, xr)).To(Succeed())
+			composedAndRunning := func(g Gomega) {
+				got := getXR(g, xr)
+				g.Expect(got.GetAnnotations()).NotTo(HaveKey(infrav1.CrossplanePausedAnnotation), "released")
+				refs, _, _ := unstructured.NestedSlice(got.Object, "spec", "crossplane", "resourceRefs")
+				g.Expect(refs).NotTo(BeEmpty(), "composed")
+			}
+			g.Eventually(composedAndRunning, timeout, interval).Should(Succeed())
+
+			raw, err := json.Marshal(map[string]any{"spec": map[string]any{"providerConfigRef": tc2.to}})
+			g.Expect(err).NotTo(HaveOccurred())
+			changed := getXR(g, xr)
+			g.Expect(tc.Patch(ctx, changed, client.RawPatch(types.MergePatchType, raw))).To(Succeed())
+			g.Expect(changed.GetAnnotations()).To(And(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"), HaveKeyWithValue(infrav1.CredentialsHoldAnnotation, "true")),
+				"held and marked at admission")
+			g.Eventually(composedAndRunning, timeout, interval).Should(Succeed())
+			g.Expect(getXR(g, xr).Object["spec"].(map[string]any)["providerConfigRef"]).To(Equal(tc2.to))
+
+			// A pause of the tenant's own, marked in the same write, is
+			// refused: nothing changed its credentials.
+			mark, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+				infrav1.CrossplanePausedAnnotation: "true", infrav1.CredentialsHoldAnnotation: "true"}}})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(tc.Patch(ctx, getXR(g, xr), client.RawPatch(types.MergePatchType, mark))).To(MatchError(ContainSubstring("only CAPXP marks the holds it lifts")))
+		})
+	}
 }
