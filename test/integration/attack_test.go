@@ -46,6 +46,21 @@ func tenantClient(t *testing.T, ns string) client.Client {
 	return c
 }
 
+// waitForHold waits until a new XR the tenant creates in ns comes back
+// held: the API server loads the bridge's admission policies
+// asynchronously.
+func waitForHold(t *testing.T, tc client.Client, ns string) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		probe := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{}}}
+		probe.SetGroupVersionKind(clusterGVK)
+		probe.SetNamespace(ns)
+		probe.SetGenerateName("probe-")
+		g.Expect(tc.Create(ctx, probe, client.DryRunAll)).To(Succeed())
+		g.Expect(probe.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+	}, timeout, interval).Should(Succeed())
+}
+
 // A hostile tenant, with exactly the documented permissions, tries every
 // other way it has to compose with credentials its namespace was not
 // granted: lifting the hold the bridge keeps on what it creates, declaring
@@ -62,16 +77,7 @@ func TestAHostileTenantComposesNothingUngranted(t *testing.T) {
 	grant := grantTo(t, "granted"+suffix, granted, infrav1.AllowedNamespaces{Names: []string{ns}})
 	waitForCredentialsWebhook(t, ns)
 	tc := tenantClient(t, ns)
-	// The API server loads the bridge's admission policies asynchronously:
-	// wait until a new XR comes back held.
-	g.Eventually(func(g Gomega) {
-		probe := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{}}}
-		probe.SetGroupVersionKind(clusterGVK)
-		probe.SetNamespace(ns)
-		probe.SetGenerateName("probe-")
-		g.Expect(tc.Create(ctx, probe, client.DryRunAll)).To(Succeed())
-		g.Expect(probe.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
-	}, timeout, interval).Should(Succeed())
+	waitForHold(t, tc, ns)
 
 	ref := func(kind, name string) map[string]any {
 		return map[string]any{"apiGroup": credsGroup, "kind": kind, "name": name}

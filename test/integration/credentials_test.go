@@ -387,16 +387,7 @@ func TestAnUnownedXRWhoseCredentialsChangeIsReleased(t *testing.T) {
 	grantTo(t, "granted"+suffix, granted, infrav1.AllowedNamespaces{Names: []string{ns}})
 	waitForCredentialsWebhook(t, ns)
 	tc := tenantClient(t, ns)
-	// The API server loads the bridge's admission policies asynchronously:
-	// wait until a new XR comes back held.
-	NewWithT(t).Eventually(func(g Gomega) {
-		probe := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{}}}
-		probe.SetGroupVersionKind(clusterGVK)
-		probe.SetNamespace(ns)
-		probe.SetGenerateName("probe-")
-		g.Expect(tc.Create(ctx, probe, client.DryRunAll)).To(Succeed())
-		g.Expect(probe.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
-	}, timeout, interval).Should(Succeed())
+	waitForHold(t, tc, ns)
 	ref := func(kind, name string) map[string]any {
 		return map[string]any{"apiGroup": credsGroup, "kind": kind, "name": name}
 	}
