@@ -98,6 +98,11 @@ verify: verify-deps verify-api ## Fail when generated files are stale (regenerat
 ALLOWED_DEPS := sigs\.k8s\.io/cluster-api/(internal/contract|core/reconcilers/machinedeployment/mdutil|internal/topology/names|internal/hooks|internal/util/(compare|inplace|taints))
 FORBIDDEN_DEPS := ^github\.com/capxp/cluster-api-provider-crossplane/(test|dev|internal/function)/|^github\.com/aws/|^sigs\.k8s\.io/controller-runtime/pkg/envtest|^sigs\.k8s\.io/cluster-api/core/|^sigs\.k8s\.io/cluster-api/internal/
 
+# The reconcilers' packages under controllers/, and the packages they share,
+# which import none of them.
+RECONCILER_PKGS := xr|xrd|tenancy
+SHARED_CONTROLLER_PKGS := ./controllers/access/ ./controllers/apply/ ./controllers/budget/ ./controllers/caching/ ./controllers/composed/ ./controllers/contracts/ ./controllers/policies/ ./controllers/resolve/ ./controllers/restmapper/ ./controllers/webhook/
+
 .PHONY: verify-deps
 verify-deps: ## Fail when cmd/capxp links test code, the development plane (dev/), the composition function or the AWS SDK, envtest or CAPI's core controllers; when internal/, dev/ or cmd/ import test/; when internal/ imports controllers/; when bridge/ imports more than apis/ and bridge/, or an API client; or when the packages below controllers/ import upward.
 	@deps=$$(go list -deps ./cmd/capxp) || exit 1; \
@@ -111,10 +116,13 @@ verify-deps: ## Fail when cmd/capxp links test code, the development plane (dev/
 	if [ -n "$$up" ]; then echo "bridge/ imports more than apis/ and bridge/:"; echo "$$up"; exit 1; fi; \
 	io=$$(go list -f '{{.ImportPath}}:{{range .Imports}} {{.}}{{end}}' ./bridge/... | grep -E ' (sigs.k8s.io/controller-runtime/pkg/client|k8s.io/client-go/rest|k8s.io/client-go/kubernetes)( |$$)' | cut -d: -f1); \
 	if [ -n "$$io" ]; then echo "bridge/ reads the API server (it decides on values; controllers/ reads):"; echo "$$io"; exit 1; fi; \
-	up=$$(go list -deps ./controllers/access/... ./controllers/budget/... ./controllers/apply/... ./controllers/tenancy/... ./controllers/resolve/... | grep -x 'github.com/capxp/cluster-api-provider-crossplane/controllers'); \
+	below=$$(go list ./controllers/... | grep -vx 'github.com/capxp/cluster-api-provider-crossplane/controllers'); \
+	up=$$(go list -deps $$below | grep -x 'github.com/capxp/cluster-api-provider-crossplane/controllers'); \
 	if [ -n "$$up" ]; then echo "a package below controllers/ imports the manager's setup:"; echo "$$up"; exit 1; fi; \
-	up=$$(go list -deps ./controllers/access/... ./controllers/budget/... ./controllers/apply/... | grep -x 'github.com/capxp/cluster-api-provider-crossplane/controllers/tenancy'); \
+	up=$$(go list -deps $(SHARED_CONTROLLER_PKGS) | grep -xE 'github.com/capxp/cluster-api-provider-crossplane/controllers/($(RECONCILER_PKGS))'); \
 	if [ -n "$$up" ]; then echo "a shared package below controllers/ imports a reconciler's:"; echo "$$up"; exit 1; fi; \
+	up=$$(go list -deps ./controllers/xr/ ./controllers/tenancy/ | grep -xE 'github.com/capxp/cluster-api-provider-crossplane/controllers/xrd'); \
+	if [ -n "$$up" ]; then echo "a reconciler imports the XRD adapter, which runs it:"; echo "$$up"; exit 1; fi; \
 	echo "cmd/capxp links $$(echo "$$deps" | wc -l) packages, none of test/, dev/, internal/function, the AWS SDK, envtest or CAPI's core controllers"
 
 .PHONY: verify-api

@@ -13,7 +13,11 @@ import (
 	capiflags "sigs.k8s.io/cluster-api/util/flags"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/caching"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/restmapper"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/webhook"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
@@ -137,13 +141,13 @@ func runManager(args []string, stdout, stderr io.Writer) int {
 }
 
 // start starts the manager, and returns when it stops.
-func start(cfg *rest.Config, f *managerFlags, providers []credentials.Provider, wh *controllers.WebhookClientConfig) error {
+func start(cfg *rest.Config, f *managerFlags, providers []credentials.Provider, wh *webhook.ClientConfig) error {
 	tlsOptions, metrics, err := capiflags.GetManagerOptions(f.diagnostics)
 	if err != nil {
 		return inputError{errors.Wrap(err, "invalid diagnostics or TLS flags")}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		WebhookServer:           webhook.NewServer(webhook.Options{Port: f.webhookPort, CertDir: f.webhookCertDir, TLSOpts: tlsOptions}),
+		WebhookServer:           crwebhook.NewServer(crwebhook.Options{Port: f.webhookPort, CertDir: f.webhookCertDir, TLSOpts: tlsOptions}),
 		Scheme:                  controllers.NewScheme(),
 		Metrics:                 *metrics,
 		HealthProbeBindAddress:  f.healthAddr,
@@ -159,10 +163,10 @@ func start(cfg *rest.Config, f *managerFlags, providers []credentials.Provider, 
 		// manager stops: the next leader need not wait for the lease to
 		// expire.
 		LeaderElectionReleaseOnCancel: true,
-		Cache:                         controllers.CacheOptions(f.namespace, f.syncPeriod),
-		NewCache:                      controllers.NewCache,
-		MapperProvider:                controllers.NewRESTMapper,
-		Client:                        controllers.ClientOptions(),
+		Cache:                         caching.Options(f.namespace, f.syncPeriod),
+		NewCache:                      caching.New,
+		MapperProvider:                restmapper.New,
+		Client:                        caching.ClientOptions(),
 	})
 	if err != nil {
 		return errors.Wrap(err, "cannot create manager")
@@ -187,11 +191,11 @@ func start(cfg *rest.Config, f *managerFlags, providers []credentials.Provider, 
 
 // webhookClientConfig says how the API server reaches the credentials
 // webhook; nil (no webhook) when neither a Service nor a URL is given.
-func (f *managerFlags) webhookClientConfig() (*controllers.WebhookClientConfig, error) {
+func (f *managerFlags) webhookClientConfig() (*webhook.ClientConfig, error) {
 	if f.webhookService == "" && f.webhookURL == "" {
 		return nil, nil
 	}
-	wh := &controllers.WebhookClientConfig{URL: f.webhookURL, ServicePort: 443}
+	wh := &webhook.ClientConfig{URL: f.webhookURL, ServicePort: 443}
 	if f.webhookService != "" {
 		ns, name, ok := strings.Cut(f.webhookService, "/")
 		if !ok || ns == "" || name == "" {

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	xpextv2 "github.com/crossplane/crossplane/apis/v2/apiextensions/v2"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -82,16 +83,19 @@ func (c infraCluster) managedControlPlane(ctx context.Context, cluster *clusterv
 		return false, nil
 	}
 	ref := cluster.Spec.ControlPlaneRef
-	list := &xpextv2.CompositeResourceDefinitionList{}
-	if err := c.client.List(ctx, list, client.MatchingLabels{infrav1.ContractLabel: infrav1.ContractControlPlane}); err != nil {
-		return false, errors.Wrap(err, "cannot list the ControlPlane CompositeResourceDefinitions")
+	// An XRD is named after its kind's resource and group.
+	m, err := c.client.RESTMapper().RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
+	if apimeta.IsNoMatchError(err) {
+		return false, nil
 	}
-	for i := range list.Items {
-		if x := &list.Items[i]; x.Spec.Group == ref.APIGroup && x.Spec.Names.Kind == ref.Kind {
-			return true, nil
-		}
+	if err != nil {
+		return false, errors.Wrapf(err, "cannot find the resource of the control plane kind %s", ref.Kind)
 	}
-	return false, nil
+	x := &xpextv2.CompositeResourceDefinition{}
+	if err := c.client.Get(ctx, client.ObjectKey{Name: m.Resource.Resource + "." + ref.APIGroup}, x, client.UnsafeDisableDeepCopy); err != nil {
+		return false, errors.Wrap(client.IgnoreNotFound(err), "cannot get the control plane's CompositeResourceDefinition")
+	}
+	return x.Labels[infrav1.ContractLabel] == infrav1.ContractControlPlane && x.Spec.Names.Kind == ref.Kind, nil
 }
 
 // outputs maps the endpoint and the failure domains. Under a managed

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -308,7 +309,7 @@ const (
 // before, when that Composition declares none, or when the candidates
 // disagree: the provider ID is then copied from the outputs once the XR is
 // Ready, as always.
-func providerIDTemplate(ctx context.Context, c client.Reader, xr *composite.Unstructured) (string, string, error) {
+func providerIDTemplate(ctx context.Context, c client.Client, xr *composite.Unstructured) (string, string, error) {
 	if id, _, _ := unstructured.NestedString(xr.Object, "spec", "providerID"); id != "" {
 		return "", "", nil
 	}
@@ -334,36 +335,36 @@ func providerIDTemplate(ctx context.Context, c client.Reader, xr *composite.Unst
 }
 
 // definition is the XRD of xr's kind; nil if there is none (the kind is a
-// CRD of its own). Read from the cache without copies: XRDs carry whole
-// schemas, and nothing here is written.
-func definition(ctx context.Context, c client.Reader, xr *composite.Unstructured) (*xpextv2.CompositeResourceDefinition, error) {
+// CRD of its own). An XRD is named after its kind's resource and group: it
+// is read by that name, from the cache without a copy (XRDs carry whole
+// schemas, and nothing here is written).
+func definition(ctx context.Context, c client.Client, xr *composite.Unstructured) (*xpextv2.CompositeResourceDefinition, error) {
 	gvk := xr.GroupVersionKind()
-	list := &xpextv2.CompositeResourceDefinitionList{}
-	if err := c.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+	m, err := c.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	if apimeta.IsNoMatchError(err) {
+		return nil, nil
+	}
+	if err != nil {
 		return nil, errors.Wrap(err, errGetXRD)
 	}
-	for i := range list.Items {
-		x := &list.Items[i]
-		if x.Spec.Group == gvk.Group && x.Spec.Names.Kind == gvk.Kind {
-			return x, nil
-		}
+	x := &xpextv2.CompositeResourceDefinition{}
+	if err := c.Get(ctx, client.ObjectKey{Name: m.Resource.Resource + "." + gvk.Group}, x, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, errors.Wrap(client.IgnoreNotFound(err), errGetXRD)
 	}
-	return nil, nil
+	if x.Spec.Names.Kind != gvk.Kind {
+		return nil, nil
+	}
+	return x, nil
 }
 
 // compositionTemplate is the template of the named Composition; none if
 // it does not exist (Crossplane says so on the XR).
 func compositionTemplate(ctx context.Context, c client.Reader, name string) (string, string, error) {
-	list := &xpextv1.CompositionList{}
-	if err := c.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-		return "", "", errors.Wrap(err, errGetComposition)
+	comp := &xpextv1.Composition{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, comp, client.UnsafeDisableDeepCopy); err != nil {
+		return "", "", errors.Wrap(client.IgnoreNotFound(err), errGetComposition)
 	}
-	for i := range list.Items {
-		if list.Items[i].GetName() == name {
-			return list.Items[i].GetAnnotations()[infrav1.ProviderIDAnnotation], "Composition " + name, nil
-		}
-	}
-	return "", "", nil
+	return comp.GetAnnotations()[infrav1.ProviderIDAnnotation], "Composition " + name, nil
 }
 
 // selectedTemplate is the template every Composition of xr's kind that its

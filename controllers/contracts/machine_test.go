@@ -226,6 +226,15 @@ func TestProviderIDTemplate(t *testing.T) {
 				u.Object["spec"] = map[string]any{"bootstrap": map[string]any{"dataSecretRef": map[string]any{"name": "boot", "key": "value"}}}
 			}),
 		},
+		"NotServed": {
+			reason: "a kind the API server does not serve has no XRD: its reference alone",
+			objs:   []client.Object{comp("a", "x:///{metadata.name}", nil)},
+			xr: xr(func(u *composite.Unstructured) {
+				u.SetGroupVersionKind(schema.GroupVersionKind{Group: "other.example.org", Version: "v1", Kind: "XMachine"})
+				u.SetCompositionReference(&corev1.ObjectReference{Name: "a"})
+			}),
+			want: "x:///{metadata.name}", wantBy: "Composition a",
+		},
 		"NoXRD": {
 			reason: "a kind that is a CRD of its own: its reference alone",
 			objs:   []client.Object{comp("a", "x:///{metadata.name}", nil)},
@@ -235,7 +244,10 @@ func TestProviderIDTemplate(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(tc.objs...).Build()
+			// The XR kind is served: its XRD is found by its resource's name.
+			mapper := meta.NewDefaultRESTMapper(nil)
+			mapper.Add(machineGVK, meta.RESTScopeNamespace)
+			c := fake.NewClientBuilder().WithScheme(scheme()).WithRESTMapper(mapper).WithObjects(tc.objs...).Build()
 			got, by, err := providerIDTemplate(t.Context(), c, tc.xr)
 			if err != nil {
 				t.Fatal(err)

@@ -2,7 +2,7 @@
 // server responses before client-go decodes them.
 //
 // The bridge's cache drops managed fields from every object it keeps
-// (controllers.CacheOptions), but only after client-go has decoded them, and
+// (controllers/caching.Options), but only after client-go has decoded them, and
 // on an XR composed by Crossplane they are most of the object: measured on
 // the local plane, 3.5 KB of a 5.6 KB machine XR watch event, written by
 // seven field managers. client-go decodes a watch event's bytes several

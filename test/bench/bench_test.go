@@ -29,6 +29,7 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/caching"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
 
@@ -311,7 +312,7 @@ func newManager(cfg *rest.Config) (ctrl.Manager, error) {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		Client:                 controllers.ClientOptions(),
+		Client:                 caching.ClientOptions(),
 	})
 }
 

@@ -26,6 +26,7 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/caching"
 	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 )
 
@@ -37,7 +38,7 @@ const watcherEnv = "CAPXP_BENCH_WATCHER_KUBECONFIG"
 const watcherReady = "watcher synced"
 
 // runWatcher takes in what the bridge takes in, and does nothing with it:
-// the bridge's own cache (controllers.NewCache with the manager's options)
+// the bridge's own cache (caching.New with the manager's options)
 // informed of the kinds that change as a fleet provisions (Machines,
 // Clusters, and the machine and cluster XRs, unstructured as the bridge
 // reads them), with no controller. Its CPU is what watching costs any
@@ -53,9 +54,9 @@ func runWatcher(kubeconfig string) error {
 	if err != nil {
 		return errors.Wrap(err, "cannot read the kubeconfig")
 	}
-	o := controllers.CacheOptions("", 10*time.Hour)
+	o := caching.Options("", 10*time.Hour)
 	o.Scheme = controllers.NewScheme()
-	c, err := controllers.NewCache(cfg, o)
+	c, err := caching.New(cfg, o)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	xrctrl "github.com/capxp/cluster-api-provider-crossplane/controllers/xr"
 	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 )
 
@@ -138,12 +138,12 @@ func TestClusterClass(t *testing.T) {
 	}
 	reselected := 0
 	for _, ev := range events.Items {
-		if ev.Reason == controllers.ReselectedReason {
+		if ev.Reason == xrctrl.ReselectedReason {
 			reselected++
 		}
 	}
 	if reselected != 2 {
-		t.Errorf("%d %s events, want one per rebase", reselected, controllers.ReselectedReason)
+		t.Errorf("%d %s events, want one per rebase", reselected, xrctrl.ReselectedReason)
 	}
 
 	// Variables patched into the machine templates: CAPI's topology

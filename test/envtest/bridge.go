@@ -31,6 +31,8 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/caching"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/restmapper"
 	"github.com/capxp/cluster-api-provider-crossplane/dev/localkube"
 )
 
@@ -173,10 +175,10 @@ func (e *Environment) StartBridgeAs(ctx context.Context, cfg *rest.Config, o con
 		HealthProbeBindAddress: "0",
 		// In-flight reconciles finish slowly on a loaded machine.
 		GracefulShutdownTimeout: ptr.To(2 * time.Minute),
-		Cache:                   controllers.CacheOptions("", 10*time.Minute),
-		NewCache:                controllers.NewCache,
-		MapperProvider:          controllers.NewRESTMapper,
-		Client:                  controllers.ClientOptions(),
+		Cache:                   caching.Options("", 10*time.Minute),
+		NewCache:                caching.New,
+		MapperProvider:          restmapper.New,
+		Client:                  caching.ClientOptions(),
 		// Each test starts its own managers in one test binary.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {

@@ -24,8 +24,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/yaml"
+
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/webhook"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/xcrd"
@@ -157,10 +159,10 @@ func startEnv(ctx context.Context, crossplaneDir string, providerDelay time.Dura
 
 // webhookServing is where a test manager serves admission webhooks, and how
 // the API server reaches it.
-func (e *Environment) webhookServing() (webhook.Options, *controllers.WebhookClientConfig) {
+func (e *Environment) webhookServing() (crwebhook.Options, *webhook.ClientConfig) {
 	w := e.env.WebhookInstallOptions
-	return webhook.Options{Host: w.LocalServingHost, Port: w.LocalServingPort, CertDir: w.LocalServingCertDir},
-		&controllers.WebhookClientConfig{URL: "https://" + net.JoinHostPort(w.LocalServingHost, strconv.Itoa(w.LocalServingPort)), CABundle: w.LocalServingCAData}
+	return crwebhook.Options{Host: w.LocalServingHost, Port: w.LocalServingPort, CertDir: w.LocalServingCertDir},
+		&webhook.ClientConfig{URL: "https://" + net.JoinHostPort(w.LocalServingHost, strconv.Itoa(w.LocalServingPort)), CABundle: w.LocalServingCAData}
 }
 
 // ReadXRDs reads every XRD manifest in dir.

@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
-	"github.com/capxp/cluster-api-provider-crossplane/controllers"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/webhook"
 )
 
 // A restarted manager keeps every admission protection in place from its
@@ -56,7 +56,7 @@ func TestARestartKeepsAdmissionProtection(t *testing.T) {
 	holds, err := wc.Watch(ctx, &admissionv1.MutatingAdmissionPolicyList{}, client.MatchingFields{"metadata.name": policies.HoldPolicyName})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer holds.Stop()
-	webhooks, err := wc.Watch(ctx, &admissionv1.ValidatingWebhookConfigurationList{}, client.MatchingFields{"metadata.name": controllers.CredentialsWebhookName})
+	webhooks, err := wc.Watch(ctx, &admissionv1.ValidatingWebhookConfigurationList{}, client.MatchingFields{"metadata.name": webhook.Name})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer webhooks.Stop()
 

@@ -1,0 +1,127 @@
+package xr
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func TestWaitingXRs(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	type set struct {
+		uid   types.UID
+		x     waitingXR
+		waits bool
+	}
+	cases := map[string]struct {
+		reason     string
+		sets       []set
+		forgetKind string
+		want       string
+	}{
+		"None": {
+			reason: "Nothing waits: no series.",
+			want:   "",
+		},
+		"OldestPerNamespace": {
+			reason: "XRs are counted by kind and namespace, each with the age of its oldest.",
+			sets: []set{
+				{"a", waitingXR{"CrossplaneMachine", "team-a", now.Add(-10 * time.Minute)}, true},
+				{"b", waitingXR{"CrossplaneMachine", "team-a", now.Add(-time.Minute)}, true},
+				{"c", waitingXR{"CrossplaneCluster", "team-b", now.Add(-30 * time.Second)}, true},
+			},
+			want: `
+capxp_xr_waiting_oldest_seconds{kind="CrossplaneCluster",namespace="team-b"} 30
+capxp_xr_waiting_oldest_seconds{kind="CrossplaneMachine",namespace="team-a"} 600
+capxp_xrs_waiting{kind="CrossplaneCluster",namespace="team-b"} 1
+capxp_xrs_waiting{kind="CrossplaneMachine",namespace="team-a"} 2
+`,
+		},
+		"Provisioned": {
+			reason: "An XR that no longer waits is no longer counted, and its namespace's oldest moves on.",
+			sets: []set{
+				{"a", waitingXR{"CrossplaneMachine", "team-a", now.Add(-10 * time.Minute)}, true},
+				{"b", waitingXR{"CrossplaneMachine", "team-a", now.Add(-time.Minute)}, true},
+				{"a", waitingXR{}, false},
+			},
+			want: `
+capxp_xr_waiting_oldest_seconds{kind="CrossplaneMachine",namespace="team-a"} 60
+capxp_xrs_waiting{kind="CrossplaneMachine",namespace="team-a"} 1
+`,
+		},
+		"KindNoLongerAdapted": {
+			reason: "The XRs of a kind the bridge stopped adapting are dropped.",
+			sets: []set{
+				{"a", waitingXR{"CrossplaneMachine", "team-a", now.Add(-time.Minute)}, true},
+				{"c", waitingXR{"EKSCluster", "team-b", now.Add(-time.Minute)}, true},
+			},
+			forgetKind: "EKSCluster",
+			want: `
+capxp_xr_waiting_oldest_seconds{kind="CrossplaneMachine",namespace="team-a"} 60
+capxp_xrs_waiting{kind="CrossplaneMachine",namespace="team-a"} 1
+`,
+		},
+		"ClockBehind": {
+			reason: "An XR created after the clock reads (skew) is 0 s old, never negative.",
+			sets: []set{
+				{"a", waitingXR{"CrossplaneMachine", "team-a", now.Add(time.Minute)}, true},
+			},
+			want: `
+capxp_xr_waiting_oldest_seconds{kind="CrossplaneMachine",namespace="team-a"} 0
+capxp_xrs_waiting{kind="CrossplaneMachine",namespace="team-a"} 1
+`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			w := &waitingXRs{xrs: map[types.UID]waitingXR{}, now: func() time.Time { return now }, count: waiting.count, oldest: waiting.oldest}
+			for _, s := range tc.sets {
+				w.set(s.uid, s.x, s.waits)
+			}
+			if tc.forgetKind != "" {
+				w.forgetKind(tc.forgetKind)
+			}
+			want := tc.want
+			if oldest, count, ok := strings.Cut(want, "capxp_xrs_waiting{"); ok {
+				want = "# HELP capxp_xr_waiting_oldest_seconds Age of the oldest XR counted in capxp_xrs_waiting, by XR kind and namespace.\n# TYPE capxp_xr_waiting_oldest_seconds gauge" +
+					oldest +
+					"# HELP capxp_xrs_waiting XRs whose CAPI owner waits for them to be provisioned (neither paused, externally managed nor deleting), by XR kind and namespace.\n# TYPE capxp_xrs_waiting gauge\n" +
+					"capxp_xrs_waiting{" + count
+			}
+			if err := testutil.CollectAndCompare(w, strings.NewReader(want)); err != nil {
+				t.Errorf("%s\n%v", tc.reason, err)
+			}
+		})
+	}
+}
+
+func TestObserveProvisioned(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	cases := map[string]struct {
+		reason     string
+		readySince time.Time
+		want       uint64
+	}{
+		"Observed":    {reason: "Ready 2 s before the provisioned write is one observation.", readySince: now.Add(-2 * time.Second), want: 1},
+		"NoReadyTime": {reason: "An XR provisioned without a Ready time (a restart's first write) is not observed.", want: 0},
+		"ClockSkewed": {reason: "A Ready time after the write is not a latency.", readySince: now.Add(time.Second), want: 0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			kind := "Test" + name
+			observeProvisioned(kind, tc.readySince, now)
+			m := &dto.Metric{}
+			if err := readyToProvisioned.WithLabelValues(kind).(prometheus.Metric).Write(m); err != nil {
+				t.Fatal(err)
+			}
+			if got := m.GetHistogram().GetSampleCount(); got != tc.want {
+				t.Errorf("%s: %d observations, want %d", tc.reason, got, tc.want)
+			}
+		})
+	}
+}
