@@ -1,8 +1,6 @@
 package xrd
 
 import (
-	"sync"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -18,35 +16,15 @@ func init() {
 	metrics.Registry.MustRegister(xrdStates)
 }
 
-// xrdStateGauge keeps capxp_xrd_adaptation: one series per XRD the bridge
-// decided on, labelled with its state.
-type xrdStateGauge struct {
-	mu     sync.Mutex
-	states map[string]string
-}
-
-var adaptation = &xrdStateGauge{states: map[string]string{}}
-
-// set records an XRD's state.
-func (g *xrdStateGauge) set(xrd, state string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if was, ok := g.states[xrd]; ok {
-		if was == state {
-			return
-		}
-		xrdStates.DeleteLabelValues(xrd, was)
-	}
-	g.states[xrd] = state
+// setState records an XRD's state in capxp_xrd_adaptation, its one series.
+// The state an XRD had is not remembered: every series of the XRD goes
+// first (a reconcile of one XRD runs alone).
+func setState(xrd, state string) {
+	xrdStates.DeletePartialMatch(prometheus.Labels{"xrd": xrd})
 	xrdStates.WithLabelValues(xrd, state).Set(1)
 }
 
-// forget drops an XRD that is gone or no longer declares a contract.
-func (g *xrdStateGauge) forget(xrd string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if was, ok := g.states[xrd]; ok {
-		xrdStates.DeleteLabelValues(xrd, was)
-		delete(g.states, xrd)
-	}
+// forgetState drops an XRD that is gone or no longer declares a contract.
+func forgetState(xrd string) {
+	xrdStates.DeletePartialMatch(prometheus.Labels{"xrd": xrd})
 }

@@ -80,7 +80,7 @@ func (r *Reconciler) serves(kind string) bool {
 // run, then the event and the condition that say so.
 func (r *Reconciler) act(ctx context.Context, o observed, p plan) (ctrl.Result, error) {
 	if p.forget {
-		adaptation.forget(o.name)
+		forgetState(o.name)
 	}
 	if p.stop {
 		r.kinds.Stop(o.name)

@@ -175,7 +175,7 @@ func groupResource(xrdName string) schema.GroupResource {
 }
 
 func (r *Reconciler) setCondition(ctx context.Context, x *xpextv2.CompositeResourceDefinition, s metav1.ConditionStatus, reason, msg string) error {
-	adaptation.set(x.Name, reason)
+	setState(x.Name, reason)
 	u := unstructuredXRD(x)
 	st := &apply.StatusApply{}
 	st.Condition(u, metav1.Condition{Type: infrav1.ContractAdaptedCondition, Status: s, Reason: reason, Message: msg, ObservedGeneration: x.Generation})
