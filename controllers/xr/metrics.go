@@ -6,11 +6,16 @@ package xr
 // controller per adapted kind: capxp-<kind>.<group>).
 
 import (
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -64,14 +69,26 @@ func observeProvisioned(kind string, readySince, now time.Time) {
 	readyToProvisioned.WithLabelValues(kind).Observe(now.Sub(readySince).Seconds())
 }
 
-// countWaiting counts the XR in capxp_xrs_waiting while its CAPI owner
-// waits for it: not provisioned, and not paused by CAPI, externally managed
-// or deleting.
+// countWaiting counts the XR in capxp_xrs_waiting while CAPI waits for it
+// (waits).
 func (r *xrReconciler) countWaiting(s *scope) {
 	u := s.before
 	provisioned := isProvisioned(u) || s.status != nil || s.recalled.provisioned
-	waits := !provisioned && !s.paused && u.GetDeletionTimestamp().IsZero() && !annotations.IsExternallyManaged(u)
-	waiting.set(u.GetUID(), waitingXR{kind: u.GetKind(), namespace: u.GetNamespace(), since: u.GetCreationTimestamp().Time}, waits)
+	waiting.set(u.GetUID(), waitingXR{kind: u.GetKind(), namespace: u.GetNamespace(), since: u.GetCreationTimestamp().Time}, waits(u, provisioned, s.paused))
+}
+
+// waits reports whether CAPI waits for the XR: it belongs to a cluster (a
+// CAPI object owns it, or it carries CAPI's cluster-name label, as what CAPI
+// clones from a template does before it sets itself owner; a tenant's XR
+// outside any cluster waits for nobody), and it is not provisioned, paused
+// by CAPI, externally managed or deleting.
+func waits(u *unstructured.Unstructured, provisioned, paused bool) bool {
+	_, labelled := u.GetLabels()[clusterv1.ClusterNameLabel]
+	owned := slices.ContainsFunc(u.GetOwnerReferences(), func(o metav1.OwnerReference) bool {
+		gv, err := schema.ParseGroupVersion(o.APIVersion)
+		return err == nil && gv.Group == clusterv1.GroupVersion.Group
+	})
+	return (labelled || owned) && !provisioned && !paused && u.GetDeletionTimestamp().IsZero() && !annotations.IsExternallyManaged(u)
 }
 
 // waitingXRs keeps, for the XRs a CAPI owner waits on, when each was

@@ -8,7 +8,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 )
 
 func TestWaitingXRs(t *testing.T) {
@@ -121,6 +124,51 @@ func TestObserveProvisioned(t *testing.T) {
 			}
 			if got := m.GetHistogram().GetSampleCount(); got != tc.want {
 				t.Errorf("%s: %d observations, want %d", tc.reason, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestWaits(t *testing.T) {
+	xr := func(edit func(*unstructured.Unstructured)) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetName("m")
+		if edit != nil {
+			edit(u)
+		}
+		return u
+	}
+	labelled := func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{clusterv1.ClusterNameLabel: "demo"}) }
+	owned := func(u *unstructured.Unstructured) {
+		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "m", UID: "u"}})
+	}
+	cases := map[string]struct {
+		reason              string
+		xr                  *unstructured.Unstructured
+		provisioned, paused bool
+		want                bool
+	}{
+		"Owned":             {reason: "a Machine waits for its XR", xr: xr(owned), want: true},
+		"ClonedNotOwnedYet": {reason: "what CAPI cloned from a template waits before CAPI sets itself owner", xr: xr(labelled), want: true},
+		"OutsideAnyCluster": {reason: "a tenant's XR that no CAPI object owns or names waits for nobody, held or not", xr: xr(nil)},
+		"OwnedByAnotherGroup": {reason: "an owner outside CAPI is not CAPI waiting", xr: xr(func(u *unstructured.Unstructured) {
+			u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "example.org/v1", Kind: "Thing", Name: "t", UID: "u"}})
+		})},
+		"Provisioned":  {reason: "a provisioned XR is waited for no more", xr: xr(owned), provisioned: true},
+		"PausedByCAPI": {reason: "CAPI paused it", xr: xr(owned), paused: true},
+		"ExternallyManaged": {reason: "someone else provisions it", xr: xr(func(u *unstructured.Unstructured) {
+			owned(u)
+			u.SetAnnotations(map[string]string{clusterv1.ManagedByAnnotation: "someone"})
+		})},
+		"Deleting": {reason: "a deleting XR is waited for no more", xr: xr(func(u *unstructured.Unstructured) {
+			owned(u)
+			u.SetDeletionTimestamp(&metav1.Time{Time: time.Unix(1, 0)})
+		})},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := waits(tc.xr, tc.provisioned, tc.paused); got != tc.want {
+				t.Errorf("%s: waits() = %v, want %v", tc.reason, got, tc.want)
 			}
 		})
 	}
