@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -25,6 +26,7 @@ import (
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/capxp/cluster-api-provider-crossplane/dev/localkube"
 	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
@@ -47,35 +49,19 @@ func TestPlan(t *testing.T) {
 	}
 	waitForExampleAvailable(t, e, plane.ExampleMachines, 2*time.Minute)
 
-	// The planner may read what plan reads, and nothing else.
-	createAs(t, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "planner"},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"clusters", "machines", "machinedeployments", "machinesets"}, Verbs: []string{"get", "list"}},
-			{APIGroups: []string{"controlplane.cluster.x-k8s.io"}, Resources: []string{"kubeadmcontrolplanes"}, Verbs: []string{"get", "list"}},
-			{APIGroups: []string{"bootstrap.cluster.x-k8s.io"}, Resources: []string{"kubeadmconfigs"}, Verbs: []string{"get", "list"}},
-			{APIGroups: []string{"infrastructure.cluster.x-k8s.io"}, Resources: []string{"crossplaneclusters", "crossplanemachines", "crossplanemachinetemplates", "namespacecredentials"}, Verbs: []string{"get", "list"}},
-			{APIGroups: []string{"kubernetes.m.crossplane.io"}, Resources: []string{"objects"}, Verbs: []string{"get"}},
-		},
-	})
-	// And, cluster-wide, the Compositions (to render them) and the CRDs: a
-	// platform grants those reads beside the tenant's role to those who plan.
-	createAs(t, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "planner-" + ns},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{"apiextensions.crossplane.io"}, Resources: []string{"compositions", "compositionrevisions"}, Verbs: []string{"get"}},
-			// CAPI's rules read a template's contract version from its CRD.
-			{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get"}},
-		},
-	})
+	// The planner is bound to the shipped planner roles (config/rbac/planner.yaml):
+	// in the namespace, and cluster-wide for the Compositions and CRDs.
+	namespaced, clusterWide := plannerRoles(t)
+	createAs(t, namespaced)
+	createAs(t, clusterWide)
 	createAs(t, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "planner-" + ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "planner-" + ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterWide.Name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "planner"}},
 	})
 	createAs(t, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "planner"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "planner"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: namespaced.Name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "planner"}},
 	})
 
@@ -581,4 +567,26 @@ func settled(t *testing.T, ns, cluster, md, kcp string) {
 		}
 		return nil
 	})
+}
+
+// plannerRoles are the shipped planner ClusterRoles: the one bound in a
+// namespace, and the cluster-wide one.
+func plannerRoles(t *testing.T) (namespaced, clusterWide *rbacv1.ClusterRole) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(envtest.RepoRoot(), "config", "rbac", "planner.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := bytes.Split(raw, []byte("\n---\n"))
+	if len(docs) != 2 {
+		t.Fatalf("config/rbac/planner.yaml holds %d documents, want the two planner roles", len(docs))
+	}
+	namespaced, clusterWide = &rbacv1.ClusterRole{}, &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(docs[0], namespaced); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(docs[1], clusterWide); err != nil {
+		t.Fatal(err)
+	}
+	return namespaced, clusterWide
 }
