@@ -2,7 +2,9 @@ package tenancy
 
 // The record of what each namespace's managed resources may name
 // (NamespaceCredentials), kept by the bridge and read by the API server's
-// admission policy on managed resources (credpolicy.go).
+// admission policy on managed resources (policy.go): the reconciler and its
+// watches. One reconcile: reconcile.go (observe, act), decide.go (decide,
+// pure), judge.go (each config judged), write.go (the record written).
 
 import (
 	"context"
