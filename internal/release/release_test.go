@@ -128,7 +128,7 @@ func TestComponents(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]int{"CustomResourceDefinition": 6, "ClusterRole": 6, "ClusterRoleBinding": 2, "Namespace": 1, "Deployment": 1,
+	want := map[string]int{"CustomResourceDefinition": 6, "ClusterRole": 8, "ClusterRoleBinding": 2, "Namespace": 1, "Deployment": 1,
 		"ServiceAccount": 1, "Service": 2, "Issuer": 1, "Certificate": 1}
 	if diff := cmp.Diff(want, kinds); diff != "" {
 		t.Errorf("kinds (-want +got):\n%s", diff)
