@@ -85,14 +85,16 @@ func scrapeMetrics(ctx context.Context, t *testing.T, p *plane.Plane) {
 		return nil
 	})
 	setRef("ProviderConfig", "workload")
-	// An XR that waits: held for credentials its namespace was not
-	// granted, with no CAPI owner to provision it for.
+	// An XR that waits: one of a cluster's (CAPI's cluster-name label, as
+	// CAPI's clones carry before CAPI owns them), held for credentials its
+	// namespace was not granted.
 	held := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
 		"providerConfigRef": map[string]any{"apiGroup": k8sGroup, "kind": "ClusterProviderConfig", "name": sharedConfig},
 	}}}
 	held.SetGroupVersionKind(infrav1.GroupVersion.WithKind("CrossplaneCluster"))
 	held.SetNamespace(ns)
 	held.SetName("held")
+	held.SetLabels(map[string]string{clusterv1.ClusterNameLabel: "held"})
 
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
