@@ -12,10 +12,15 @@ import (
 
 	"github.com/VictoriaMetrics/metricsql"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
 	capxp "github.com/capxp/cluster-api-provider-crossplane"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/xr"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/tools"
 )
 
@@ -163,6 +168,15 @@ func TestMonitoringReadsRealSeries(t *testing.T) {
 // registered names the metric families the manager's registry serves.
 func registered(t *testing.T) map[string]bool {
 	t.Helper()
+	// The XR controllers register their own collector (one per manager) as
+	// they are made; neither needs the API server until it starts.
+	mgr, err := ctrl.NewManager(&rest.Config{Host: "https://127.0.0.1:1"}, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := xr.NewControllers(mgr, controller.Options{}, "", nil, nil); err != nil {
+		t.Fatal(err)
+	}
 	ch := make(chan *prometheus.Desc)
 	go func() {
 		metrics.Registry.(prometheus.Collector).Describe(ch)

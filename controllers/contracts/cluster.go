@@ -102,15 +102,12 @@ func (c infraCluster) managedControlPlane(ctx context.Context, cluster *clusterv
 // control plane the service's endpoint is the cluster's: the
 // infrastructure's is neither required nor copied, so that CAPI takes the
 // control plane's (it copies an infrastructure endpoint first).
-func (infraCluster) Outputs(s *Scope) (func(*unstructured.Unstructured), string, field.ErrorList) {
+func (infraCluster) Outputs(s *Scope) (outputs.Fields, string, field.ErrorList) {
 	out, errs := outputs.MapCluster(&s.XR.Unstructured)
 	if s.EndpointFromControlPlane {
-		return func(*unstructured.Unstructured) {}, "Infrastructure provisioned; the managed control plane provides the endpoint", outputs.EndpointNotRequired(errs)
+		return out.Spec(true), "Infrastructure provisioned; the managed control plane provides the endpoint", outputs.EndpointNotRequired(errs)
 	}
-	set := func(u *unstructured.Unstructured) {
-		_ = unstructured.SetNestedMap(u.Object, map[string]any{"host": out.Endpoint.Host, "port": int64(out.Endpoint.Port)}, "spec", "controlPlaneEndpoint")
-	}
-	return set, fmt.Sprintf("Infrastructure provisioned; control plane endpoint %s:%d", out.Endpoint.Host, out.Endpoint.Port), errs
+	return out.Spec(false), fmt.Sprintf("Infrastructure provisioned; control plane endpoint %s:%d", out.Endpoint.Host, out.Endpoint.Port), errs
 }
 
 // waitBeforeDelete holds a cluster XR's deletion while Machines of its

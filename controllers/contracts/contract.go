@@ -31,6 +31,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/outputs"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/verdict"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/composed"
 )
@@ -51,10 +52,11 @@ type Contract interface {
 	// inject spec fields into s.XR. It is called only once Owner found the
 	// XR's owner and its Cluster.
 	Prepare(ctx context.Context, s *Scope) (*verdict.Verdict, error)
-	// Outputs maps the composition's outputs: their field errors, and the
-	// spec fields to set once the XR satisfies its contract, with an event
-	// message for the first time it does (none when empty).
-	Outputs(s *Scope) (set func(*unstructured.Unstructured), provisioned string, errs field.ErrorList)
+	// Outputs maps the composition's outputs (package bridge/outputs
+	// decides what maps where): their field errors, and the spec fields to
+	// set once the XR satisfies its contract, with an event message for the
+	// first time it does (none when empty).
+	Outputs(s *Scope) (set outputs.Fields, provisioned string, errs field.ErrorList)
 	// Milestone is the contract's status once the XR satisfies it: the
 	// milestone that never goes back, and what goes with it.
 	Milestone(xr *unstructured.Unstructured) map[string]any

@@ -69,13 +69,9 @@ func (c controlPlane) Prepare(ctx context.Context, s *Scope) (*verdict.Verdict, 
 
 func (controlPlane) ConditionType() string { return infrav1.CrossplaneControlPlaneReadyCondition }
 
-func (controlPlane) Outputs(s *Scope) (func(*unstructured.Unstructured), string, field.ErrorList) {
-	xr := &s.XR.Unstructured
-	out, errs := outputs.MapControlPlane(xr)
-	set := func(u *unstructured.Unstructured) {
-		_ = unstructured.SetNestedMap(u.Object, map[string]any{"host": out.Endpoint.Host, "port": int64(out.Endpoint.Port)}, "spec", "controlPlaneEndpoint")
-	}
-	return set, "Control plane " + out.String(), errs
+func (controlPlane) Outputs(s *Scope) (outputs.Fields, string, field.ErrorList) {
+	out, errs := outputs.MapControlPlane(&s.XR.Unstructured)
+	return out.Spec(), "Control plane " + out.String(), errs
 }
 
 // milestone is the ControlPlane contract's status: initialized, managed by

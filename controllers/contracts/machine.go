@@ -215,13 +215,9 @@ func (m infraMachine) mayRead(ctx context.Context, gk schema.GroupKind) ([]strin
 // outputs maps providerID. A machine's provisioning is recorded by no event
 // of the bridge's: CAPI reports it on the Machine (its phase and
 // InfrastructureReady), and an event per machine of a fleet is noise.
-func (infraMachine) Outputs(s *Scope) (func(*unstructured.Unstructured), string, field.ErrorList) {
-	xr := &s.XR.Unstructured
-	out, errs := outputs.MapMachine(xr)
-	set := func(u *unstructured.Unstructured) {
-		_ = unstructured.SetNestedField(u.Object, out.ProviderID, "spec", "providerID")
-	}
-	return set, "", errs
+func (infraMachine) Outputs(s *Scope) (outputs.Fields, string, field.ErrorList) {
+	out, errs := outputs.MapMachine(&s.XR.Unstructured)
+	return out.Spec(), "", errs
 }
 
 func (infraMachine) WaitBeforeDelete(context.Context, *composite.Unstructured) (*verdict.Verdict, error) {

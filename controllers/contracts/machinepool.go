@@ -63,17 +63,9 @@ func (m infraMachinePool) Prepare(ctx context.Context, s *Scope) (*verdict.Verdi
 
 // outputs maps providerIDList. A pool's provisioning is CAPI's to report on
 // the MachinePool, as a machine's is on the Machine.
-func (infraMachinePool) Outputs(s *Scope) (func(*unstructured.Unstructured), string, field.ErrorList) {
-	xr := &s.XR.Unstructured
-	out, errs := outputs.MapMachinePool(xr)
-	set := func(u *unstructured.Unstructured) {
-		ids := make([]any, 0, len(out.ProviderIDList))
-		for _, id := range out.ProviderIDList {
-			ids = append(ids, id)
-		}
-		_ = unstructured.SetNestedSlice(u.Object, ids, "spec", "providerIDList")
-	}
-	return set, "", errs
+func (infraMachinePool) Outputs(s *Scope) (outputs.Fields, string, field.ErrorList) {
+	out, errs := outputs.MapMachinePool(&s.XR.Unstructured)
+	return out.Spec(), "", errs
 }
 
 // milestone is provisioned, v1beta1's ready (which CAPI's MachinePool

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -45,6 +46,9 @@ type Controllers struct {
 	crdLabels crdLabels
 	// access is what the bridge may read, shared by every kind.
 	access *access.Reads
+	// waiting is the XRs CAPI waits for, of every kind, exported as
+	// capxp_xrs_waiting.
+	waiting *waitingXRs
 
 	mu      sync.Mutex
 	base    context.Context  //nolint:containedctx // the manager's context, handed to Start.
@@ -77,7 +81,10 @@ func NewControllers(mgr manager.Manager, o controller.Options, watchFilter strin
 		return nil, errors.Wrap(err, "cannot create a discovery client")
 	}
 	k := &Controllers{mgr: mgr, options: o, filter: watchFilter, credentials: creds, access: access,
-		running: map[string]*kind{}, started: make(chan struct{})}
+		running: map[string]*kind{}, started: make(chan struct{}), waiting: newWaitingXRs(time.Now)}
+	if err := registerWaiting(k.waiting); err != nil {
+		return nil, err
+	}
 	k.crdLabels.categories = func(gv schema.GroupVersion) (map[string][]string, error) {
 		l, err := disc.ServerResourcesForGroupVersion(gv.String())
 		if err != nil {
@@ -147,7 +154,7 @@ func (k *Controllers) Ensure(ctx context.Context, name string, a xrd.Adaptation)
 	counting := countingTracker{watcher: tracker, scheme: scheme, kind: a.GVK.Kind}
 	r := &xrReconciler{
 		client: k.mgr.GetClient(), gvk: a.GVK, contract: sm, tracker: counting, credentials: k.credentials,
-		recorder: k.mgr.GetEventRecorder(controllerName(a.GVK)), access: k.access,
+		recorder: k.mgr.GetEventRecorder(controllerName(a.GVK)), access: k.access, waiting: k.waiting,
 		composed: composed.New(k.mgr.GetClient(), a.GVK, counting, k.access.Missing, crdLabeller{client: k.mgr.GetClient(), labels: &k.crdLabels},
 			composed.WithAdapted(k.isAdapted)),
 	}
@@ -216,7 +223,7 @@ func (k *Controllers) stopLocked(name string) {
 	xr := &unstructured.Unstructured{}
 	xr.SetGroupVersionKind(r.adaptation.GVK)
 	_ = k.mgr.GetCache().RemoveInformer(k.base, xr)
-	waiting.forgetKind(r.adaptation.GVK.Kind)
+	k.waiting.forgetKind(r.adaptation.GVK.Kind)
 	k.mgr.GetLogger().Info("Stopped adapting composite resource kind", "gvk", r.adaptation.GVK.String())
 }
 

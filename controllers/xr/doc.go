@@ -7,10 +7,26 @@
 // only when it changes (write.go). What it remembers of each XR between
 // reconciles is its memory (memory.go), forgotten when the XR goes.
 //
-// Where a behaviour lives, outside this package: what each contract reads,
-// injects and maps (the outputs copied into the XR's spec, the milestone, the
-// owner's condition type) is controllers/contracts, one file per contract,
-// with the pure mapping of outputs in bridge/outputs; the verdict on an XR
+// State, each piece with its lifetime:
+//   - memory (memory.go): per XR and owner, one kind's, until the XR is let
+//     go or gone;
+//   - composed (controllers/composed): what one kind's XRs composed and the
+//     watches on it, until the kind's controller stops;
+//   - waiting (metrics.go): the XRs CAPI waits for, of every kind, held by
+//     Controllers for the manager's life; a kind's go when it stops;
+//   - crdLabels (move.go): the CRDs labelled for clusterctl move and each
+//     group version's categories, held by Controllers for the manager's
+//     life;
+//   - access (controllers/access): what the manager may read, the
+//     manager's, asked again after bridge/lifecycle's RecheckAccessAfter.
+//
+// Nothing is a package variable but prometheus' counters.
+//
+// Where a behaviour lives, outside this package: which outputs map onto
+// which contract fields, and how each is checked, is bridge/outputs (pure,
+// one file per contract); what each contract reads and injects, its
+// milestone and its owner's condition type are controllers/contracts, one
+// file per contract; the verdict on an XR
 // (Crossplane's readiness against the contract) is bridge/contract and
 // bridge/readiness; the life cycle (pause, hold, deletion order) is
 // bridge/lifecycle; condition reasons, labels and annotations that are API

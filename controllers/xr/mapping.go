@@ -65,7 +65,7 @@ func (r *xrReconciler) decideMapping(s *scope) *mapping {
 		}
 	}
 	if m.verdict.Ready {
-		m.set = set
+		m.set = set.Set
 		m.observed = min(c.ready.ObservedGeneration, c.synced.ObservedGeneration)
 	}
 	// A cache behind the bridge's own write of the milestone still shows

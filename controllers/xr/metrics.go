@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -57,7 +58,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(readyToProvisioned, writes, verdicts, credentialsRefusals, waiting, wakeups)
+	metrics.Registry.MustRegister(readyToProvisioned, writes, verdicts, credentialsRefusals, wakeups)
 }
 
 // observeProvisioned records the time from an XR's Ready to its
@@ -74,7 +75,7 @@ func observeProvisioned(kind string, readySince, now time.Time) {
 func (r *xrReconciler) countWaiting(s *scope) {
 	u := s.before
 	provisioned := isProvisioned(u) || s.status != nil || s.recalled.provisioned
-	waiting.set(u.GetUID(), waitingXR{kind: u.GetKind(), namespace: u.GetNamespace(), since: u.GetCreationTimestamp().Time}, waits(u, provisioned, s.paused))
+	r.waiting.set(u.GetUID(), waitingXR{kind: u.GetKind(), namespace: u.GetNamespace(), since: u.GetCreationTimestamp().Time}, waits(u, provisioned, s.paused))
 }
 
 // waits reports whether CAPI waits for the XR: it belongs to a cluster (a
@@ -109,15 +110,27 @@ type waitingXR struct {
 	since           time.Time
 }
 
-var waiting = &waitingXRs{
-	xrs: map[types.UID]waitingXR{},
-	now: time.Now,
-	count: prometheus.NewDesc("capxp_xrs_waiting",
-		"XRs whose CAPI owner waits for them to be provisioned (neither paused, externally managed nor deleting), by XR kind and namespace.",
-		[]string{labelKind, "namespace"}, nil),
-	oldest: prometheus.NewDesc("capxp_xr_waiting_oldest_seconds",
-		"Age of the oldest XR counted in capxp_xrs_waiting, by XR kind and namespace.",
-		[]string{labelKind, "namespace"}, nil),
+// newWaitingXRs returns an empty set, read at now. Its lifetime is its
+// Controllers' (the manager's): registerWaiting exports it.
+func newWaitingXRs(now func() time.Time) *waitingXRs {
+	return &waitingXRs{
+		xrs: map[types.UID]waitingXR{},
+		now: now,
+		count: prometheus.NewDesc("capxp_xrs_waiting",
+			"XRs whose CAPI owner waits for them to be provisioned (neither paused, externally managed nor deleting), by XR kind and namespace.",
+			[]string{labelKind, "namespace"}, nil),
+		oldest: prometheus.NewDesc("capxp_xr_waiting_oldest_seconds",
+			"Age of the oldest XR counted in capxp_xrs_waiting, by XR kind and namespace.",
+			[]string{labelKind, "namespace"}, nil),
+	}
+}
+
+// registerWaiting exports w on controller-runtime's registry in place of
+// the set of an earlier manager of this process (tests run several, one
+// after another; a binary runs one).
+func registerWaiting(w *waitingXRs) error {
+	metrics.Registry.Unregister(w)
+	return errors.Wrap(metrics.Registry.Register(w), "cannot register capxp_xrs_waiting")
 }
 
 // set records whether an XR waits to be provisioned.

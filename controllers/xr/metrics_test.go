@@ -82,7 +82,7 @@ capxp_xrs_waiting{kind="CrossplaneMachine",namespace="team-a"} 1
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			w := &waitingXRs{xrs: map[types.UID]waitingXR{}, now: func() time.Time { return now }, count: waiting.count, oldest: waiting.oldest}
+			w := newWaitingXRs(func() time.Time { return now })
 			for _, s := range tc.sets {
 				w.set(s.uid, s.x, s.waits)
 			}

@@ -317,23 +317,14 @@ func clusterWith(c metav1.Condition) *clusterv1.Cluster {
 	return cl
 }
 
-// reconcileOnce runs one reconcile of the XR against a fake API holding
-// objs, and returns every write it sent and every event it recorded.
-func reconcileOnce(t *testing.T, creds credentials.Resolver, xr *unstructured.Unstructured, objs ...client.Object) ([]sent, []string) {
-	t.Helper()
-	o := reconcileWith(t, creds, nil, xr, objs...)
-	if o.err != nil {
-		t.Fatalf("Reconcile: %v", o.err)
-	}
-	return o.writes, o.events
-}
-
 // outcome is what one reconcile returned and did.
 type outcome struct {
 	result ctrl.Result
 	err    error
 	writes []sent
 	events []string
+	// waits: the XR is counted in capxp_xrs_waiting afterwards.
+	waits bool
 }
 
 // reconcileWith runs one reconcile of the XR against a fake API holding
@@ -428,7 +419,7 @@ func reconcileWith(t *testing.T, creds credentials.Resolver, res composed.Resour
 	}
 	r := &xrReconciler{
 		client: c, gvk: xr.GroupVersionKind(), contract: contract, recorder: rec,
-		credentials: creds, access: reads, tracker: nopWatcher{}, composed: res,
+		credentials: creds, access: reads, tracker: nopWatcher{}, composed: res, waiting: newWaitingXRs(time.Now),
 	}
 	ctx := ctrl.LoggerInto(t.Context(), ctrl.Log)
 	result, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: xr.GetNamespace(), Name: xr.GetName()}})
@@ -437,7 +428,8 @@ func reconcileWith(t *testing.T, creds credentials.Resolver, res composed.Resour
 	for e := range rec.Events {
 		evs = append(evs, e)
 	}
-	return outcome{result: result, err: err, writes: writes, events: evs}
+	_, waits := r.waiting.xrs[xr.GetUID()]
+	return outcome{result: result, err: err, writes: writes, events: evs, waits: waits}
 }
 
 // nopWatcher starts no watch: a unit test has no cache.
@@ -833,16 +825,16 @@ func TestReconcile(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			writes, evs := reconcileOnce(t, tc.creds, tc.xr, tc.objs...)
-			checkWrites(t, tc.reason, tc.writes, writes)
-			if diff := cmp.Diff(tc.events, evs); diff != "" {
+			o := reconcileWith(t, tc.creds, nil, tc.xr, tc.objs...)
+			if o.err != nil {
+				t.Fatalf("Reconcile: %v", o.err)
+			}
+			checkWrites(t, tc.reason, tc.writes, o.writes)
+			if diff := cmp.Diff(tc.events, o.events); diff != "" {
 				t.Errorf("%s\nevents -want +got:\n%s", tc.reason, diff)
 			}
-			waiting.mu.Lock()
-			_, waits := waiting.xrs[tc.xr.GetUID()]
-			waiting.mu.Unlock()
-			if waits != tc.waits {
-				t.Errorf("%s\ncounted as waiting: %t, want %t", tc.reason, waits, tc.waits)
+			if o.waits != tc.waits {
+				t.Errorf("%s\ncounted as waiting: %t, want %t", tc.reason, o.waits, tc.waits)
 			}
 		})
 	}

@@ -78,13 +78,15 @@ type xrReconciler struct {
 	composed composed.Resources
 	// access says which kinds the bridge may read.
 	access *access.Reads
+	// waiting is the XRs CAPI waits for, shared by every kind.
+	waiting *waitingXRs
 }
 
 // forget drops everything the reconciler remembers of an object. It is
 // called once an XR is let go or gone, for the XR and its owner.
 func (r *xrReconciler) forget(uid types.UID) {
 	r.memory.forget(uid)
-	waiting.set(uid, waitingXR{}, false)
+	r.waiting.set(uid, waitingXR{}, false)
 }
 
 // scope is one reconcile's working state: what the contract sees

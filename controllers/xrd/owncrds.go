@@ -7,6 +7,7 @@ import (
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -85,16 +86,34 @@ func (r *OwnCRDs) SetupWithManager(mgr ctrl.Manager, o controller.Options) error
 		Complete(r)
 }
 
-// Reconcile applies the labels one CRD lacks.
+// Reconcile applies the labels one CRD lacks: it observes the CRD's
+// metadata (and, for one clusterctl must not keep, the manager's namespace),
+// decides what to change (decideOwnCRD) and acts.
 func (r *OwnCRDs) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	want, ok := r.want[req.Name]
 	if !ok {
 		return reconcile.Result{}, nil
 	}
+	crd := &metav1.PartialObjectMetadata{}
+	crd.SetGroupVersionKind(extv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	if err := r.client.Get(ctx, client.ObjectKey{Name: req.Name}, crd); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(errors.Wrap(err, errGetCRD))
+	}
+	var owners []metav1.OwnerReference
 	if notClusterctl[req.Name] {
-		if err := r.releaseFromClusterctl(ctx, req.Name); err != nil {
-			return reconcile.Result{}, client.IgnoreNotFound(err)
+		var err error
+		if owners, err = webhook.Owners(ctx, r.client, r.webhook); err != nil {
+			return reconcile.Result{}, err
 		}
+	}
+	d := decideOwnCRD(crd, want, notClusterctl[req.Name], owners)
+	if d.release != nil {
+		if err := r.client.Patch(ctx, d.release, client.MergeFrom(crd), client.FieldOwner(ownCRDsFieldOwner)); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(errors.Wrapf(err, "cannot release CustomResourceDefinition %s from clusterctl", req.Name))
+		}
+	}
+	if !d.label {
+		return reconcile.Result{}, nil
 	}
 	labelled, err := apply.LabelCRD(ctx, r.client, nil, req.Name, want, ownCRDsFieldOwner)
 	if err != nil || !labelled {
@@ -104,27 +123,32 @@ func (r *OwnCRDs) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	return reconcile.Result{}, nil
 }
 
-// releaseFromClusterctl removes clusterctl's label from a CRD and has the
-// manager's namespace own it (when the manager knows it).
-func (r *OwnCRDs) releaseFromClusterctl(ctx context.Context, name string) error {
-	crd := &metav1.PartialObjectMetadata{}
-	crd.SetGroupVersionKind(extv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
-	if err := r.client.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
-		return errors.Wrap(err, errGetCRD)
+// ownCRDChange is what one of CAPXP's CRDs needs.
+type ownCRDChange struct {
+	// release is the CRD without clusterctl's label and owned by the
+	// manager's namespace, when it is not so yet.
+	release *metav1.PartialObjectMetadata
+	// label: the CRD lacks some of the labels it should carry.
+	label bool
+}
+
+// decideOwnCRD says what a CRD needs: the labels it lacks and, for one
+// clusterctl must not keep (notClusterctl), its release from clusterctl to
+// owners.
+func decideOwnCRD(crd *metav1.PartialObjectMetadata, want map[string]string, release bool, owners []metav1.OwnerReference) ownCRDChange {
+	out := ownCRDChange{label: !labels.SelectorFromSet(want).Matches(labels.Set(crd.GetLabels()))}
+	if !release {
+		return out
 	}
-	owners, err := webhook.Owners(ctx, r.client, r.webhook)
-	if err != nil {
-		return err
-	}
-	orig := crd.DeepCopy()
-	delete(crd.Labels, infrav1.ClusterctlLabel)
+	released := crd.DeepCopy()
+	delete(released.Labels, infrav1.ClusterctlLabel)
 	for _, o := range owners {
-		if !slices.ContainsFunc(crd.GetOwnerReferences(), func(x metav1.OwnerReference) bool { return x.UID == o.UID }) {
-			crd.SetOwnerReferences(append(crd.GetOwnerReferences(), o))
+		if !slices.ContainsFunc(released.GetOwnerReferences(), func(x metav1.OwnerReference) bool { return x.UID == o.UID }) {
+			released.SetOwnerReferences(append(released.GetOwnerReferences(), o))
 		}
 	}
-	if equality.Semantic.DeepEqual(orig.ObjectMeta, crd.ObjectMeta) {
-		return nil
+	if !equality.Semantic.DeepEqual(crd.ObjectMeta, released.ObjectMeta) {
+		out.release = released
 	}
-	return errors.Wrapf(r.client.Patch(ctx, crd, client.MergeFrom(orig), client.FieldOwner(ownCRDsFieldOwner)), "cannot release CustomResourceDefinition %s from clusterctl", name)
+	return out
 }

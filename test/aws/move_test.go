@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -96,7 +97,7 @@ func TestAWSClusterctlMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(now, account) {
-		created, deleted := difference(now, account), difference(account, now)
+		created, deleted := sets.List(sets.New(now...).Difference(sets.New(account...))), sets.List(sets.New(account...).Difference(sets.New(now...)))
 		t.Errorf("the move changed the account: created %v, deleted %v", created, deleted)
 	} else {
 		t.Logf("the move created 0 and deleted 0 of the account's %d resources", len(account))
@@ -204,17 +205,6 @@ func eachManaged(ctx context.Context, c client.Client, f func(*unstructured.Unst
 		}
 	}
 	return nil
-}
-
-// difference is what a holds that b does not.
-func difference(a, b []string) []string {
-	var out []string
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // startClusterctlPlane starts a plane whose CAPXP clusterctl installs, its

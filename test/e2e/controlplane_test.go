@@ -36,8 +36,7 @@ import (
 // Cluster.
 func TestManagedControlPlane(t *testing.T) {
 	ctx := t.Context()
-	e := applyExample(t, "managed")
-	waitForExampleAvailable(t, e, e.Machines, 3*time.Minute)
+	e := availableExample(t, "managed", 3*time.Minute)
 	ns := e.Namespace()
 
 	cp := &unstructured.Unstructured{}
@@ -354,8 +353,7 @@ func scalePool(t *testing.T, ns, name, xr string, scale func(replicas int32)) {
 // size in place. Everything goes with the Cluster.
 func TestManagedClusterClass(t *testing.T) {
 	ctx := t.Context()
-	e := applyExample(t, "managed-topology")
-	waitForExampleAvailable(t, e, e.Machines, 3*time.Minute)
+	e := availableExample(t, "managed-topology", 3*time.Minute)
 	ns := e.Namespace()
 
 	cluster := &clusterv1.Cluster{}

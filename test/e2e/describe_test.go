@@ -18,8 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of capxp describe")
@@ -33,13 +31,8 @@ var update = flag.Bool("update", false, "rewrite the golden files of capxp descr
 func TestDescribe(t *testing.T) {
 	ctx := t.Context()
 	const name = "described"
-	e := plane.Examples[0]
-	e.Cluster = name
+	e := availableCopy(t, name, 2*time.Minute)
 	ns := e.Namespace()
-	if err := p.ApplyExampleAs(ctx, name); err != nil {
-		t.Fatal(err)
-	}
-	waitForExampleAvailable(t, e, plane.ExampleMachines, 2*time.Minute)
 	runFor := func(cluster string, args ...string) (string, error) {
 		args = append([]string{"describe", "cluster", cluster, "-n", ns, "--kubeconfig", p.Kubeconfig()}, args...)
 		var stdout, stderr bytes.Buffer

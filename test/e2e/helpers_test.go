@@ -74,10 +74,16 @@ func objects(t *testing.T, kind string) []unstructured.Unstructured {
 
 func clusterXR(t *testing.T) *unstructured.Unstructured {
 	t.Helper()
+	return clusterXROf(t, plane.ExampleNamespace, plane.ExampleCluster)
+}
+
+// clusterXROf reads a cluster's CrossplaneCluster.
+func clusterXROf(t *testing.T, ns, cluster string) *unstructured.Unstructured {
+	t.Helper()
 	xr := &unstructured.Unstructured{}
 	xr.SetAPIVersion("infrastructure.cluster.x-k8s.io/v1alpha1")
 	xr.SetKind("CrossplaneCluster")
-	if err := mgmt().Get(t.Context(), client.ObjectKey{Namespace: plane.ExampleNamespace, Name: plane.ExampleCluster}, xr); err != nil {
+	if err := mgmt().Get(t.Context(), client.ObjectKey{Namespace: ns, Name: cluster}, xr); err != nil {
 		t.Fatal(err)
 	}
 	return xr
@@ -161,6 +167,28 @@ func applyExample(t *testing.T, name string) plane.Example {
 	if err := p.ApplyNamedExample(t.Context(), e); err != nil {
 		t.Fatal(err)
 	}
+	return e
+}
+
+// availableExample applies one of plane.Examples and waits up to within for
+// CAPI to report it Available.
+func availableExample(t *testing.T, name string, within time.Duration) plane.Example {
+	t.Helper()
+	e := applyExample(t, name)
+	waitForExampleAvailable(t, e, e.Machines, within)
+	return e
+}
+
+// availableCopy applies the first of plane.Examples as a cluster of its own,
+// named name, and waits up to within for CAPI to report it Available.
+func availableCopy(t *testing.T, name string, within time.Duration) plane.Example {
+	t.Helper()
+	e := plane.Examples[0]
+	e.Cluster = name
+	if err := p.ApplyExampleAs(t.Context(), name); err != nil {
+		t.Fatal(err)
+	}
+	waitForExampleAvailable(t, e, plane.ExampleMachines, within)
 	return e
 }
 

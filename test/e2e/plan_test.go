@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/utils/ptr"
@@ -29,7 +29,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/capxp/cluster-api-provider-crossplane/dev/localkube"
-	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/plan"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
@@ -41,13 +40,8 @@ import (
 func TestPlan(t *testing.T) {
 	ctx := t.Context()
 	const name = "planned"
-	e := plane.Examples[0]
-	e.Cluster = name
+	e := availableCopy(t, name, 2*time.Minute)
 	ns := e.Namespace()
-	if err := p.ApplyExampleAs(ctx, name); err != nil {
-		t.Fatal(err)
-	}
-	waitForExampleAvailable(t, e, plane.ExampleMachines, 2*time.Minute)
 
 	// The planner is bound to the shipped planner roles (config/rbac/planner.yaml):
 	// in the namespace, and cluster-wide for the Compositions and CRDs.
@@ -194,8 +188,8 @@ spec:
 		if n := len(after) - len(before) + len(gone) - len(predicted); scale > 0 && n != scale {
 			ok = false
 		}
-		gotCreated, gotDeleted := setDiff(slices.Sorted(maps.Keys(composedAfter)), slices.Sorted(maps.Keys(composedBefore))),
-			setDiff(slices.Sorted(maps.Keys(composedBefore)), slices.Sorted(maps.Keys(composedAfter)))
+		gotCreated, gotDeleted := sets.List(sets.KeySet(composedAfter).Difference(sets.KeySet(composedBefore))),
+			sets.List(sets.KeySet(composedBefore).Difference(sets.KeySet(composedAfter)))
 		if !slices.Equal(created, gotCreated) || !slices.Equal(deleted, gotDeleted) {
 			ok = false
 		}
@@ -308,12 +302,7 @@ func heldIn(p plan.Plan, cluster string) bool {
 // (paused for Crossplane).
 func isHeld(t *testing.T, ns, cluster string) bool {
 	t.Helper()
-	x := &unstructured.Unstructured{}
-	x.SetAPIVersion("infrastructure.cluster.x-k8s.io/v1alpha1")
-	x.SetKind("CrossplaneCluster")
-	if err := mgmt().Get(t.Context(), client.ObjectKey{Namespace: ns, Name: cluster}, x); err != nil {
-		t.Fatal(err)
-	}
+	x := clusterXROf(t, ns, cluster)
 	return x.GetAnnotations()["crossplane.io/paused"] == "true"
 }
 
@@ -384,12 +373,7 @@ func predictedComposed(p plan.Plan, cluster string) (created, deleted []string, 
 // the Composition's names, read by its resource references.
 func composedResources(t *testing.T, ns, cluster string) map[string]*unstructured.Unstructured {
 	t.Helper()
-	x := &unstructured.Unstructured{}
-	x.SetAPIVersion("infrastructure.cluster.x-k8s.io/v1alpha1")
-	x.SetKind("CrossplaneCluster")
-	if err := mgmt().Get(t.Context(), client.ObjectKey{Namespace: ns, Name: cluster}, x); err != nil {
-		t.Fatal(err)
-	}
+	x := clusterXROf(t, ns, cluster)
 	refs, _, _ := unstructured.NestedSlice(x.Object, "spec", "crossplane", "resourceRefs")
 	out := map[string]*unstructured.Unstructured{}
 	for _, raw := range refs {
@@ -447,17 +431,6 @@ func changedSpec(before, after *unstructured.Unstructured, also []string) []stri
 		}
 	}
 	slices.Sort(out)
-	return out
-}
-
-// setDiff is what a has that b has not.
-func setDiff(a, b []string) []string {
-	var out []string
-	for _, s := range a {
-		if !slices.Contains(b, s) {
-			out = append(out, s)
-		}
-	}
 	return out
 }
 

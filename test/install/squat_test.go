@@ -51,15 +51,10 @@ func squatAnotherNamespacesMachine(ctx context.Context, t *testing.T, p *plane.P
 	}
 
 	// The tenant's cluster, on its own config of the same workload cluster.
-	cxr := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+	createAs(ctx, t, tc, xrOf("CrossplaneCluster", ns, name, map[string]any{
 		"providerConfigRef": map[string]any{"apiGroup": k8sGroup, "kind": "ProviderConfig", "name": ownConfig},
 		"crossplane":        map[string]any{"compositionSelector": map[string]any{"matchLabels": map[string]any{"capxp.dev/backend": "local"}}},
-	}}}
-	cxr.SetAPIVersion(infrav1.GroupVersion.String())
-	cxr.SetKind("CrossplaneCluster")
-	cxr.SetNamespace(ns)
-	cxr.SetName(name)
-	createAs(ctx, t, tc, cxr)
+	}))
 	createAs(ctx, t, tc, &clusterv1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
@@ -70,12 +65,7 @@ func squatAnotherNamespacesMachine(ctx context.Context, t *testing.T, p *plane.P
 		t.Helper()
 		spec["parameters"] = map[string]any{"size": "small"}
 		spec["crossplane"] = map[string]any{"compositionSelector": map[string]any{"matchLabels": map[string]any{"capxp.dev/backend": "local"}}}
-		xr := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
-		xr.SetAPIVersion(infrav1.GroupVersion.String())
-		xr.SetKind("CrossplaneMachine")
-		xr.SetNamespace(ns)
-		xr.SetName(xrName)
-		createAs(ctx, t, tc, xr)
+		createAs(ctx, t, tc, xrOf("CrossplaneMachine", ns, xrName, spec))
 		createAs(ctx, t, tc, &clusterv1.Machine{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: xrName, Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
 			Spec: clusterv1.MachineSpec{
@@ -155,4 +145,14 @@ func machineWithNode(ctx context.Context, t *testing.T, c client.Client, not str
 		return fmt.Errorf("none of %d Machines", len(l.Items))
 	})
 	return found
+}
+
+// xrOf is one of CAPXP's XRs, of kind, with spec.
+func xrOf(kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
+	xr := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	xr.SetAPIVersion(infrav1.GroupVersion.String())
+	xr.SetKind(kind)
+	xr.SetNamespace(ns)
+	xr.SetName(name)
+	return xr
 }

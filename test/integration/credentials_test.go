@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
@@ -117,6 +118,26 @@ func tenantBesideSharedCredentials(t *testing.T) (ns, suffix, granted, ungranted
 	clusterProviderConfig(t, granted, ns)
 	clusterProviderConfig(t, ungranted, ns)
 	return ns, suffix, granted, ungranted
+}
+
+// enforcingStack runs the bridge enforcing the test provider's
+// credentials; its credentials policies go when the test ends.
+func enforcingStack(t *testing.T) *envtest.Manager {
+	t.Helper()
+	m := stackWith(t, controllers.Options{CredentialsProviders: []credentials.Provider{testProvider}})
+	removeCredentialsPolicies(t)
+	return m
+}
+
+// grantedTenant runs enforcingStack and returns tenantBesideSharedCredentials'
+// namespace, suffix and configs, with the grant of the first to the
+// namespace.
+func grantedTenant(t *testing.T) (ns, suffix, granted, ungranted string, grant *infrav1.ClusterProviderConfigGrant) {
+	t.Helper()
+	enforcingStack(t)
+	ns, suffix, granted, ungranted = tenantBesideSharedCredentials(t)
+	grant = grantTo(t, "granted"+suffix, granted, infrav1.AllowedNamespaces{Names: []string{ns}})
+	return ns, suffix, granted, ungranted, grant
 }
 
 func tenant(t *testing.T, labels map[string]string) string {

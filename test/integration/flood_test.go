@@ -19,7 +19,6 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
-	"github.com/capxp/cluster-api-provider-crossplane/controllers"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
 
@@ -28,11 +27,8 @@ import (
 // writable and current: a new config of its own is judged in turn within
 // seconds, and a grant's revocation is written at once.
 func TestAFloodedNamespaceIsStillJudgedAndRevoked(t *testing.T) {
-	stackWith(t, controllers.Options{CredentialsProviders: []credentials.Provider{testProvider}})
-	removeCredentialsPolicies(t)
 	g := NewWithT(t)
-	ns, suffix, granted, _ := tenantBesideSharedCredentials(t)
-	grant := grantTo(t, "granted"+suffix, granted, infrav1.AllowedNamespaces{Names: []string{ns}})
+	ns, _, granted, _, grant := grantedTenant(t)
 	tc := tenantClient(t, ns)
 	record := func(g Gomega) *infrav1.NamespaceCredentials {
 		rec := &infrav1.NamespaceCredentials{}
@@ -110,8 +106,7 @@ func TestAFloodedNamespaceIsStillJudgedAndRevoked(t *testing.T) {
 // resources), and rewrites a config's spec as fast as the API server takes
 // it. The bridge's heap (the test process's) is reported beside it.
 func TestATenantsWorstInputDelaysAnotherNamespaceBoundedly(t *testing.T) {
-	stackWith(t, controllers.Options{CredentialsProviders: []credentials.Provider{testProvider}})
-	removeCredentialsPolicies(t)
+	enforcingStack(t)
 	g := NewWithT(t)
 	victim, suffix, shared, hostiles := tenantBesideSharedCredentials(t)
 	hostile := tenant(t, nil)

@@ -30,28 +30,10 @@ func TestASelfReferencingXRIsBounded(t *testing.T) {
 	grantTo(t, granted, granted, infrav1.AllowedNamespaces{Names: []string{other}})
 	tc, otc := tenantClient(t, ns), tenantClient(t, other)
 
-	newXR := func(ns, name, kind, config string) *unstructured.Unstructured {
-		xr := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-			"providerConfigRef": map[string]any{"apiGroup": credsGroup, "kind": kind, "name": config},
-		}}}
-		xr.SetGroupVersionKind(clusterGVK)
-		xr.SetNamespace(ns)
-		xr.SetName(name)
-		return xr
-	}
-	// The API server loads the bridge's admission policies asynchronously:
-	// wait until a new XR comes back held.
-	g.Eventually(func(g Gomega) {
-		probe := newXR(ns, "probe", "ProviderConfig", "ambient")
-		g.Expect(tc.Create(ctx, probe, client.DryRunAll)).To(Succeed())
-		g.Expect(probe.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
-	}, timeout, interval).Should(Succeed())
+	untilAdmissionHolds(g, tc, ns)
 	// Its own config on the provider's ambient identity: held.
-	g.Expect(tc.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": credsGroup + "/v1beta1", "kind": "ProviderConfig",
-		"metadata": map[string]any{"name": "ambient", "namespace": ns}, "spec": map[string]any{"credentials": map[string]any{"source": "InjectedIdentity"}},
-	}})).To(Succeed())
-	loop := newXR(ns, "loop", "ProviderConfig", "ambient")
+	ambientConfig(g, tc, ns)
+	loop := xrNaming(ns, "loop", "ProviderConfig", "ambient")
 	loop.SetAnnotations(map[string]string{infrav1.CrossplanePausedAnnotation: "true"})
 	g.Eventually(func() error { return tc.Create(ctx, loop) }, timeout, interval).Should(Succeed())
 	held := func(g Gomega) {
@@ -97,7 +79,7 @@ func TestASelfReferencingXRIsBounded(t *testing.T) {
 
 	// Another tenant's XR, created after, is checked and released in time.
 	start := time.Now()
-	fine := newXR(other, "fine", "ClusterProviderConfig", granted)
+	fine := xrNaming(other, "fine", "ClusterProviderConfig", granted)
 	g.Eventually(func() error { return otc.Create(ctx, fine) }, timeout, interval).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(getXR(g, fine).GetAnnotations()).NotTo(HaveKey(infrav1.CrossplanePausedAnnotation))
@@ -169,26 +151,9 @@ func TestAnXRAdoptedByAnotherKeepsItsOwnHold(t *testing.T) {
 	tc := tenantClient(t, ns)
 	// Its own config on the provider's ambient identity: held (a
 	// credentials webhook, when one runs, admits it held).
-	g.Expect(tc.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": credsGroup + "/v1beta1", "kind": "ProviderConfig",
-		"metadata": map[string]any{"name": "ambient", "namespace": ns}, "spec": map[string]any{"credentials": map[string]any{"source": "InjectedIdentity"}},
-	}})).To(Succeed())
-	newXR := func(name, kind, config string) *unstructured.Unstructured {
-		xr := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-			"providerConfigRef": map[string]any{"apiGroup": credsGroup, "kind": kind, "name": config},
-		}}}
-		xr.SetGroupVersionKind(clusterGVK)
-		xr.SetNamespace(ns)
-		xr.SetName(name)
-		return xr
-	}
-	// The API server loads the bridge's admission policies asynchronously:
-	// wait until a new XR comes back held.
-	g.Eventually(func(g Gomega) {
-		probe := newXR("probe", "ProviderConfig", "ambient")
-		g.Expect(tc.Create(ctx, probe, client.DryRunAll)).To(Succeed())
-		g.Expect(probe.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
-	}, timeout, interval).Should(Succeed())
+	ambientConfig(g, tc, ns)
+	newXR := func(name, kind, config string) *unstructured.Unstructured { return xrNaming(ns, name, kind, config) }
+	untilAdmissionHolds(g, tc, ns)
 	adopter, adopted := newXR("adopter", "ClusterProviderConfig", granted), newXR("adopted", "ProviderConfig", "ambient")
 	adopted.SetAnnotations(map[string]string{infrav1.CrossplanePausedAnnotation: "true"})
 	g.Eventually(func() error { return tc.Create(ctx, adopter) }, timeout, interval).Should(Succeed())
@@ -218,4 +183,36 @@ func TestAnXRAdoptedByAnotherKeepsItsOwnHold(t *testing.T) {
 		g.Expect(got.GetAnnotations()).To(HaveKeyWithValue(infrav1.CredentialsHoldAnnotation, "true"))
 	}, 5*time.Second, 20*time.Millisecond).Should(Succeed())
 	g.Expect(getXR(g, adopted).GetResourceVersion()).To(Equal(before), "nothing fights over the adopted XR")
+}
+
+// xrNaming is a CrossplaneCluster in ns naming a config of the test
+// provider's.
+func xrNaming(ns, name, kind, config string) *unstructured.Unstructured {
+	xr := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"providerConfigRef": map[string]any{"apiGroup": credsGroup, "kind": kind, "name": config},
+	}}}
+	xr.SetGroupVersionKind(clusterGVK)
+	xr.SetNamespace(ns)
+	xr.SetName(name)
+	return xr
+}
+
+// untilAdmissionHolds waits until the API server, which loads the bridge's
+// admission policies asynchronously, holds a new XR of the tenant's that
+// names its own config "ambient" (a dry run).
+func untilAdmissionHolds(g Gomega, tc client.Client, ns string) {
+	g.Eventually(func(g Gomega) {
+		probe := xrNaming(ns, "probe", "ProviderConfig", "ambient")
+		g.Expect(tc.Create(ctx, probe, client.DryRunAll)).To(Succeed())
+		g.Expect(probe.GetAnnotations()).To(HaveKeyWithValue(infrav1.CrossplanePausedAnnotation, "true"))
+	}, timeout, interval).Should(Succeed())
+}
+
+// ambientConfig creates the tenant's own ProviderConfig "ambient", on the
+// provider's injected identity, which no tenant may use.
+func ambientConfig(g Gomega, tc client.Client, ns string) {
+	g.Expect(tc.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": credsGroup + "/v1beta1", "kind": "ProviderConfig",
+		"metadata": map[string]any{"name": "ambient", "namespace": ns}, "spec": map[string]any{"credentials": map[string]any{"source": "InjectedIdentity"}},
+	}})).To(Succeed())
 }

@@ -28,11 +28,8 @@ import (
 // cannot be read, are each refused and reported; the namespace's record
 // still changes, and a grant revoked afterwards stops what ran on it.
 func TestAnUnreadableConfigIsAVerdictOnItAlone(t *testing.T) {
-	stackWith(t, controllers.Options{CredentialsProviders: []credentials.Provider{testProvider}})
-	removeCredentialsPolicies(t)
 	g := NewWithT(t)
-	ns, suffix, granted, ungranted := tenantBesideSharedCredentials(t)
-	grant := grantTo(t, "granted"+suffix, granted, infrav1.AllowedNamespaces{Names: []string{ns}})
+	ns, suffix, granted, ungranted, grant := grantedTenant(t)
 	// The grant's schema checks the selector's operators, not its labels.
 	broken := grantTo(t, "broken"+suffix, ungranted, infrav1.AllowedNamespaces{Selector: &metav1.LabelSelector{
 		MatchLabels: map[string]string{"team": "not a label value"}}})
@@ -151,8 +148,7 @@ func TestClusterKubeconfigSecretsReachNothingBeyondThemselves(t *testing.T) {
 // the unknown-families policy, which needs no manager, refuses the rest of
 // an enforced provider's groups.
 func TestAProviderFamilyInstalledWhileTheManagerIsDownIsRefused(t *testing.T) {
-	bridge := stackWith(t, controllers.Options{CredentialsProviders: []credentials.Provider{testProvider}})
-	removeCredentialsPolicies(t)
+	bridge := enforcingStack(t)
 	g := NewWithT(t)
 	ns := namespace(t)
 	g.Eventually(func(g Gomega) {
@@ -234,11 +230,8 @@ func TestAGrantRevokedDuringAnOutageTakesEffectOnStart(t *testing.T) {
 // is refused), and a change of their credentials is still judged meanwhile.
 // The test deletes what the namespace controller would.
 func TestADeletedNamespaceKeepsItsRecordUntilItsManagedResourcesAreGone(t *testing.T) {
-	stackWith(t, controllers.Options{CredentialsProviders: []credentials.Provider{testProvider}})
-	removeCredentialsPolicies(t)
 	g := NewWithT(t)
-	ns, suffix, granted, ungranted := tenantBesideSharedCredentials(t)
-	grantTo(t, "granted"+suffix, granted, infrav1.AllowedNamespaces{Names: []string{ns}})
+	ns, _, granted, ungranted, _ := grantedTenant(t)
 	// The tenant's own config, on a Secret the record locks.
 	tc := tenantClient(t, ns)
 	own := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "own"}, Data: map[string][]byte{"kubeconfig": []byte(ownKubeconfig)}}

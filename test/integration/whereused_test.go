@@ -14,7 +14,6 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
-	"github.com/capxp/cluster-api-provider-crossplane/controllers"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
@@ -44,11 +43,8 @@ current-context: x
 // stored naming the credentials. Its own static kubeconfig and a granted
 // ClusterProviderConfig compose.
 func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
-	stackWith(t, controllers.Options{CredentialsProviders: []credentials.Provider{testProvider}})
-	removeCredentialsPolicies(t)
 	g := NewWithT(t)
-	ns, suffix, granted, ungranted := tenantBesideSharedCredentials(t)
-	grantTo(t, "granted"+suffix, granted, infrav1.AllowedNamespaces{Names: []string{ns}})
+	ns, suffix, granted, ungranted, _ := grantedTenant(t)
 	tc := tenantClient(t, ns)
 
 	// The platform's Compositions a tenant may pick: one defaulting to the
@@ -290,7 +286,6 @@ func TestManagedResourcesAreAdmittedOnlyWithUsableCredentials(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 }
 
-// pcObject is an empty ProviderConfig of the test provider.
 // removeCredentialsPolicies deletes, once the test ends, the credentials
 // policies a bridge enforcing other providers wrote: other tests run bridges
 // that do not enforce them.
@@ -303,6 +298,7 @@ func removeCredentialsPolicies(t *testing.T) {
 	})
 }
 
+// pcObject is an empty ProviderConfig of the test provider.
 func pcObject() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(credsGroup + "/v1beta1")
