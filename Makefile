@@ -94,8 +94,11 @@ verify: verify-deps verify-api ## Fail when generated files are stale (regenerat
 # public controllers/external, which the bridge uses, wraps it. So are
 # CAPI's rollout rules, which capxp plan links rather than imitates: the
 # MachineDeployment controller's mdutil and the KubeadmControlPlane's
-# public pkg, with the internal utilities they import.
-ALLOWED_DEPS := sigs\.k8s\.io/cluster-api/(internal/contract|core/reconcilers/machinedeployment/mdutil|internal/topology/names|internal/hooks|internal/util/(compare|inplace|taints))
+# public pkg, with the internal utilities they import; and the topology
+# controller's generator of a Cluster's desired state
+# (exp/topology/desiredstate), with the patch engine, variable handling and
+# webhooks' defaulting it imports, which plan runs on a ClusterClass change.
+ALLOWED_DEPS := sigs\.k8s\.io/cluster-api/(internal/contract|core/reconcilers/machinedeployment/mdutil|internal/topology/(names|check|clustershim|ownerrefs|selectors|variables)|internal/hooks|internal/util/(compare|inplace|taints|patch)|core/reconcilers/topology/cluster/patches(/(api|external|inline|variables))?|core/webhooks/(admission|conversion))
 FORBIDDEN_DEPS := ^github\.com/capxp/cluster-api-provider-crossplane/(test|dev|internal/function)/|^github\.com/aws/|^sigs\.k8s\.io/controller-runtime/pkg/envtest|^sigs\.k8s\.io/cluster-api/core/|^sigs\.k8s\.io/cluster-api/internal/
 
 # The reconcilers' packages under controllers/, and the packages they share,

@@ -15,6 +15,8 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 )
 
 // Compositions: whether the one an XR composes with still matches its
@@ -27,9 +29,9 @@ const ReselectedReason = "CompositionReselected"
 
 const errGetComposition = "cannot get the Composition the composite resource composes with"
 
-// SelectorAnnotation records, on an adapted InfraCluster XR, the
-// compositionSelector its selected Composition was last checked against.
-const SelectorAnnotation = "capxp.dev/composition-selector"
+// SelectorAnnotation records the selector an XR's Composition was last
+// checked against.
+const SelectorAnnotation = infrav1.CompositionSelectorAnnotation
 
 // reselect makes a changed compositionSelector of an InfraCluster XR select
 // the Composition again. Crossplane consults the selector only while no

@@ -10,7 +10,10 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
@@ -212,6 +215,17 @@ func predictXR(ctx context.Context, r client.Reader, rd Renderer, creds *Credent
 			return out
 		}
 	}
+	if to, why := reselected(ctx, r, xr, comp); why != "" {
+		out.Unknown = append(out.Unknown, why)
+		return out
+	} else if to != nil {
+		// The bridge releases the Composition, and Crossplane selects this
+		// one: the XR composes with it from its newest revision.
+		name, comp, xr = to.GetName(), to, xr.DeepCopy()
+		out.Composition = name
+		_ = unstructured.SetNestedField(xr.Object, name, "spec", "crossplane", "compositionRef", "name")
+		unstructured.RemoveNestedField(xr.Object, "spec", "crossplane", "compositionRevisionRef")
+	}
 	if pinned(xr) {
 		rev, _, _ := unstructured.NestedString(xr.Object, "spec", "crossplane", "compositionRevisionRef", "name")
 		if rev != "" {
@@ -236,6 +250,49 @@ func predictXR(ctx context.Context, r client.Reader, rd Renderer, creds *Credent
 	out.Changes, unknown2 = creds.judge(xr.GetNamespace(), res.Composed, diffComposed(observed, res.Composed))
 	out.Unknown = append(out.Unknown, unknown2...)
 	return out
+}
+
+// reselected is the Composition an XR composes with once its
+// compositionSelector changed (an InfraCluster rebased onto a class of
+// another backend): when the selector differs from the one the bridge
+// recorded (its capxp.dev/composition-selector annotation, on the kinds it
+// reselects for) and the Composition it composes with no longer matches it,
+// the bridge releases the Composition and Crossplane selects among those of
+// the XR's kind that match. Nil when the XR keeps its Composition; why says
+// what plan cannot know (none or several match: Crossplane picks one then).
+func reselected(ctx context.Context, r client.Reader, xr, comp *unstructured.Unstructured) (*unstructured.Unstructured, string) {
+	recorded, seen := xr.GetAnnotations()[infrav1.CompositionSelectorAnnotation]
+	raw, ok, _ := unstructured.NestedMap(xr.Object, "spec", "crossplane", "compositionSelector")
+	if !seen || !ok {
+		return nil, ""
+	}
+	ls := &metav1.LabelSelector{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, ls); err != nil {
+		return nil, ""
+	}
+	selector, err := metav1.LabelSelectorAsSelector(ls)
+	if err != nil || recorded == selector.String() || selector.Matches(labels.Set(comp.GetLabels())) {
+		return nil, ""
+	}
+	l := &unstructured.UnstructuredList{}
+	l.SetAPIVersion("apiextensions.crossplane.io/v1")
+	l.SetKind("CompositionList")
+	if err := r.List(ctx, l, client.MatchingLabelsSelector{Selector: selector}); err != nil {
+		return nil, fmt.Sprintf("its compositionSelector changed and Composition %s no longer matches it, but plan cannot list the Compositions that do: %v", comp.GetName(), err)
+	}
+	var match []*unstructured.Unstructured
+	for i := range l.Items {
+		c := &l.Items[i]
+		api, _, _ := unstructured.NestedString(c.Object, "spec", "compositeTypeRef", "apiVersion")
+		kind, _, _ := unstructured.NestedString(c.Object, "spec", "compositeTypeRef", "kind")
+		if api == xr.GetAPIVersion() && kind == xr.GetKind() {
+			match = append(match, c)
+		}
+	}
+	if len(match) != 1 {
+		return nil, fmt.Sprintf("its compositionSelector (%s) changed and %d Compositions of its kind match it: Crossplane picks one when it selects", selector, len(match))
+	}
+	return match[0], ""
 }
 
 // pinned reports whether an XR stays on its Composition revision (the

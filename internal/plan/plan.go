@@ -367,9 +367,40 @@ func Predict(ctx context.Context, r client.Client, rd Renderer, creds *Credentia
 		overlay[gk][key] = u
 		p.Changes = append(p.Changes, ch)
 	}
+	// What CAPI's topology controller writes of each Cluster with a managed
+	// topology, as the change leaves the Cluster and its class.
+	topologyUnknown := map[string][]string{}
+	for i := range observed.Clusters {
+		cl, err := proposedCluster(overlay, &observed.Clusters[i])
+		if err != nil {
+			return nil, err
+		}
+		if !cl.Spec.Topology.IsDefined() {
+			continue
+		}
+		tc, err := predictTopology(ctx, reader, observed, cl, mds, kcps)
+		if err != nil {
+			return nil, errors.Wrapf(err, "Cluster %s", cl.Name)
+		}
+		topologyUnknown[cl.Name] = tc.unknown
+		for _, u := range append(slices.Clone(tc.xrs), tc.templates...) {
+			gk, key := u.GroupVersionKind().GroupKind(), client.ObjectKeyFromObject(u)
+			if overlay[gk] == nil {
+				overlay[gk] = map[client.ObjectKey]*unstructured.Unstructured{}
+			}
+			overlay[gk][key] = u
+		}
+		for _, xr := range tc.xrs {
+			gk, key := xr.GroupVersionKind().GroupKind(), client.ObjectKeyFromObject(xr)
+			merged = slices.DeleteFunc(merged, func(u *unstructured.Unstructured) bool {
+				return u.GroupVersionKind().GroupKind() == gk && client.ObjectKeyFromObject(u) == key
+			})
+			merged = append(merged, xr)
+		}
+	}
 	for i := range observed.Clusters {
 		cl := &observed.Clusters[i]
-		c := Cluster{Namespace: cl.Namespace, Name: cl.Name}
+		c := Cluster{Namespace: cl.Namespace, Name: cl.Name, Unknown: topologyUnknown[cl.Name]}
 		for _, md := range sortedValues(mds) {
 			if md.Spec.ClusterName != cl.Name {
 				continue
@@ -393,7 +424,7 @@ func Predict(ctx context.Context, r client.Client, rd Renderer, creds *Credentia
 				c.Scales = append(c.Scales, *scale)
 			}
 		}
-		c.Unknown = unpredicted(observed, cl.Name, c.Machines)
+		c.Unknown = append(c.Unknown, unpredicted(observed, cl.Name, c.Machines)...)
 		sort.Slice(c.Machines, func(i, j int) bool { return c.Machines[i].Name < c.Machines[j].Name })
 		p.Clusters = append(p.Clusters, c)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -43,21 +44,7 @@ func TestPlan(t *testing.T) {
 	e := availableCopy(t, name, 2*time.Minute)
 	ns := e.Namespace()
 
-	// The planner is bound to the shipped planner roles (config/rbac/planner.yaml):
-	// in the namespace, and cluster-wide for the Compositions and CRDs.
-	namespaced, clusterWide := plannerRoles(t)
-	createAs(t, namespaced)
-	createAs(t, clusterWide)
-	createAs(t, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "planner-" + ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterWide.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "planner"}},
-	})
-	createAs(t, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "planner"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: namespaced.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "planner"}},
-	})
+	bindPlanner(t, ns)
 
 	md, kcp := name+"-workers", name+"-control-plane"
 	mdChange := func(spec string) string {
@@ -135,25 +122,13 @@ spec:
 		change := s.change()
 		before := clusterMachines(t, ns, name)
 		composedBefore := composedResources(t, ns, name)
-		base := []string{"plan", "-f", "-", "-n", ns, "--kubeconfig", p.Kubeconfig(), "--as", "planner", "--as-group", "system:authenticated",
-			"--tools-dir", envtest.ToolsDir(), "--function-asg-instances", filepath.Join(bin, "function-asg-instances")}
-		cmd := exec.CommandContext(ctx, capxp, append(slices.Clone(base), "-o", "json")...)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(change), &stdout, &stderr
-		err := cmd.Run()
-		var exit *exec.ExitError
-		if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 3) {
-			t.Fatalf("%s: capxp plan: %v\n%s", s.name, err, stderr.String())
-		}
-		var got plan.Plan
-		if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
-			t.Fatalf("%s: capxp plan -o json: %v\n%s", s.name, err, stdout.String())
-		}
+		base := planArgs(ns)
+		got, stdout, exit := runPlan(t, s.name, ns, change)
 		predicted, scale := predictedFor(got, name)
 		created, deleted, changed := predictedComposed(got, name)
 		heldPredicted := heldIn(got, name)
-		if (exit != nil) != got.Replaces() {
-			t.Errorf("%s: exit status %v, but the plan's Replaces is %t", s.name, err, got.Replaces())
+		if exit != got.Replaces() {
+			t.Errorf("%s: exit status 3 is %t, but the plan's Replaces is %t", s.name, exit, got.Replaces())
 		}
 
 		if len(predicted) > 0 {
@@ -219,7 +194,7 @@ spec:
 		}
 		verdict := "agrees"
 		if !ok {
-			t.Logf("%s: the plan was:\n%s", s.name, stdout.String())
+			t.Logf("%s: the plan was:\n%s", s.name, stdout)
 			disagree++
 		}
 		table = append(table, fmt.Sprintf("%-62s predicted: replaced %v, scale %+d, composed +%v -%v ~%v, held %t; happened: replaced or deleted %v, %d -> %d Machines, composed +%v -%v ~%v, held %t: %s",
@@ -540,6 +515,124 @@ func settled(t *testing.T, ns, cluster, md, kcp string) {
 		}
 		return nil
 	})
+}
+
+// planChecks plans changes of a Cluster before they are made, and holds
+// each plan against what then happened: the Machines replaced, the scale,
+// and what the cluster's infrastructure XR composed and deleted.
+type planChecks struct {
+	rows     []string
+	disagree int
+}
+
+// change plans a merge patch of a Cluster as the planner, applies it, and
+// returns what to call once the change has taken effect: it compares the
+// plan with what happened.
+func (pc *planChecks) change(t *testing.T, step string, cluster *clusterv1.Cluster, xr string, patchOf map[string]any) func() {
+	t.Helper()
+	ns := cluster.Namespace
+	body, err := json.Marshal(map[string]any{"apiVersion": clusterv1.GroupVersion.String(), "kind": "Cluster",
+		"metadata": map[string]any{"namespace": ns, "name": cluster.Name}, "spec": patchOf["spec"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, out, _ := runPlan(t, step, ns, string(body))
+	predicted, scale := predictedFor(got, cluster.Name)
+	created, deleted, _ := predictedComposed(got, xr)
+	before, composedBefore := clusterMachines(t, ns, cluster.Name), composedResources(t, ns, xr)
+	patch(t, toUnstructured(t, cluster), patchOf)
+	return func() {
+		t.Helper()
+		after, composedAfter := clusterMachines(t, ns, cluster.Name), composedResources(t, ns, xr)
+		var gone []string
+		for n := range before {
+			if _, ok := after[n]; !ok {
+				gone = append(gone, n)
+			}
+		}
+		slices.Sort(gone)
+		gotScale := len(after) - len(before)
+		gotCreated := sets.List(sets.KeySet(composedAfter).Difference(sets.KeySet(composedBefore)))
+		gotDeleted := sets.List(sets.KeySet(composedBefore).Difference(sets.KeySet(composedAfter)))
+		// A scale down deletes Machines CAPI picks then, beside those the
+		// plan names.
+		replacedOK := slices.Equal(gone, predicted)
+		if scale < 0 {
+			replacedOK = len(gone) == len(predicted)-scale && sets.New(gone...).HasAll(predicted...)
+		}
+		ok := replacedOK && gotScale == scale && slices.Equal(created, gotCreated) && slices.Equal(deleted, gotDeleted)
+		verdict := "agrees"
+		if !ok {
+			t.Logf("%s: the plan was:\n%s", step, out)
+			verdict = "DISAGREES"
+			pc.disagree++
+		}
+		pc.rows = append(pc.rows, fmt.Sprintf("%-50s predicted: replaced %v, scale %+d, composed +%v -%v; happened: replaced %v, scale %+d, composed +%v -%v: %s",
+			step, predicted, scale, created, deleted, gone, gotScale, gotCreated, gotDeleted, verdict))
+	}
+}
+
+// report prints the agreement table, and fails the test on a disagreement.
+func (pc *planChecks) report(t *testing.T) {
+	t.Helper()
+	t.Logf("capxp plan against what happened:\n%s", strings.Join(pc.rows, "\n"))
+	if writes := writesBy(t, "planner"); len(writes) > 0 {
+		t.Errorf("the API server saw %d writes from capxp plan, for example %s", len(writes), writes[0])
+	}
+	if pc.disagree > 0 {
+		t.Errorf("%d of %d plans disagree with what happened", pc.disagree, len(pc.rows))
+	}
+}
+
+// bindPlanner binds the user "planner" to the shipped planner roles
+// (config/rbac/planner.yaml): in the namespace, and cluster-wide for the
+// Compositions, the CRDs and the ClusterClasses' templates.
+func bindPlanner(t *testing.T, ns string) {
+	t.Helper()
+	namespaced, clusterWide := plannerRoles(t)
+	for _, o := range []client.Object{namespaced, clusterWide,
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "planner-" + ns},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterWide.Name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "planner"}},
+		},
+		&rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "planner"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: namespaced.Name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "planner"}},
+		},
+	} {
+		// The roles are the shipped ones, the same for every test.
+		if err := mgmt().Create(t.Context(), o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// planArgs are capxp plan's arguments for a change read from stdin, in ns,
+// as the planner.
+func planArgs(ns string) []string {
+	return []string{"plan", "-f", "-", "-n", ns, "--kubeconfig", p.Kubeconfig(), "--as", "planner", "--as-group", "system:authenticated",
+		"--tools-dir", envtest.ToolsDir(), "--function-asg-instances", filepath.Join(bin, "function-asg-instances")}
+}
+
+// runPlan plans a change as the planner: the plan, its JSON, and whether
+// it exited 3 (something would be replaced or deleted).
+func runPlan(t *testing.T, step, ns, change string) (plan.Plan, string, bool) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), filepath.Join(bin, "capxp"), append(planArgs(ns), "-o", "json")...) //nolint:gosec // the binary the suite built, the test's own arguments.
+	var stdout, stderr bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(change), &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 3) {
+		t.Fatalf("%s: capxp plan: %v\n%s", step, err, stderr.String())
+	}
+	var got plan.Plan
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("%s: capxp plan -o json: %v\n%s", step, err, stdout.String())
+	}
+	return got, stdout.String(), exit != nil
 }
 
 // plannerRoles are the shipped planner ClusterRoles: the one bound in a

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -34,6 +35,7 @@ func TestClusterClass(t *testing.T) {
 	writes := watchWriters(t, ns)
 	e := provisionedExample(t, "topology", 3*time.Minute)
 	waitForExampleAvailable(t, e, e.Machines, time.Minute)
+	bindPlanner(t, ns)
 
 	cluster := &clusterv1.Cluster{}
 	if err := mgmt().Get(ctx, client.ObjectKey{Namespace: ns, Name: e.Cluster}, cluster); err != nil {
@@ -80,16 +82,27 @@ func TestClusterClass(t *testing.T) {
 		return names
 	}
 
+	// Each change of the topology is planned first (capxp plan, as the
+	// planner), and the plan is held against what happened once the
+	// change has taken effect.
+	xrName := cluster.Spec.InfrastructureRef.Name
+	var plans planChecks
+	change := func(step string, topologyChange map[string]any) func() {
+		t.Helper()
+		return plans.change(t, step, cluster, xrName, map[string]any{"spec": map[string]any{"topology": topologyChange}})
+	}
+
 	// Workers scale through the topology.
-	patch(t, toUnstructured(t, cluster), map[string]any{"spec": map[string]any{"topology": map[string]any{"workers": map[string]any{
+	happened := change("ClusterClass: the workers scaled up", map[string]any{"workers": map[string]any{
 		"machineDeployments": []any{map[string]any{"class": "worker", "name": "md-0", "replicas": 3}},
-	}}}})
+	}})
 	waitForMachines(t, e, e.Machines+1, 90*time.Second)
+	happened()
 	before := machineNames()
 
 	// A variable changes the cluster's infrastructure in place: Crossplane
 	// composes it again, and CAPI reads the new failure domains.
-	setVariable(t, cluster, "failureDomains", []any{"zone-a", "zone-b", "zone-c"})
+	happened = change("ClusterClass: a variable of the infrastructure", map[string]any{"variables": variablesWith(t, cluster, map[string]any{"failureDomains": []any{"zone-a", "zone-b", "zone-c"}})})
 	eventually(t, "the Cluster has the new failure domain", 60*time.Second, func() error {
 		c := &clusterv1.Cluster{}
 		if err := mgmt().Get(ctx, client.ObjectKeyFromObject(cluster), c); err != nil {
@@ -102,13 +115,14 @@ func TestClusterClass(t *testing.T) {
 		}
 		return fmt.Errorf("failure domains %v", c.Status.FailureDomains)
 	})
+	happened()
 
 	// Rebased onto the byo class and back: the infrastructure's Composition
 	// follows the class's selector, its endpoint stays, and the machines are
 	// the same ones.
 	endpoint := cluster.Spec.ControlPlaneEndpoint
 	for _, to := range []struct{ class, composition string }{{"crossplane-byo", "crossplanecluster-byo"}, {"crossplane-local", "crossplanecluster-local"}} {
-		patch(t, toUnstructured(t, cluster), map[string]any{"spec": map[string]any{"topology": map[string]any{"classRef": map[string]any{"name": to.class}}}})
+		happened := change("ClusterClass: rebased onto "+to.class, map[string]any{"classRef": map[string]any{"name": to.class}})
 		eventually(t, "the infrastructure is composed by "+to.composition, 90*time.Second, func() error {
 			xr := infra()
 			comp, _, _ := unstructured.NestedString(xr.Object, "spec", "crossplane", "compositionRef", "name")
@@ -121,6 +135,7 @@ func TestClusterClass(t *testing.T) {
 			}
 			return nil
 		})
+		happened()
 		if got := machineNames(); !slices.Equal(got, before) {
 			t.Errorf("rebased onto %s, the machines are %v, were %v", to.class, got, before)
 		}
@@ -151,8 +166,8 @@ func TestClusterClass(t *testing.T) {
 	// immutability lets through), then rolls each owner onto a new template
 	// of the new size: the control plane and the workers are replaced, and
 	// the cluster is Available again on machines of the new size alone.
-	setVariable(t, cluster, "workerMachineSize", "large")
-	setVariable(t, cluster, "controlPlaneMachineSize", "large")
+	happened = change("ClusterClass: variables of the machine templates", map[string]any{"variables": variablesWith(t, cluster, map[string]any{
+		"workerMachineSize": "large", "controlPlaneMachineSize": "large"})})
 	templateSize := func(ref clusterv1.ContractVersionedObjectReference) (string, error) {
 		tmpl := &unstructured.Unstructured{}
 		tmpl.SetAPIVersion("infrastructure.cluster.x-k8s.io/v1alpha1")
@@ -201,6 +216,8 @@ func TestClusterClass(t *testing.T) {
 		return nil
 	})
 	waitForExampleAvailable(t, e, e.Machines+1, 2*time.Minute)
+	happened()
+	plans.report(t)
 	t.Logf("the control plane and the workers were rolled onto the new size, and the cluster Available, after %s", time.Since(start).Round(100*time.Millisecond))
 	nodes := &corev1.NodeList{}
 	if err := p.Workload.Client.List(ctx, nodes); err != nil {
@@ -228,25 +245,34 @@ func TestClusterClass(t *testing.T) {
 // Cluster has not set it.
 func setVariable(t *testing.T, c *clusterv1.Cluster, name string, value any) {
 	t.Helper()
+	patch(t, toUnstructured(t, c), map[string]any{"spec": map[string]any{"topology": map[string]any{"variables": variablesWith(t, c, map[string]any{name: value})}}})
+}
+
+// variablesWith is a Cluster's topology variables with values set to those
+// given, as a merge patch sets them (the whole list).
+func variablesWith(t *testing.T, c *clusterv1.Cluster, values map[string]any) []any {
+	t.Helper()
 	cur := &clusterv1.Cluster{}
 	if err := mgmt().Get(t.Context(), client.ObjectKeyFromObject(c), cur); err != nil {
 		t.Fatal(err)
 	}
-	vars := make([]any, 0, len(cur.Spec.Topology.Variables)+1)
-	set := false
+	vars := make([]any, 0, len(cur.Spec.Topology.Variables)+len(values))
+	set := map[string]bool{}
 	for _, v := range cur.Spec.Topology.Variables {
-		val := any(string(v.Value.Raw))
-		if v.Name == name {
-			val, set = value, true
+		var val any
+		if nv, ok := values[v.Name]; ok {
+			val, set[v.Name] = nv, true
 		} else if err := json.Unmarshal(v.Value.Raw, &val); err != nil {
 			t.Fatal(err)
 		}
 		vars = append(vars, map[string]any{"name": v.Name, "value": val})
 	}
-	if !set {
-		vars = append(vars, map[string]any{"name": name, "value": value})
+	for _, name := range slices.Sorted(maps.Keys(values)) {
+		if !set[name] {
+			vars = append(vars, map[string]any{"name": name, "value": values[name]})
+		}
 	}
-	patch(t, toUnstructured(t, cur), map[string]any{"spec": map[string]any{"topology": map[string]any{"variables": vars}}})
+	return vars
 }
 
 func toUnstructured(t *testing.T, c *clusterv1.Cluster) *unstructured.Unstructured {

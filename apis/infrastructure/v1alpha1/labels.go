@@ -79,6 +79,12 @@ const (
 	// longer be used; the bridge resumes exactly those once they may.
 	CredentialsHoldAnnotation = "capxp.dev/held-for-credentials"
 
+	// CompositionSelectorAnnotation records, on an adapted InfraCluster XR,
+	// the compositionSelector its selected Composition was last checked
+	// against: when the selector changes and that Composition no longer
+	// matches, the bridge releases it for Crossplane to select again.
+	CompositionSelectorAnnotation = "capxp.dev/composition-selector"
+
 	// CredentialsRevokedLabel marks a managed resource the bridge paused
 	// because the config its spec.providerConfigRef names is no longer one
 	// its namespace may use (a grant revoked, a config gone or turned

@@ -1,0 +1,375 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/exp/topology/desiredstate"
+	"sigs.k8s.io/cluster-api/exp/topology/scope"
+	"sigs.k8s.io/cluster-api/util/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+)
+
+// A Cluster with a managed topology is CAPI's topology controller's to
+// change: a change of the Cluster's topology, of its ClusterClass or of a
+// template the class names reaches its MachineDeployments, its control plane
+// and its infrastructure only through what that controller computes. plan
+// computes it as the controller does, with CAPI's own generator
+// (exp/topology/desiredstate: the class's templates, the Cluster's
+// variables, the class's inline patches), then hands what it would write to
+// the rules above: a MachineDeployment or a control plane is planned as if
+// the change were made to it, and an XR the topology patches is rendered as
+// patched.
+
+// topologyChange is what CAPI's topology controller makes of one Cluster.
+type topologyChange struct {
+	// xrs are the XRs it patches (the infrastructure cluster, a control
+	// plane that is an XR), merged onto the live ones; only those that
+	// change.
+	xrs []*unstructured.Unstructured
+	// templates are the templates it creates in place of those it rotates,
+	// under the names plan gives them (newTemplateName): what CAPI's rules
+	// read of an owner's new template.
+	templates []*unstructured.Unstructured
+	// unknown says what plan could not compute.
+	unknown []string
+}
+
+// predictTopology computes what CAPI's topology controller does with cl as
+// the change leaves it, and puts the MachineDeployments and control plane it
+// would write into mds and kcps for the rollout rules.
+func predictTopology(ctx context.Context, r client.Client, o *Observed, cl *clusterv1.Cluster,
+	mds map[string]*clusterv1.MachineDeployment, kcps map[string]*controlplanev1.KubeadmControlPlane) (topologyChange, error) {
+	var out topologyChange
+	s, unknown, err := topologyScope(ctx, r, o, cl, mds)
+	if err != nil || unknown != "" {
+		if unknown != "" {
+			out.unknown = append(out.unknown, unknown)
+		}
+		return out, err
+	}
+	g, err := desiredstate.NewGenerator(r, noWorkloadClusters{}, nil, cache.New[cache.HookEntry](ctx, 0), cache.New[desiredstate.GenerateUpgradePlanCacheEntry](ctx, 0))
+	if err != nil {
+		return out, errors.Wrap(err, "cannot make CAPI's topology generator")
+	}
+	desired, err := g.Generate(ctx, s)
+	if err != nil {
+		out.unknown = append(out.unknown, fmt.Sprintf("CAPI's topology controller cannot compute the Cluster's desired state: %v", err))
+		return out, nil
+	}
+
+	// The infrastructure cluster is patched in place.
+	if xr, changed, err := patched(o.InfraClusters[cl.Name], desired.InfrastructureCluster); err != nil {
+		return out, err
+	} else if changed {
+		out.xrs = append(out.xrs, xr)
+	}
+
+	// The control plane: its machine template is rotated when its spec
+	// changes, the object itself patched.
+	if cp := desired.ControlPlane; cp != nil && cp.Object != nil {
+		rotated := rotates(s.Current.ControlPlane.InfrastructureMachineTemplate, cp.InfrastructureMachineTemplate)
+		if rotated {
+			out.templates = append(out.templates, renamed(cp.InfrastructureMachineTemplate, newTemplateName(cl.Name)))
+			_ = unstructured.SetNestedField(cp.Object.Object, newTemplateName(cl.Name),
+				"spec", "machineTemplate", "spec", "infrastructureRef", "name")
+		}
+		if kcp, ok := kcps[cp.Object.GetName()]; ok && cp.Object.GroupVersionKind().GroupKind() == controlplanev1.GroupVersion.WithKind("KubeadmControlPlane").GroupKind() {
+			if _, err := merge(kcp, cp.Object); err != nil {
+				return out, err
+			}
+		} else if xr, changed, err := patched(o.ControlPlanes[cl.Name], cp.Object); err != nil {
+			return out, err
+		} else if changed {
+			out.xrs = append(out.xrs, xr)
+		}
+	}
+
+	// The MachineDeployments: each template is rotated when its spec
+	// changes, which changes the MachineDeployment's reference to it.
+	for name, d := range desired.MachineDeployments {
+		current := s.Current.MachineDeployments[name]
+		if current != nil {
+			if rotates(current.InfrastructureMachineTemplate, d.InfrastructureMachineTemplate) {
+				d.Object.Spec.Template.Spec.InfrastructureRef.Name = newTemplateName(cl.Name, name)
+				out.templates = append(out.templates, renamed(d.InfrastructureMachineTemplate, d.Object.Spec.Template.Spec.InfrastructureRef.Name))
+			}
+			if rotates(current.BootstrapTemplate, d.BootstrapTemplate) {
+				d.Object.Spec.Template.Spec.Bootstrap.ConfigRef.Name = newTemplateName(cl.Name, name)
+				out.templates = append(out.templates, renamed(d.BootstrapTemplate, d.Object.Spec.Template.Spec.Bootstrap.ConfigRef.Name))
+			}
+		}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d.Object)
+		if err != nil {
+			return out, errors.Wrapf(err, "cannot convert MachineDeployment %s", d.Object.Name)
+		}
+		proposed := &unstructured.Unstructured{Object: u}
+		live, ok := mds[d.Object.Name]
+		if !ok || current == nil {
+			// A new MachineDeployment: its Machines are created.
+			live = &clusterv1.MachineDeployment{}
+			live.SetNamespace(cl.Namespace)
+			live.SetName(d.Object.Name)
+			live.Spec.ClusterName = cl.Name
+			mds[d.Object.Name] = live
+		}
+		if _, err := merge(live, proposed); err != nil {
+			return out, err
+		}
+	}
+	// A MachineDeployment the topology no longer names is deleted with its
+	// Machines.
+	for name, c := range s.Current.MachineDeployments {
+		if _, ok := desired.MachineDeployments[name]; !ok {
+			if md, ok := mds[c.Object.Name]; ok {
+				md.Spec.Replicas = ptr.To[int32](0)
+			}
+		}
+	}
+	return out, nil
+}
+
+// topologyScope reads what CAPI's topology controller reads of a Cluster:
+// its class and the class's templates (the blueprint), and the objects the
+// topology owns (the current state). unknown says why it cannot, for a
+// class plan cannot compute without calling out.
+func topologyScope(ctx context.Context, r client.Client, o *Observed, cl *clusterv1.Cluster,
+	mds map[string]*clusterv1.MachineDeployment) (*scope.Scope, string, error) {
+	class := &clusterv1.ClusterClass{}
+	ns := cl.Spec.Topology.ClassRef.Namespace
+	if ns == "" {
+		ns = cl.Namespace
+	}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: cl.Spec.Topology.ClassRef.Name}, class); err != nil {
+		return nil, "", errors.Wrapf(err, "cannot get ClusterClass %s/%s of Cluster %s", ns, cl.Spec.Topology.ClassRef.Name, cl.Name)
+	}
+	for _, p := range class.Spec.Patches {
+		if p.External != nil {
+			return nil, fmt.Sprintf("ClusterClass %s patches through a runtime extension (%s): plan does not call extensions", class.Name, p.Name), nil
+		}
+	}
+	if class.Spec.Upgrade.External.GenerateUpgradePlanExtension != "" {
+		return nil, fmt.Sprintf("ClusterClass %s plans upgrades through a runtime extension: plan does not call extensions", class.Name), nil
+	}
+	if len(class.Spec.Workers.MachinePools) > 0 {
+		return nil, fmt.Sprintf("ClusterClass %s has MachinePool classes: plan does not compute topologies with machine pools", class.Name), nil
+	}
+	get := func(ref clusterv1.ClusterClassTemplateReference) (*unstructured.Unstructured, error) {
+		return getObject(ctx, r, ref.GroupVersionKind(), class.Namespace, ref.Name)
+	}
+	s := scope.New(cl)
+	bp := s.Blueprint
+	bp.Topology, bp.ClusterClass = cl.Spec.Topology, class
+	bp.MachineDeployments, bp.MachinePools = map[string]*scope.MachineDeploymentBlueprint{}, map[string]*scope.MachinePoolBlueprint{}
+	var err error
+	if bp.InfrastructureClusterTemplate, err = get(class.Spec.Infrastructure.TemplateRef); err != nil {
+		return nil, "", err
+	}
+	bp.ControlPlane = &scope.ControlPlaneBlueprint{}
+	if bp.ControlPlane.Template, err = get(class.Spec.ControlPlane.TemplateRef); err != nil {
+		return nil, "", err
+	}
+	if bp.HasControlPlaneInfrastructureMachine() {
+		if bp.ControlPlane.InfrastructureMachineTemplate, err = get(class.Spec.ControlPlane.MachineInfrastructure.TemplateRef); err != nil {
+			return nil, "", err
+		}
+	}
+	if bp.HasControlPlaneMachineHealthCheck() {
+		bp.ControlPlane.HealthCheck = class.Spec.ControlPlane.HealthCheck
+	}
+	for i := range class.Spec.Workers.MachineDeployments {
+		mdc := &class.Spec.Workers.MachineDeployments[i]
+		b := &scope.MachineDeploymentBlueprint{HealthCheck: mdc.HealthCheck}
+		mdc.Metadata.DeepCopyInto(&b.Metadata)
+		if b.InfrastructureMachineTemplate, err = get(mdc.Infrastructure.TemplateRef); err != nil {
+			return nil, "", err
+		}
+		if b.BootstrapTemplate, err = get(mdc.Bootstrap.TemplateRef); err != nil {
+			return nil, "", err
+		}
+		bp.MachineDeployments[mdc.Class] = b
+	}
+
+	// The current state: what the topology owns, as it is.
+	cur := s.Current
+	cur.InfrastructureCluster = o.InfraClusters[cl.Name]
+	cur.ControlPlane = &scope.ControlPlaneState{}
+	if ref := cl.Spec.ControlPlaneRef; ref.IsDefined() {
+		cp, err := getObject(ctx, r, schema.GroupVersionKind{Group: ref.APIGroup, Kind: ref.Kind}, cl.Namespace, ref.Name)
+		if err != nil {
+			return nil, "", err
+		}
+		cur.ControlPlane.Object = cp
+		if name, ok, _ := unstructured.NestedString(cp.Object, "spec", "machineTemplate", "spec", "infrastructureRef", "name"); ok && bp.HasControlPlaneInfrastructureMachine() {
+			kind, _, _ := unstructured.NestedString(cp.Object, "spec", "machineTemplate", "spec", "infrastructureRef", "kind")
+			group, _, _ := unstructured.NestedString(cp.Object, "spec", "machineTemplate", "spec", "infrastructureRef", "apiGroup")
+			if cur.ControlPlane.InfrastructureMachineTemplate, err = getObject(ctx, r, schema.GroupVersionKind{Group: group, Kind: kind}, cl.Namespace, name); err != nil {
+				return nil, "", err
+			}
+		}
+	}
+	cur.MachineDeployments = scope.MachineDeploymentsStateMap{}
+	for _, md := range sortedValues(mds) {
+		topologyName, owned := md.Labels[clusterv1.ClusterTopologyMachineDeploymentNameLabel]
+		if md.Spec.ClusterName != cl.Name || !owned {
+			continue
+		}
+		st := &scope.MachineDeploymentState{Object: md.DeepCopy()}
+		ref := md.Spec.Template.Spec.InfrastructureRef
+		if st.InfrastructureMachineTemplate, err = getObject(ctx, r, schema.GroupVersionKind{Group: ref.APIGroup, Kind: ref.Kind}, md.Namespace, ref.Name); err != nil {
+			return nil, "", err
+		}
+		if ref := md.Spec.Template.Spec.Bootstrap.ConfigRef; ref.IsDefined() {
+			if st.BootstrapTemplate, err = getObject(ctx, r, schema.GroupVersionKind{Group: ref.APIGroup, Kind: ref.Kind}, md.Namespace, ref.Name); err != nil {
+				return nil, "", err
+			}
+		}
+		cur.MachineDeployments[topologyName] = st
+	}
+	cur.MachinePools = scope.MachinePoolsStateMap{}
+	return s, "", nil
+}
+
+// newTemplateName stands for the name CAPI generates for a rotated
+// template: its prefix (the cluster's name, and the topology's for a
+// MachineDeployment's), then "(new)" where CAPI puts a random suffix.
+func newTemplateName(parts ...string) string {
+	return strings.Join(parts, "-") + "-(new)"
+}
+
+// renamed is a copy of a template under another name.
+func renamed(u *unstructured.Unstructured, name string) *unstructured.Unstructured {
+	out := u.DeepCopy()
+	out.SetName(name)
+	return out
+}
+
+// getObject reads one object of a kind by name, at the version the API
+// server prefers when gvk names none.
+func getObject(ctx context.Context, r client.Client, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
+	if gvk.Version == "" {
+		m, err := r.RESTMapper().RESTMapping(gvk.GroupKind())
+		if err != nil {
+			return nil, errors.Wrapf(err, "cannot find the kind %s", gvk.GroupKind())
+		}
+		gvk = m.GroupVersionKind
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
+		return nil, errors.Wrapf(err, "cannot get %s %s/%s", gvk.Kind, ns, name)
+	}
+	return u, nil
+}
+
+// patched is live with what the topology controller applies of desired
+// (its labels, annotations and spec) merged onto it, and whether that
+// changes it. A live object that is missing is not patched.
+func patched(live, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
+	if live == nil || desired == nil {
+		return nil, false, nil
+	}
+	u := live.DeepCopy()
+	apply := &unstructured.Unstructured{Object: map[string]any{}}
+	if spec, ok := desired.Object["spec"]; ok {
+		apply.Object["spec"] = spec
+	}
+	apply.SetLabels(desired.GetLabels())
+	apply.SetAnnotations(desired.GetAnnotations())
+	changed, err := merge(u, apply)
+	return u, changed, err
+}
+
+// rotates reports whether CAPI's topology controller replaces a template
+// with a new one: when applying the desired template would change the
+// current one's spec (a change of its metadata alone is patched in place).
+// Applying sets what the desired template holds and leaves the rest, so the
+// spec changes when a field the desired template holds differs.
+func rotates(current, desired *unstructured.Unstructured) bool {
+	if current == nil || desired == nil {
+		return false
+	}
+	want, _, _ := unstructured.NestedFieldNoCopy(desired.Object, "spec")
+	have, _, _ := unstructured.NestedFieldNoCopy(current.Object, "spec")
+	return !holds(have, want)
+}
+
+// holds reports whether have holds every field of want, at the same value
+// (a list whole).
+func holds(have, want any) bool {
+	wm, ok := want.(map[string]any)
+	if !ok {
+		return reflect.DeepEqual(normalize(have), normalize(want))
+	}
+	hm, ok := have.(map[string]any)
+	if !ok {
+		return len(wm) == 0
+	}
+	for k, w := range wm {
+		if !holds(hm[k], w) {
+			return false
+		}
+	}
+	return true
+}
+
+// normalize makes the numbers of JSON and of Go alike for comparison.
+func normalize(v any) any {
+	switch x := v.(type) {
+	case int:
+		return float64(x)
+	case int32:
+		return float64(x)
+	case int64:
+		return float64(x)
+	case []any:
+		out := make([]any, len(x))
+		for i := range x {
+			out[i] = normalize(x[i])
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = normalize(e)
+		}
+		return out
+	}
+	return v
+}
+
+// proposedCluster is a Cluster as the change leaves it: the proposed object
+// when the change holds one, the observed one otherwise.
+func proposedCluster(overlay map[schema.GroupKind]map[client.ObjectKey]*unstructured.Unstructured, cl *clusterv1.Cluster) (*clusterv1.Cluster, error) {
+	u, ok := overlay[clusterv1.GroupVersion.WithKind("Cluster").GroupKind()][client.ObjectKeyFromObject(cl)]
+	if !ok {
+		return cl, nil
+	}
+	out := &clusterv1.Cluster{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+		return nil, errors.Wrapf(err, "cannot read the proposed Cluster %s", cl.Name)
+	}
+	return out, nil
+}
+
+// noWorkloadClusters is the cluster cache plan gives CAPI's generator: plan
+// reads the management cluster only. The generator asks for a workload
+// cluster's client only to see whether a machine pool upgrades, which plan
+// does not compute (topologyScope).
+type noWorkloadClusters struct{ clustercache.ClusterCache }
+
+func (noWorkloadClusters) GetClient(context.Context, client.ObjectKey) (client.Client, error) {
+	return nil, apierrors.NewServiceUnavailable("plan reads the management cluster only")
+}
