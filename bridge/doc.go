@@ -6,11 +6,20 @@
 //   - readiness: what Crossplane says about the XR (Ready, Synced, their
 //     observed generation);
 //   - outputs: the contract outputs a composition reports, checked, and the
-//     spec fields they map to;
+//     spec fields they map to (one file per contract, fields.go for where
+//     each maps);
+//   - contract: the verdict on an XR against its contract, from readiness
+//     and outputs;
+//   - verdict: the one shape of every decision (ready, reason, message);
+//   - lifecycle: what one reconcile does with an XR and what it composed
+//     (pause, hold, finalizer, deletion order), and the timings the
+//     reconcilers share (RecheckAccessAfter);
 //   - gate: when a machine XR may be composed, and what is injected then;
 //   - credentials: whether an XR may use the credentials it names;
+//   - kubeconfig: a kubeconfig judged by its content alone;
 //   - xrd: whether an XRD can implement the contract it declares.
 //
-// The controllers in package controllers read objects, call these, and write
-// only what changed.
+// Condition reasons that are API live in apis/infrastructure/v1alpha1. The
+// reconcilers under controllers/ read objects, call these, and write only
+// what changed.
 package bridge

@@ -6,5 +6,6 @@
 // What maps where is decided here, from values alone: each kind's Map
 // function reads and checks its outputs, and its Spec says which contract
 // fields they set (fields.go). Mapping a new output onto a contract is a
-// change to this package only.
+// change to this package only: the kind's file (its struct and Map
+// function) and fields.go.
 package outputs

@@ -49,9 +49,13 @@ which composed resources are created, deleted or changed, and which fields;
 an XR pinned to its Composition revision says the change reaches it only
 when its Machine is replaced. It only reads, with your identity: a tenant
 plans in its own namespace with its own role. A cluster-scoped object (a
-Composition) is planned for the namespace of -n. It does not predict
-MachinePools, ClusterClass changes, or Machines of no MachineDeployment or
-KubeadmControlPlane, and says so for each.
+Composition) is planned for the namespace of -n. A Cluster with a managed
+topology is planned as CAPI's topology controller would write it (CAPI's own
+generator of its desired state), for a change of its topology, its
+ClusterClass or a class's template. A MachinePool's change is a scale, and
+reaches its instances through its XR, rendered as the bridge will write it.
+It does not predict Machines of no MachineDeployment, KubeadmControlPlane or
+MachinePool, and says so for each.
 
 Flags:
   -f FILE                  the change (YAML or JSON, several documents; - for stdin)
@@ -318,6 +322,9 @@ func printUnknown(w io.Writer, unknown []string) {
 // printXR prints what Crossplane will do to what an XR composes.
 func printXR(tw io.Writer, x *plan.XR) {
 	fmt.Fprintf(tw, "\n%s %s/%s (Composition %s): %s\n", x.Kind, x.Namespace, x.Name, x.Composition, x.Summary())
+	if len(x.Edited) > 0 {
+		fmt.Fprintf(tw, "edited: %s\n", strings.Join(x.Edited, ", "))
+	}
 	if x.Held != "" {
 		fmt.Fprintf(tw, "held: %s\n", x.Held)
 	}

@@ -49,7 +49,7 @@ func MayNot(ctx context.Context, c client.Client, gr schema.GroupResource, verbs
 
 // Reads asks the API server, with SelfSubjectAccessReviews, which of
 // get, list and watch the bridge may not use on a resource. It remembers a
-// resource it may read for good, and one it may not for recheckAccessAfter,
+// resource it may read for good, and one it may not for RecheckAfter,
 // so that a reference to it costs no review on every reconcile; reconciles
 // that ask about the same resource at once share one set of reviews.
 type Reads struct {

@@ -4,7 +4,10 @@
 // the admission policies that enforce the record where credentials are used
 // (policy.go, built in controllers/policies), and the revocation that pauses
 // what a withdrawn grant reaches (revoke.go). Condition reasons and
-// annotations that are API live in apis/infrastructure/v1alpha1.
+// annotations that are API live in apis/infrastructure/v1alpha1; the
+// record's own annotations (revocation pending, locked at) and the
+// reconciler's timings (lockSettles, revocationSettles, conflictRequeue) are
+// in reconcile.go.
 //
 // State, all of it on Records, for the manager's life: the kinds watched
 // (watched, watchedMarked), the cache of managed resources marked revoked

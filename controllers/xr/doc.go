@@ -13,7 +13,8 @@
 //   - composed (controllers/composed): what one kind's XRs composed and the
 //     watches on it, until the kind's controller stops;
 //   - waiting (metrics.go): the XRs CAPI waits for, of every kind, held by
-//     Controllers for the manager's life; a kind's go when it stops;
+//     Controllers for the manager's life; an XR leaves it when it stops
+//     waiting or is forgotten, a kind's XRs when its controller stops;
 //   - crdLabels (move.go): the CRDs labelled for clusterctl move and each
 //     group version's categories, held by Controllers for the manager's
 //     life;

@@ -154,6 +154,10 @@ type XR struct {
 	Namespace   string `json:"namespace"`
 	Name        string `json:"name"`
 	Composition string `json:"composition"`
+	// Edited are the XR's own fields the change sets (its spec, labels and
+	// annotations), for an XR the change or CAPI's topology controller
+	// edits.
+	Edited []string `json:"edited,omitempty"`
 	// Held says why the bridge will hold the XR (it names credentials its
 	// namespace may not use): nothing of it is composed until they are
 	// granted.

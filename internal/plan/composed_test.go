@@ -140,7 +140,7 @@ func TestPredictXRs(t *testing.T) {
 			// As merged onto the live XR: its references stay.
 			proposed: []*unstructured.Unstructured{xr("byo", "", object)},
 			rd:       &renderer{},
-			want: []XR{{Kind: "CrossplaneCluster", Namespace: ns, Name: "alpha", Composition: "byo",
+			want: []XR{{Kind: "CrossplaneCluster", Namespace: ns, Name: "alpha", Composition: "byo", Edited: []string{"spec.crossplane.compositionRef.name"},
 				Changes: []ComposedChange{{Resource: "cluster", Kind: "Object", Name: "alpha-obj", Action: Deleted}}}},
 			rendered: 1,
 		},
@@ -168,7 +168,7 @@ func TestPredictXRs(t *testing.T) {
 			infra:    xr("local", "", object),
 			proposed: []*unstructured.Unstructured{xr("local", "")},
 			rd:       &renderer{err: errors.New("function-patch-and-transform: boom")},
-			want: []XR{{Kind: "CrossplaneCluster", Namespace: ns, Name: "alpha", Composition: "local",
+			want: []XR{{Kind: "CrossplaneCluster", Namespace: ns, Name: "alpha", Composition: "local", Edited: []string{"spec.crossplane.resourceRefs"},
 				Unknown: []string{"the Composition's pipeline does not render it: function-patch-and-transform: boom"}}},
 			rendered: 1,
 		},
@@ -213,7 +213,7 @@ func TestPredictXRs(t *testing.T) {
 			rd: &renderer{},
 			creds: &Credentials{Providers: []credentials.Provider{{ConfigGroup: "kubernetes.m.crossplane.io", ManagedGroup: "kubernetes.m.crossplane.io"}},
 				Record: &infrav1.NamespaceCredentialsSpec{}},
-			want: []XR{{Kind: "CrossplaneCluster", Namespace: ns, Name: "alpha", Composition: "local",
+			want: []XR{{Kind: "CrossplaneCluster", Namespace: ns, Name: "alpha", Composition: "local", Edited: []string{"spec.providerConfigRef"},
 				Held: "its providerConfigRef names ClusterProviderConfig kubernetes.m.crossplane.io/shared, which namespace team-a may not use: the bridge holds it and nothing of it is composed"}},
 		},
 		"AnXRTheBridgeReleasesIsRendered": {
@@ -227,7 +227,7 @@ func TestPredictXRs(t *testing.T) {
 			rd: &renderer{composed: []*unstructured.Unstructured{composed("cluster", "", map[string]any{"size": "small"})}},
 			creds: &Credentials{Providers: []credentials.Provider{{ConfigGroup: "kubernetes.m.crossplane.io", ManagedGroup: "kubernetes.m.crossplane.io"}},
 				Record: &infrav1.NamespaceCredentialsSpec{Configs: []infrav1.UsableConfig{{APIGroup: "kubernetes.m.crossplane.io", Kind: "ProviderConfig", Name: "workload"}}}},
-			want:     []XR{{Kind: "CrossplaneCluster", Namespace: ns, Name: "alpha", Composition: "local"}},
+			want:     []XR{{Kind: "CrossplaneCluster", Namespace: ns, Name: "alpha", Composition: "local", Edited: []string{"metadata.annotations", "spec.providerConfigRef"}}},
 			rendered: 1,
 		},
 		"APausedXRComposesNothing": {
@@ -238,14 +238,14 @@ func TestPredictXRs(t *testing.T) {
 				return u
 			}()},
 			rd: &renderer{},
-			want: []XR{{Kind: "CrossplaneCluster", Namespace: ns, Name: "alpha", Composition: "local",
+			want: []XR{{Kind: "CrossplaneCluster", Namespace: ns, Name: "alpha", Composition: "local", Edited: []string{"metadata.annotations"},
 				Unknown: []string{"paused (crossplane.io/paused): Crossplane composes nothing of it until it is unpaused"}}},
 		},
 		"NoEngineIsSaid": {
 			infra:    xr("local", "", object),
 			proposed: []*unstructured.Unstructured{xr("local", "")},
 			noEngine: true,
-			want: []XR{{Kind: "CrossplaneCluster", Namespace: ns, Name: "alpha", Composition: "local",
+			want: []XR{{Kind: "CrossplaneCluster", Namespace: ns, Name: "alpha", Composition: "local", Edited: []string{"spec.crossplane.resourceRefs"},
 				Unknown: []string{"composed resources not rendered: no tools"}}},
 		},
 	}

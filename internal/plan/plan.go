@@ -147,19 +147,22 @@ type Observed struct {
 	Machines             []clusterv1.Machine
 	KubeadmControlPlanes []controlplanev1.KubeadmControlPlane
 	KubeadmConfigs       []bootstrapv1.KubeadmConfig
+	MachinePools         []clusterv1.MachinePool
 	// InfraMachines are the Machines' infrastructure objects (XRs), by the
 	// name of their Machine; InfraClusters the Clusters' and ControlPlanes
-	// their control planes that are XRs, by the Cluster's name.
-	InfraMachines, InfraClusters, ControlPlanes map[string]*unstructured.Unstructured
+	// their control planes that are XRs, by the Cluster's name;
+	// InfraMachinePools the MachinePools', by the MachinePool's name.
+	InfraMachines, InfraClusters, ControlPlanes, InfraMachinePools map[string]*unstructured.Unstructured
 }
 
 // Observe reads a namespace as plan needs it. A list it may not read is an
 // error that names it.
 func Observe(ctx context.Context, c client.Client, ns string) (*Observed, error) {
 	o := &Observed{
-		InfraMachines: map[string]*unstructured.Unstructured{},
-		InfraClusters: map[string]*unstructured.Unstructured{},
-		ControlPlanes: map[string]*unstructured.Unstructured{},
+		InfraMachines:     map[string]*unstructured.Unstructured{},
+		InfraClusters:     map[string]*unstructured.Unstructured{},
+		ControlPlanes:     map[string]*unstructured.Unstructured{},
+		InfraMachinePools: map[string]*unstructured.Unstructured{},
 	}
 	var (
 		clusters clusterv1.ClusterList
@@ -168,25 +171,32 @@ func Observe(ctx context.Context, c client.Client, ns string) (*Observed, error)
 		ms       clusterv1.MachineList
 		kcps     controlplanev1.KubeadmControlPlaneList
 		kcs      bootstrapv1.KubeadmConfigList
+		mps      clusterv1.MachinePoolList
 	)
 	for _, l := range []struct {
 		what string
 		list client.ObjectList
 	}{
 		{"Clusters", &clusters}, {"MachineDeployments", &mds}, {"MachineSets", &mss}, {"Machines", &ms},
-		{"KubeadmControlPlanes", &kcps}, {"KubeadmConfigs", &kcs},
+		{"KubeadmControlPlanes", &kcps}, {"KubeadmConfigs", &kcs}, {"MachinePools", &mps},
 	} {
 		if err := c.List(ctx, l.list, client.InNamespace(ns)); err != nil {
 			return nil, errors.Wrapf(err, "cannot list the %s of namespace %s", l.what, ns)
 		}
 	}
 	o.Clusters, o.MachineDeployments, o.MachineSets, o.Machines = clusters.Items, mds.Items, mss.Items, ms.Items
-	o.KubeadmControlPlanes, o.KubeadmConfigs = kcps.Items, kcs.Items
+	o.KubeadmControlPlanes, o.KubeadmConfigs, o.MachinePools = kcps.Items, kcs.Items, mps.Items
 	r := &refReader{c: c, ns: ns, kinds: map[schema.GroupKind]*refKind{}}
 	for i := range o.Machines {
 		m := &o.Machines[i]
 		if err := r.get(ctx, m.Spec.InfrastructureRef, o.InfraMachines, m.Name); err != nil {
 			return nil, errors.Wrapf(err, "Machine %s", m.Name)
+		}
+	}
+	for i := range o.MachinePools {
+		mp := &o.MachinePools[i]
+		if err := r.get(ctx, mp.Spec.Template.Spec.InfrastructureRef, o.InfraMachinePools, mp.Name); err != nil {
+			return nil, errors.Wrapf(err, "MachinePool %s", mp.Name)
 		}
 	}
 	for i := range o.Clusters {
@@ -319,6 +329,11 @@ func Predict(ctx context.Context, r client.Client, rd Renderer, creds *Credentia
 		kcp := &observed.KubeadmControlPlanes[i]
 		kcps[kcp.Name] = kcp.DeepCopy()
 	}
+	mps := map[string]*clusterv1.MachinePool{}
+	for i := range observed.MachinePools {
+		mp := &observed.MachinePools[i]
+		mps[mp.Name] = mp.DeepCopy()
+	}
 	overlay := map[schema.GroupKind]map[client.ObjectKey]*unstructured.Unstructured{}
 	reader := proposedFirst{Client: r, proposed: overlay}
 	var merged []*unstructured.Unstructured
@@ -326,40 +341,33 @@ func Predict(ctx context.Context, r client.Client, rd Renderer, creds *Credentia
 		gk := u.GroupVersionKind().GroupKind()
 		key := client.ObjectKeyFromObject(u)
 		ch := Change{Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), Action: "created"}
+		var err error
 		switch gk {
 		case clusterv1.GroupVersion.WithKind("MachineDeployment").GroupKind():
-			if live, ok := mds[u.GetName()]; ok {
-				changed, err := merge(live, u)
-				if err != nil {
-					return nil, err
-				}
-				ch.Action = action(changed)
-			}
+			ch.Action, err = mergeNamed(mds, u)
 		case controlplanev1.GroupVersion.WithKind("KubeadmControlPlane").GroupKind():
-			if live, ok := kcps[u.GetName()]; ok {
-				changed, err := merge(live, u)
-				if err != nil {
-					return nil, err
-				}
-				ch.Action = action(changed)
-			}
+			ch.Action, err = mergeNamed(kcps, u)
+		case clusterv1.GroupVersion.WithKind("MachinePool").GroupKind():
+			ch.Action, err = mergeNamed(mps, u)
 		default:
 			live := &unstructured.Unstructured{}
 			live.SetGroupVersionKind(u.GroupVersionKind())
-			err := reader.Get(ctx, key, live)
+			getErr := reader.Get(ctx, key, live)
 			switch {
-			case apierrors.IsNotFound(err):
-			case err != nil:
-				return nil, errors.Wrapf(err, "cannot get %s %s", u.GetKind(), key)
+			case apierrors.IsNotFound(getErr):
+			case getErr != nil:
+				return nil, errors.Wrapf(getErr, "cannot get %s %s", u.GetKind(), key)
 			default:
-				changed, err := merge(live, u)
-				if err != nil {
-					return nil, err
+				var changed bool
+				if changed, err = merge(live, u); err == nil {
+					ch.Action = action(changed)
+					u = live
 				}
-				ch.Action = action(changed)
-				u = live
 			}
 			merged = append(merged, u)
+		}
+		if err != nil {
+			return nil, err
 		}
 		if overlay[gk] == nil {
 			overlay[gk] = map[client.ObjectKey]*unstructured.Unstructured{}
@@ -378,7 +386,7 @@ func Predict(ctx context.Context, r client.Client, rd Renderer, creds *Credentia
 		if !cl.Spec.Topology.IsDefined() {
 			continue
 		}
-		tc, err := predictTopology(ctx, reader, observed, cl, mds, kcps)
+		tc, err := predictTopology(ctx, reader, observed, cl, mds, kcps, mps)
 		if err != nil {
 			return nil, errors.Wrapf(err, "Cluster %s", cl.Name)
 		}
@@ -391,11 +399,7 @@ func Predict(ctx context.Context, r client.Client, rd Renderer, creds *Credentia
 			overlay[gk][key] = u
 		}
 		for _, xr := range tc.xrs {
-			gk, key := xr.GroupVersionKind().GroupKind(), client.ObjectKeyFromObject(xr)
-			merged = slices.DeleteFunc(merged, func(u *unstructured.Unstructured) bool {
-				return u.GroupVersionKind().GroupKind() == gk && client.ObjectKeyFromObject(u) == key
-			})
-			merged = append(merged, xr)
+			merged = replaceIn(merged, xr)
 		}
 	}
 	for i := range observed.Clusters {
@@ -424,12 +428,49 @@ func Predict(ctx context.Context, r client.Client, rd Renderer, creds *Credentia
 				c.Scales = append(c.Scales, *scale)
 			}
 		}
+		for _, mp := range sortedValues(mps) {
+			if mp.Spec.ClusterName != cl.Name {
+				continue
+			}
+			live := mp
+			if i := slices.IndexFunc(observed.MachinePools, func(o clusterv1.MachinePool) bool { return o.Name == mp.Name }); i >= 0 {
+				live = &observed.MachinePools[i]
+			}
+			scale, xr := predictPool(cl, live, mp, proposedXR(overlay, observed.InfraClusters[cl.Name]), proposedXR(overlay, observed.InfraMachinePools[mp.Name]))
+			if scale != nil {
+				c.Scales = append(c.Scales, *scale)
+			}
+			if xr != nil {
+				merged = replaceIn(merged, xr)
+			}
+		}
 		c.Unknown = append(c.Unknown, unpredicted(observed, cl.Name, c.Machines)...)
 		sort.Slice(c.Machines, func(i, j int) bool { return c.Machines[i].Name < c.Machines[j].Name })
 		p.Clusters = append(p.Clusters, c)
 	}
 	p.XRs = predictXRs(ctx, reader, rd, creds, observed, merged, p.Clusters)
 	return p, nil
+}
+
+// replaceIn is objs with u in place of the object of its kind and name.
+func replaceIn(objs []*unstructured.Unstructured, u *unstructured.Unstructured) []*unstructured.Unstructured {
+	gk, key := u.GroupVersionKind().GroupKind(), client.ObjectKeyFromObject(u)
+	objs = slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool {
+		return o.GroupVersionKind().GroupKind() == gk && client.ObjectKeyFromObject(o) == key
+	})
+	return append(objs, u)
+}
+
+// proposedXR is an observed object as the change leaves it: the proposed
+// one when the change (or what the topology controller writes) holds it.
+func proposedXR(overlay map[schema.GroupKind]map[client.ObjectKey]*unstructured.Unstructured, u *unstructured.Unstructured) *unstructured.Unstructured {
+	if u == nil {
+		return nil
+	}
+	if p, ok := overlay[u.GroupVersionKind().GroupKind()][client.ObjectKeyFromObject(u)]; ok {
+		return p
+	}
+	return u
 }
 
 // predictXRs predicts each XR the change reaches, once: an XR the change
@@ -448,10 +489,20 @@ func predictXRs(ctx context.Context, r client.Reader, rd Renderer, creds *Creden
 	key := func(u *unstructured.Unstructured) string {
 		return u.GroupVersionKind().GroupKind().String() + "/" + u.GetNamespace() + "/" + u.GetName()
 	}
+	observedXRs := map[string]*unstructured.Unstructured{}
+	for _, m := range [...]map[string]*unstructured.Unstructured{o.InfraMachines, o.InfraClusters, o.ControlPlanes, o.InfraMachinePools} {
+		for _, u := range m {
+			observedXRs[key(u)] = u
+		}
+	}
 	for _, u := range merged {
 		if isXR(u) {
 			done[key(u)] = true
-			out = append(out, predictXR(ctx, r, rd, creds, u, compositions))
+			x := predictXR(ctx, r, rd, creds, u, compositions)
+			if live, ok := observedXRs[key(u)]; ok {
+				x.Edited = changedFields(live.Object, u.Object, nil)
+			}
+			out = append(out, x)
 		}
 	}
 	replaced := map[string]bool{}
@@ -475,7 +526,7 @@ func predictXRs(ctx context.Context, r client.Reader, rd Renderer, creds *Creden
 		}
 		existing = append(existing, xr)
 	}
-	for _, m := range [...]map[string]*unstructured.Unstructured{o.InfraClusters, o.ControlPlanes} {
+	for _, m := range [...]map[string]*unstructured.Unstructured{o.InfraClusters, o.ControlPlanes, o.InfraMachinePools} {
 		for _, k := range sortedKeys(m) {
 			if isXR(m[k]) {
 				existing = append(existing, m[k])
@@ -528,6 +579,18 @@ func action(changed bool) string {
 		return "updated"
 	}
 	return "unchanged"
+}
+
+// mergeNamed merges a proposed object onto the live one of its name in
+// objs, when there is one, and says what the change does to it: created (no
+// live one), updated or unchanged.
+func mergeNamed[T runtime.Object](objs map[string]T, u *unstructured.Unstructured) (string, error) {
+	live, ok := objs[u.GetName()]
+	if !ok {
+		return "created", nil
+	}
+	changed, err := merge(live, u)
+	return action(changed), err
 }
 
 // merge applies the fields proposed sets onto live (in place) and reports

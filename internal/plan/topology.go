@@ -51,9 +51,9 @@ type topologyChange struct {
 // the change leaves it, and puts the MachineDeployments and control plane it
 // would write into mds and kcps for the rollout rules.
 func predictTopology(ctx context.Context, r client.Client, o *Observed, cl *clusterv1.Cluster,
-	mds map[string]*clusterv1.MachineDeployment, kcps map[string]*controlplanev1.KubeadmControlPlane) (topologyChange, error) {
+	mds map[string]*clusterv1.MachineDeployment, kcps map[string]*controlplanev1.KubeadmControlPlane, mps map[string]*clusterv1.MachinePool) (topologyChange, error) {
 	var out topologyChange
-	s, unknown, err := topologyScope(ctx, r, o, cl, mds)
+	s, unknown, err := topologyScope(ctx, r, o, cl, mds, mps)
 	if err != nil || unknown != "" {
 		if unknown != "" {
 			out.unknown = append(out.unknown, unknown)
@@ -129,6 +129,29 @@ func predictTopology(ctx context.Context, r client.Client, o *Observed, cl *clus
 			return out, err
 		}
 	}
+	// The MachinePools: the MachinePool and its infrastructure XR are
+	// patched in place.
+	for name, d := range desired.MachinePools {
+		current := s.Current.MachinePools[name]
+		if current == nil {
+			out.unknown = append(out.unknown, fmt.Sprintf("MachinePool topology %s is created: what its infrastructure composes is not predicted", name))
+			continue
+		}
+		if xr, changed, err := patched(current.InfrastructureMachinePoolObject, d.InfrastructureMachinePoolObject); err != nil {
+			return out, err
+		} else if changed {
+			out.xrs = append(out.xrs, xr)
+		}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d.Object)
+		if err != nil {
+			return out, errors.Wrapf(err, "cannot convert MachinePool %s", d.Object.Name)
+		}
+		if live, ok := mps[d.Object.Name]; ok {
+			if _, err := merge(live, &unstructured.Unstructured{Object: u}); err != nil {
+				return out, err
+			}
+		}
+	}
 	// A MachineDeployment the topology no longer names is deleted with its
 	// Machines.
 	for name, c := range s.Current.MachineDeployments {
@@ -146,7 +169,7 @@ func predictTopology(ctx context.Context, r client.Client, o *Observed, cl *clus
 // topology owns (the current state). unknown says why it cannot, for a
 // class plan cannot compute without calling out.
 func topologyScope(ctx context.Context, r client.Client, o *Observed, cl *clusterv1.Cluster,
-	mds map[string]*clusterv1.MachineDeployment) (*scope.Scope, string, error) {
+	mds map[string]*clusterv1.MachineDeployment, mps map[string]*clusterv1.MachinePool) (*scope.Scope, string, error) {
 	class := &clusterv1.ClusterClass{}
 	ns := cl.Spec.Topology.ClassRef.Namespace
 	if ns == "" {
@@ -163,11 +186,17 @@ func topologyScope(ctx context.Context, r client.Client, o *Observed, cl *cluste
 	if class.Spec.Upgrade.External.GenerateUpgradePlanExtension != "" {
 		return nil, fmt.Sprintf("ClusterClass %s plans upgrades through a runtime extension: plan does not call extensions", class.Name), nil
 	}
-	if len(class.Spec.Workers.MachinePools) > 0 {
-		return nil, fmt.Sprintf("ClusterClass %s has MachinePool classes: plan does not compute topologies with machine pools", class.Name), nil
-	}
 	get := func(ref clusterv1.ClusterClassTemplateReference) (*unstructured.Unstructured, error) {
 		return getObject(ctx, r, ref.GroupVersionKind(), class.Namespace, ref.Name)
+	}
+	// getPair reads a worker class's infrastructure and bootstrap templates.
+	getPair := func(infra, bootstrap clusterv1.ClusterClassTemplateReference) (*unstructured.Unstructured, *unstructured.Unstructured, error) {
+		i, err := get(infra)
+		if err != nil {
+			return nil, nil, err
+		}
+		b, err := get(bootstrap)
+		return i, b, err
 	}
 	s := scope.New(cl)
 	bp := s.Blueprint
@@ -193,13 +222,19 @@ func topologyScope(ctx context.Context, r client.Client, o *Observed, cl *cluste
 		mdc := &class.Spec.Workers.MachineDeployments[i]
 		b := &scope.MachineDeploymentBlueprint{HealthCheck: mdc.HealthCheck}
 		mdc.Metadata.DeepCopyInto(&b.Metadata)
-		if b.InfrastructureMachineTemplate, err = get(mdc.Infrastructure.TemplateRef); err != nil {
-			return nil, "", err
-		}
-		if b.BootstrapTemplate, err = get(mdc.Bootstrap.TemplateRef); err != nil {
+		if b.InfrastructureMachineTemplate, b.BootstrapTemplate, err = getPair(mdc.Infrastructure.TemplateRef, mdc.Bootstrap.TemplateRef); err != nil {
 			return nil, "", err
 		}
 		bp.MachineDeployments[mdc.Class] = b
+	}
+	for i := range class.Spec.Workers.MachinePools {
+		mpc := &class.Spec.Workers.MachinePools[i]
+		b := &scope.MachinePoolBlueprint{}
+		mpc.Metadata.DeepCopyInto(&b.Metadata)
+		if b.InfrastructureMachinePoolTemplate, b.BootstrapTemplate, err = getPair(mpc.Infrastructure.TemplateRef, mpc.Bootstrap.TemplateRef); err != nil {
+			return nil, "", err
+		}
+		bp.MachinePools[mpc.Class] = b
 	}
 
 	// The current state: what the topology owns, as it is.
@@ -239,6 +274,24 @@ func topologyScope(ctx context.Context, r client.Client, o *Observed, cl *cluste
 		cur.MachineDeployments[topologyName] = st
 	}
 	cur.MachinePools = scope.MachinePoolsStateMap{}
+	for _, mp := range sortedValues(mps) {
+		topologyName, owned := mp.Labels[clusterv1.ClusterTopologyMachinePoolNameLabel]
+		if mp.Spec.ClusterName != cl.Name || !owned {
+			continue
+		}
+		// The generator asks a workload cluster whether a pool with Nodes
+		// is upgrading; plan reads no workload cluster, and plans a pool's
+		// version as if none were (docs/plan.md).
+		st := &scope.MachinePoolState{Object: mp.DeepCopy()}
+		st.Object.Status.NodeRefs = nil
+		st.InfrastructureMachinePoolObject = o.InfraMachinePools[mp.Name]
+		if ref := mp.Spec.Template.Spec.Bootstrap.ConfigRef; ref.IsDefined() {
+			if st.BootstrapObject, err = getObject(ctx, r, schema.GroupVersionKind{Group: ref.APIGroup, Kind: ref.Kind}, mp.Namespace, ref.Name); err != nil {
+				return nil, "", err
+			}
+		}
+		cur.MachinePools[topologyName] = st
+	}
 	return s, "", nil
 }
 
@@ -288,8 +341,10 @@ func patched(live, desired *unstructured.Unstructured) (*unstructured.Unstructur
 	}
 	apply.SetLabels(desired.GetLabels())
 	apply.SetAnnotations(desired.GetAnnotations())
-	changed, err := merge(u, apply)
-	return u, changed, err
+	if _, err := merge(u, apply); err != nil {
+		return nil, false, err
+	}
+	return u, len(changedFields(live.Object, u.Object, nil)) > 0, nil
 }
 
 // rotates reports whether CAPI's topology controller replaces a template

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/capxp/cluster-api-provider-crossplane/internal/describe"
@@ -73,6 +74,25 @@ func (x *XR) Summary() string {
 		return "1 composed resource changes"
 	}
 	return fmt.Sprintf("%d composed resources change", len(x.Changes))
+}
+
+// Actions are an XR's composed resources by what the change does to them:
+// those created and deleted, sorted, and the fields of those changed.
+func (x *XR) Actions() (created, deleted []string, changed map[string][]string) {
+	changed = map[string][]string{}
+	for _, ch := range x.Changes {
+		switch ch.Action {
+		case Created:
+			created = append(created, ch.Resource)
+		case Deleted:
+			deleted = append(deleted, ch.Resource)
+		case Changed:
+			changed[ch.Resource] = ch.Fields
+		}
+	}
+	slices.Sort(created)
+	slices.Sort(deleted)
+	return created, deleted, changed
 }
 
 // annotate writes an XR's prediction onto its node and its composed

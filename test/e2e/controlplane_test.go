@@ -78,16 +78,24 @@ func TestManagedControlPlane(t *testing.T) {
 		t.Errorf("CrossplaneMachinePool managed-pool: spec.bootstrap %v, want none for a MachinePool whose data secret name is empty", b)
 	}
 
-	scalePool(t, ns, "managed-pool", "managed-pool", func(replicas int32) {
+	// Each scale of the pool is planned first, as the planner, and the
+	// plan held against what happened.
+	bindPlanner(t, ns)
+	var plans planChecks
+	scalePool(t, ns, "managed-pool", "managed-pool", func(replicas int32) func() {
 		mp := &clusterv1.MachinePool{}
 		if err := mgmt().Get(ctx, client.ObjectKey{Namespace: ns, Name: "managed-pool"}, mp); err != nil {
 			t.Fatal(err)
 		}
-		mp.Spec.Replicas = ptr.To(replicas)
-		if err := mgmt().Update(ctx, mp); err != nil {
-			t.Fatal(err)
-		}
+		target := &unstructured.Unstructured{}
+		target.SetAPIVersion(clusterv1.GroupVersion.String())
+		target.SetKind("MachinePool")
+		target.SetNamespace(ns)
+		target.SetName(mp.Name)
+		return plans.change(t, fmt.Sprintf("MachinePool: scaled to %d", replicas), mp.Spec.ClusterName,
+			[]xrRef{{infrav1.CrossplaneMachinePoolKind, "managed-pool"}}, target, map[string]any{"spec": map[string]any{"replicas": int64(replicas)}})
 	})
+	plans.report(t)
 
 	// CAPI's kubeconfig Secret: the composition's, CAPI's type and label,
 	// controlled by the XR, and it reaches the workload cluster.
@@ -298,7 +306,7 @@ func managedLeft(t *testing.T, e plane.Example, pool string) error {
 // down to one, and waits each time until the plane runs that many Nodes for
 // its CrossplaneMachinePool xr, spread over the pool's failure domains, and
 // CAPI counts them ready in the MachinePool.
-func scalePool(t *testing.T, ns, name, xr string, scale func(replicas int32)) {
+func scalePool(t *testing.T, ns, name, xr string, scale func(replicas int32) (happened func())) {
 	t.Helper()
 	ctx := t.Context()
 	key := client.ObjectKey{Namespace: ns, Name: name}
@@ -337,8 +345,9 @@ func scalePool(t *testing.T, ns, name, xr string, scale func(replicas int32)) {
 	}
 	settled(2)
 	for _, replicas := range []int32{3, 1} {
-		scale(replicas)
+		happened := scale(replicas)
 		settled(replicas)
+		happened()
 	}
 }
 
@@ -400,16 +409,23 @@ func TestManagedClusterClass(t *testing.T) {
 	if mp.Spec.Template.Spec.Bootstrap.ConfigRef.Kind != "KubeadmConfig" {
 		t.Errorf("MachinePool %s: bootstrap %v, want the class's KubeadmConfig", mp.Name, mp.Spec.Template.Spec.Bootstrap.ConfigRef)
 	}
-	scalePool(t, ns, mp.Name, xr, func(replicas int32) {
-		patch(t, toUnstructured(t, cluster), map[string]any{"spec": map[string]any{"topology": map[string]any{"workers": map[string]any{
-			"machinePools": []any{map[string]any{"class": "pool", "name": "mp-0", "replicas": int64(replicas)}},
-		}}}})
+	// Each change of the topology is planned first, as the planner, and the
+	// plan held against what happened.
+	bindPlanner(t, ns)
+	var plans planChecks
+	xrs := []xrRef{{infrav1.CrossplaneClusterKind, cluster.Spec.InfrastructureRef.Name}, {infrav1.CrossplaneMachinePoolKind, xr}}
+	scalePool(t, ns, mp.Name, xr, func(replicas int32) func() {
+		return plans.change(t, fmt.Sprintf("ClusterClass: the pool scaled to %d", replicas), cluster.Name, xrs, toUnstructured(t, cluster),
+			map[string]any{"spec": map[string]any{"topology": map[string]any{"workers": map[string]any{
+				"machinePools": []any{map[string]any{"class": "pool", "name": "mp-0", "replicas": int64(replicas)}},
+			}}}})
 	})
 
 	// The workers' size: a new template for the MachineDeployment, whose
 	// machines are replaced; the pool's XR takes it in place, as an auto
 	// scaling group rolls its instances onto a new launch template.
-	setVariable(t, cluster, "workerMachineSize", "large")
+	happened := plans.change(t, "ClusterClass: the workers' size, a MachineDeployment and a pool", cluster.Name, xrs, toUnstructured(t, cluster),
+		map[string]any{"spec": map[string]any{"topology": map[string]any{"variables": variablesWith(t, cluster, map[string]any{"workerMachineSize": "large"})}}})
 	eventually(t, "the pool's XR and every machine are of the new size", 3*time.Minute, func() error {
 		pool := &unstructured.Unstructured{}
 		pool.SetAPIVersion("infrastructure.cluster.x-k8s.io/v1alpha1")
@@ -433,6 +449,8 @@ func TestManagedClusterClass(t *testing.T) {
 		return nil
 	})
 	waitForExampleAvailable(t, e, e.Machines, 2*time.Minute)
+	happened()
+	plans.report(t)
 
 	deleteExampleCluster(t, e, 2*time.Minute, func() error { return managedLeft(t, e, xr) })
 }

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/dev/localkube"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/plan"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
@@ -107,8 +108,17 @@ spec:
 			return kcpChange("  machineTemplate:\n    metadata:\n      labels:\n        tier: gold\n")
 		}},
 		{"KubeadmControlPlane: rolloutAfter now", func() string { return kcpChange("  rollout:\n    after: \"" + now() + "\"\n") }},
-		{"Composition: a label on what crossplanecluster-local composes", func() string { return compositionChange(t, true) }},
-		{"Composition: crossplanecluster-local as it was", func() string { return compositionChange(t, false) }},
+		{"KubeadmControlPlane: the drain timeout", func() string {
+			return kcpChange("  machineTemplate:\n    spec:\n      deletion:\n        nodeDrainTimeoutSeconds: 30\n")
+		}},
+		{"MachineDeployment: minReadySeconds", func() string { return mdChange("  template:\n    spec:\n      minReadySeconds: 5\n") }},
+		{"MachineDeployment: the OnDelete strategy", func() string { return mdChange("  rollout:\n    strategy:\n      type: OnDelete\n") }},
+		{"MachineDeployment: rolloutAfter now, under OnDelete", func() string { return mdChange("  rollout:\n    after: \"" + now() + "\"\n") }},
+		{"MachineDeployment: back to RollingUpdate", func() string { return mdChange("  rollout:\n    strategy:\n      type: RollingUpdate\n") }},
+		{"Composition: a label on what crossplanecluster-local composes", func() string { return compositionChange(t, "crossplanecluster-local", true) }},
+		{"Composition: crossplanecluster-local as it was", func() string { return compositionChange(t, "crossplanecluster-local", false) }},
+		{"Composition: a label on what crossplanemachine-local composes", func() string { return compositionChange(t, "crossplanemachine-local", true) }},
+		{"Composition: crossplanemachine-local as it was", func() string { return compositionChange(t, "crossplanemachine-local", false) }},
 		{"CrossplaneCluster: credentials the namespace was not granted", func() string { return xrCredentials("ClusterProviderConfig", ungranted) }},
 		{"CrossplaneCluster: back to its own credentials", func() string { return xrCredentials("ProviderConfig", "workload") }},
 		{"CrossplaneCluster: to the bring-your-own Composition", func() string { return xrChange("crossplanecluster-byo") }},
@@ -168,16 +178,7 @@ spec:
 		if !slices.Equal(created, gotCreated) || !slices.Equal(deleted, gotDeleted) {
 			ok = false
 		}
-		// What stayed: the fields the plan said change, and only those.
-		var gotChanged []string
-		for r, b := range composedBefore {
-			if a, kept := composedAfter[r]; kept {
-				for _, f := range changedSpec(b, a, changed[r]) {
-					gotChanged = append(gotChanged, r+":"+f)
-				}
-			}
-		}
-		slices.Sort(gotChanged)
+		gotChanged := changedComposed(composedBefore, composedAfter, changed)
 		var wantChanged []string
 		for r, fields := range changed {
 			for _, f := range fields {
@@ -210,8 +211,9 @@ spec:
 	}
 }
 
-// predictedFor is what a plan says of one cluster: the Machines it
-// replaces, sorted, and the net scale.
+// predictedFor is what a plan says of one cluster's Machines: those it
+// replaces, sorted, and the net scale of their owners (a MachinePool's
+// instances are not Machines: poolScaleFor).
 func predictedFor(p plan.Plan, cluster string) ([]string, int) {
 	var replaced []string
 	scale := 0
@@ -225,11 +227,43 @@ func predictedFor(p plan.Plan, cluster string) ([]string, int) {
 			}
 		}
 		for _, s := range c.Scales {
-			scale += int(s.To - s.From)
+			if !strings.HasPrefix(s.Owner, "MachinePool/") {
+				scale += int(s.To - s.From)
+			}
 		}
 	}
 	slices.Sort(replaced)
 	return replaced, scale
+}
+
+// poolScaleFor is the net scale a plan says of one cluster's MachinePools.
+func poolScaleFor(p plan.Plan, cluster string) int {
+	scale := 0
+	for _, c := range p.Clusters {
+		for _, s := range c.Scales {
+			if c.Name == cluster && strings.HasPrefix(s.Owner, "MachinePool/") {
+				scale += int(s.To - s.From)
+			}
+		}
+	}
+	return scale
+}
+
+// poolInstances counts the instances a cluster's MachinePools report
+// (spec.providerIDList).
+func poolInstances(t *testing.T, ns, cluster string) int {
+	t.Helper()
+	var l clusterv1.MachinePoolList
+	if err := mgmt().List(t.Context(), &l, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for i := range l.Items {
+		if l.Items[i].Spec.ClusterName == cluster {
+			n += len(l.Items[i].Spec.ProviderIDList)
+		}
+	}
+	return n
 }
 
 // writesBy are the write requests the management API server's audit log
@@ -281,14 +315,14 @@ func isHeld(t *testing.T, ns, cluster string) bool {
 	return x.GetAnnotations()["crossplane.io/paused"] == "true"
 }
 
-// compositionChange is crossplanecluster-local as it is, with or without a
-// label on the resource it composes: a new revision of it.
-func compositionChange(t *testing.T, label bool) string {
+// compositionChange is a Composition as it is, with or without a label on
+// the first resource it composes: a new revision of it.
+func compositionChange(t *testing.T, name string, label bool) string {
 	t.Helper()
 	c := &unstructured.Unstructured{}
 	c.SetAPIVersion("apiextensions.crossplane.io/v1")
 	c.SetKind("Composition")
-	if err := mgmt().Get(t.Context(), client.ObjectKey{Name: "crossplanecluster-local"}, c); err != nil {
+	if err := mgmt().Get(t.Context(), client.ObjectKey{Name: name}, c); err != nil {
 		t.Fatal(err)
 	}
 	pipeline, _, _ := unstructured.NestedSlice(c.Object, "spec", "pipeline")
@@ -322,33 +356,31 @@ func compositionChange(t *testing.T, label bool) string {
 // changes (which fields) for a cluster's CrossplaneCluster, by the
 // Composition's resource names.
 func predictedComposed(p plan.Plan, cluster string) (created, deleted []string, changed map[string][]string) {
-	changed = map[string][]string{}
+	return predictedComposedOf(p, "CrossplaneCluster", cluster)
+}
+
+// predictedComposedOf is what a plan says of one XR's composed resources.
+func predictedComposedOf(p plan.Plan, kind, name string) (created, deleted []string, changed map[string][]string) {
 	for i := range p.XRs {
-		x := &p.XRs[i]
-		if x.Kind != "CrossplaneCluster" || x.Name != cluster {
-			continue
-		}
-		for _, ch := range x.Changes {
-			switch ch.Action {
-			case plan.Created:
-				created = append(created, ch.Resource)
-			case plan.Deleted:
-				deleted = append(deleted, ch.Resource)
-			case plan.Changed:
-				changed[ch.Resource] = ch.Fields
-			}
+		if x := &p.XRs[i]; x.Kind == kind && x.Name == name {
+			return x.Actions()
 		}
 	}
-	slices.Sort(created)
-	slices.Sort(deleted)
-	return created, deleted, changed
+	return nil, nil, map[string][]string{}
 }
 
 // composedResources are what a cluster's CrossplaneCluster composed, by
 // the Composition's names, read by its resource references.
 func composedResources(t *testing.T, ns, cluster string) map[string]*unstructured.Unstructured {
 	t.Helper()
-	x := clusterXROf(t, ns, cluster)
+	return composedOf(t, clusterXROf(t, ns, cluster))
+}
+
+// composedOf is what an XR composed, by the Composition's names, read by
+// its resource references.
+func composedOf(t *testing.T, x *unstructured.Unstructured) map[string]*unstructured.Unstructured {
+	t.Helper()
+	ns := x.GetNamespace()
 	refs, _, _ := unstructured.NestedSlice(x.Object, "spec", "crossplane", "resourceRefs")
 	out := map[string]*unstructured.Unstructured{}
 	for _, raw := range refs {
@@ -361,6 +393,22 @@ func composedResources(t *testing.T, ns, cluster string) map[string]*unstructure
 		}
 		out[u.GetAnnotations()["crossplane.io/composition-resource-name"]] = u
 	}
+	return out
+}
+
+// changedComposed are the fields that changed of the composed resources that
+// stayed, resource:field, sorted: the spec's and, of those the plan said
+// change, its labels and annotations.
+func changedComposed(before, after map[string]*unstructured.Unstructured, said map[string][]string) []string {
+	var out []string
+	for r, b := range before {
+		if a, kept := after[r]; kept {
+			for _, f := range changedSpec(b, a, said[r]) {
+				out = append(out, r+":"+f)
+			}
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 
@@ -498,8 +546,14 @@ func settled(t *testing.T, ns, cluster, md, kcp string) {
 			return err
 		}
 		want := ptr.Deref(d.Spec.Replicas, 0)
+		// Under OnDelete, outdated Machines stay until someone deletes
+		// them.
+		upToDate := ptr.Deref(d.Status.UpToDateReplicas, -1)
+		if d.Spec.Rollout.Strategy.Type == clusterv1.OnDeleteMachineDeploymentStrategyType {
+			upToDate = want
+		}
 		if d.Status.ObservedGeneration != d.Generation || ptr.Deref(d.Status.Replicas, -1) != want ||
-			ptr.Deref(d.Status.UpToDateReplicas, -1) != want || ptr.Deref(d.Status.AvailableReplicas, -1) != want {
+			upToDate != want || ptr.Deref(d.Status.AvailableReplicas, -1) != want {
 			return fmt.Errorf("MachineDeployment %s: generation %d observed %d, replicas %v up to date %v available %v, want %d",
 				md, d.Generation, d.Status.ObservedGeneration, ptr.Deref(d.Status.Replicas, -1), ptr.Deref(d.Status.UpToDateReplicas, -1), ptr.Deref(d.Status.AvailableReplicas, -1), want)
 		}
@@ -525,25 +579,56 @@ type planChecks struct {
 	disagree int
 }
 
-// change plans a merge patch of a Cluster as the planner, applies it, and
-// returns what to call once the change has taken effect: it compares the
-// plan with what happened.
-func (pc *planChecks) change(t *testing.T, step string, cluster *clusterv1.Cluster, xr string, patchOf map[string]any) func() {
+// change plans a merge patch of an object of a cluster's as the planner,
+// applies it, and returns what to call once the change has taken effect:
+// it compares the plan with what happened to the cluster's Machines and to
+// what xrs composed.
+func (pc *planChecks) change(t *testing.T, step, cluster string, xrs []xrRef, target *unstructured.Unstructured, patchOf map[string]any) func() {
 	t.Helper()
-	ns := cluster.Namespace
-	body, err := json.Marshal(map[string]any{"apiVersion": clusterv1.GroupVersion.String(), "kind": "Cluster",
-		"metadata": map[string]any{"namespace": ns, "name": cluster.Name}, "spec": patchOf["spec"]})
+	ns := target.GetNamespace()
+	body, err := json.Marshal(map[string]any{"apiVersion": target.GetAPIVersion(), "kind": target.GetKind(),
+		"metadata": map[string]any{"namespace": ns, "name": target.GetName()}, "spec": patchOf["spec"]})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, out, _ := runPlan(t, step, ns, string(body))
-	predicted, scale := predictedFor(got, cluster.Name)
-	created, deleted, _ := predictedComposed(got, xr)
-	before, composedBefore := clusterMachines(t, ns, cluster.Name), composedResources(t, ns, xr)
-	patch(t, toUnstructured(t, cluster), patchOf)
+	predicted, scale := predictedFor(got, cluster)
+	poolScale := poolScaleFor(got, cluster)
+	var created, deleted, wantChanged []string
+	changed := map[string][]string{}
+	for _, x := range xrs {
+		c, d, ch := predictedComposedOf(got, x.kind, x.name)
+		created, deleted = append(created, x.prefixed(c)...), append(deleted, x.prefixed(d)...)
+		for r, fields := range ch {
+			changed[x.prefixed([]string{r})[0]] = fields
+			for _, f := range fields {
+				wantChanged = append(wantChanged, x.prefixed([]string{r})[0]+":"+f)
+			}
+		}
+	}
+	slices.Sort(created)
+	slices.Sort(deleted)
+	slices.Sort(wantChanged)
+	composed := func() map[string]*unstructured.Unstructured {
+		out := map[string]*unstructured.Unstructured{}
+		for _, x := range xrs {
+			u := &unstructured.Unstructured{}
+			u.SetAPIVersion(infrav1.GroupVersion.String())
+			u.SetKind(x.kind)
+			if err := mgmt().Get(t.Context(), client.ObjectKey{Namespace: ns, Name: x.name}, u); err != nil {
+				t.Fatal(err)
+			}
+			for r, c := range composedOf(t, u) {
+				out[x.prefixed([]string{r})[0]] = c
+			}
+		}
+		return out
+	}
+	before, composedBefore, poolsBefore := clusterMachines(t, ns, cluster), composed(), poolInstances(t, ns, cluster)
+	patch(t, target, patchOf)
 	return func() {
 		t.Helper()
-		after, composedAfter := clusterMachines(t, ns, cluster.Name), composedResources(t, ns, xr)
+		after, composedAfter, poolsAfter := clusterMachines(t, ns, cluster), composed(), poolInstances(t, ns, cluster)
 		var gone []string
 		for n := range before {
 			if _, ok := after[n]; !ok {
@@ -560,16 +645,32 @@ func (pc *planChecks) change(t *testing.T, step string, cluster *clusterv1.Clust
 		if scale < 0 {
 			replacedOK = len(gone) == len(predicted)-scale && sets.New(gone...).HasAll(predicted...)
 		}
-		ok := replacedOK && gotScale == scale && slices.Equal(created, gotCreated) && slices.Equal(deleted, gotDeleted)
+		gotPoolScale := poolsAfter - poolsBefore
+		gotChanged := changedComposed(composedBefore, composedAfter, changed)
+		ok := replacedOK && gotScale == scale && gotPoolScale == poolScale && slices.Equal(created, gotCreated) && slices.Equal(deleted, gotDeleted) &&
+			slices.Equal(wantChanged, gotChanged)
 		verdict := "agrees"
 		if !ok {
 			t.Logf("%s: the plan was:\n%s", step, out)
 			verdict = "DISAGREES"
 			pc.disagree++
 		}
-		pc.rows = append(pc.rows, fmt.Sprintf("%-50s predicted: replaced %v, scale %+d, composed +%v -%v; happened: replaced %v, scale %+d, composed +%v -%v: %s",
-			step, predicted, scale, created, deleted, gone, gotScale, gotCreated, gotDeleted, verdict))
+		pc.rows = append(pc.rows, fmt.Sprintf("%-50s predicted: replaced %v, scale %+d, pool %+d, composed +%v -%v ~%v; happened: replaced %v, scale %+d, pool %+d, composed +%v -%v ~%v: %s",
+			step, predicted, scale, poolScale, created, deleted, wantChanged, gone, gotScale, gotPoolScale, gotCreated, gotDeleted, gotChanged, verdict))
 	}
+}
+
+// xrRef names an XR of CAPXP's whose composed resources a plan check
+// follows.
+type xrRef struct{ kind, name string }
+
+// prefixed names composed resources by their XR: kind/name:resource.
+func (x xrRef) prefixed(resources []string) []string {
+	out := make([]string, 0, len(resources))
+	for _, r := range resources {
+		out = append(out, x.kind+"/"+x.name+":"+r)
+	}
+	return out
 }
 
 // report prints the agreement table, and fails the test on a disagreement.

@@ -13,6 +13,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	xrctrl "github.com/capxp/cluster-api-provider-crossplane/controllers/xr"
 	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 )
@@ -89,7 +90,7 @@ func TestClusterClass(t *testing.T) {
 	var plans planChecks
 	change := func(step string, topologyChange map[string]any) func() {
 		t.Helper()
-		return plans.change(t, step, cluster, xrName, map[string]any{"spec": map[string]any{"topology": topologyChange}})
+		return plans.change(t, step, cluster.Name, []xrRef{{infrav1.CrossplaneClusterKind, xrName}}, toUnstructured(t, cluster), map[string]any{"spec": map[string]any{"topology": topologyChange}})
 	}
 
 	// Workers scale through the topology.
@@ -239,13 +240,6 @@ func TestClusterClass(t *testing.T) {
 	deleteExampleCluster(t, e, 2*time.Minute, func() error {
 		return noneLeft(ctx, mgmt(), &clusterv1.MachineList{}, client.InNamespace(ns))
 	})
-}
-
-// setVariable sets one of a Cluster's topology variables, adding it if the
-// Cluster has not set it.
-func setVariable(t *testing.T, c *clusterv1.Cluster, name string, value any) {
-	t.Helper()
-	patch(t, toUnstructured(t, c), map[string]any{"spec": map[string]any{"topology": map[string]any{"variables": variablesWith(t, c, map[string]any{name: value})}}})
 }
 
 // variablesWith is a Cluster's topology variables with values set to those

@@ -109,8 +109,11 @@ const (
 	ProviderIDAnnotation = "capxp.dev/provider-id"
 )
 
-// ContractLabels returns the labels every CAPXP CRD and XRD carries so that
-// CAPI resolves the contract version and clusterctl finds and moves it.
+// ContractLabels returns the labels CAPXP's template CRDs and XRDs carry so
+// that CAPI resolves the contract version and clusterctl finds and moves
+// them (the generated XRDs keep the contract label alone; the grant and
+// NamespaceCredentials CRDs carry their own sets, controllers/xrd's
+// OwnCRDLabels).
 func ContractLabels() map[string]string {
 	return map[string]string{
 		CAPIContractLabel: GroupVersion.Version,
