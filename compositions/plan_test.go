@@ -2,7 +2,10 @@ package compositions_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,7 +16,9 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/compositions"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/compcheck"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/plan"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/render"
+	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
 
 // TestPlanRendersTheAWSBackendOffline plans changes of aws clusters as
@@ -115,5 +120,68 @@ func TestPlanRendersTheAWSBackendOffline(t *testing.T) {
 				t.Errorf("%s\nchanged %v, want nothing changed", tc.reason, changed)
 			}
 		})
+	}
+}
+
+// TestPlanReadsTheCompositionsConfiguration builds the release's
+// Compositions Configuration with the crossplane CLI, as `make release`
+// does, and reads it as `capxp plan --package` does: every shipped
+// Composition is planned, and the XRDs are named as not planned. A package
+// of another kind is refused.
+func TestPlanReadsTheCompositionsConfiguration(t *testing.T) {
+	cli := envtest.Tool("crossplane-cli", crossplaneCLIVersion)
+	if _, err := os.Stat(cli); err != nil {
+		t.Fatalf("the crossplane CLI is missing: run `hack/ensure-tools.sh crossplane-cli`: %v", err)
+	}
+	dir := t.TempDir()
+	root, file := filepath.Join(dir, "root"), filepath.Join(dir, "compositions.xpkg")
+	if err := release.WriteCompositionsRoot(root, release.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := release.BuildPackage(t.Context(), cli, root, file, ""); err != nil {
+		t.Fatal(err)
+	}
+	pkg, err := plan.ReadPackage(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, wantXRDs []string
+	for _, b := range compositions.Backends {
+		for _, c := range must(compositions.ReadDir(b)) {
+			want = append(want, c.GetName())
+		}
+	}
+	got := make([]string, 0, len(pkg.Compositions))
+	for _, c := range pkg.Compositions {
+		got = append(got, c.GetName())
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if pkg.Name != "capxp-compositions" || !slices.Equal(got, want) {
+		t.Errorf("package %s holds Compositions %v, want the shipped %v", pkg.Name, got, want)
+	}
+	for _, x := range must(compositions.ReadDir("xrds")) {
+		wantXRDs = append(wantXRDs, x.GetName())
+	}
+	slices.Sort(pkg.XRDs)
+	slices.Sort(wantXRDs)
+	if !slices.Equal(pkg.XRDs, wantXRDs) {
+		t.Errorf("package XRDs %v, want the shipped %v", pkg.XRDs, wantXRDs)
+	}
+
+	// A Function's package is not a Configuration.
+	fn, err := os.CreateTemp(dir, "function-*.xpkg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fnRoot := filepath.Join(dir, "fn")
+	if err := release.WriteFunctionRoot(fnRoot, release.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := release.BuildPackage(t.Context(), cli, fnRoot, fn.Name(), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plan.ReadPackage(fn.Name()); err == nil || !strings.Contains(err.Error(), "not a Configuration") {
+		t.Errorf("a Function package: got %v, want it refused as not a Configuration", err)
 	}
 }

@@ -59,6 +59,9 @@ MachinePool, and says so for each.
 
 Flags:
   -f FILE                  the change (YAML or JSON, several documents; - for stdin)
+  --package FILE           a Compositions Configuration package (.xpkg): its
+                           Compositions are planned as new revisions (with -f
+                           or alone)
   -n, --namespace NS       the namespace of objects that name none (default: the context's)
   --kubeconfig PATH        the kubeconfig (default: $KUBECONFIG, ~/.kube/config)
   --context NAME           the kubeconfig context
@@ -92,10 +95,11 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	// The flag package's own messages are replaced by usageError's line.
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	var file, output, toolsDir, ownFunction string
+	var file, pkgFile, output, toolsDir, ownFunction string
 	var a access
 	a.flags(fs)
 	fs.StringVar(&file, "f", "", "")
+	fs.StringVar(&pkgFile, "package", "", "")
 	fs.StringVar(&output, "o", "table", "")
 	fs.StringVar(&toolsDir, "tools-dir", string(defaultToolsDir()), "")
 	fs.StringVar(&ownFunction, "function-asg-instances", ownFunctionBinary(), "")
@@ -106,15 +110,26 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case len(positional) > 0:
 		return c.usageError("takes no argument, got %q", strings.Join(positional, " "))
-	case file == "":
-		return c.usageError("-f FILE is required: the change to plan")
+	case file == "" && pkgFile == "":
+		return c.usageError("-f FILE or --package FILE is required: the change to plan")
 	}
 	if err := oneOf("-o", output, "table", outputJSON, "tree"); err != nil {
 		return c.usageError("%v", err)
 	}
-	proposed, err := readChange(file, os.Stdin)
-	if err != nil {
-		return c.badInput(err)
+	var proposed []*unstructured.Unstructured
+	if file != "" {
+		var err error
+		if proposed, err = readChange(file, os.Stdin); err != nil {
+			return c.badInput(err)
+		}
+	}
+	var pkg *plan.Package
+	if pkgFile != "" {
+		var err error
+		if pkg, err = plan.ReadPackage(pkgFile); err != nil {
+			return c.badInput(err)
+		}
+		proposed = append(proposed, pkg.Compositions...)
 	}
 	cl, ns, err := a.client(plan.Scheme())
 	if err != nil {
@@ -144,6 +159,10 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 	p, err := planNamespaces(ctx, cl, rd, proposed, ns, metav1.Now())
 	if err != nil {
 		return c.failed(err)
+	}
+	if pkg != nil && len(pkg.XRDs) > 0 {
+		p.Unknown = append(p.Unknown, fmt.Sprintf("the XRDs of Configuration %s (%s): plan plans its Compositions, not a change of their schemas",
+			pkg.Name, strings.Join(pkg.XRDs, ", ")))
 	}
 	switch output {
 	case outputJSON:
@@ -262,6 +281,10 @@ func printPlan(w io.Writer, p *plan.Plan) error {
 	for i := range p.XRs {
 		printXR(tw, &p.XRs[i])
 	}
+	if len(p.Unknown) > 0 {
+		fmt.Fprintln(tw)
+		printUnknown(tw, p.Unknown)
+	}
 	return tw.Flush()
 }
 
@@ -300,6 +323,10 @@ func printPlanTree(ctx context.Context, w io.Writer, c client.Client, p *plan.Pl
 		if !placed[&p.XRs[i]] {
 			printXR(tw, &p.XRs[i])
 		}
+	}
+	if len(p.Unknown) > 0 {
+		fmt.Fprintln(tw)
+		printUnknown(tw, p.Unknown)
 	}
 	return tw.Flush()
 }

@@ -107,6 +107,8 @@ type Plan struct {
 	// XRs are the composite resources the change reaches, and what
 	// Crossplane will do to what they compose.
 	XRs []XR `json:"xrs,omitempty"`
+	// Unknown says what plan cannot know of the change as a whole.
+	Unknown []string `json:"unknown,omitempty"`
 }
 
 // Replaces reports whether the change replaces or deletes any Machine or
