@@ -304,3 +304,28 @@ func network(cluster *fieldpath.Paved, fd string, controlPlane bool) (map[string
 	}
 	return out, from
 }
+
+// Inject applies an open gate's spec fields to an XR: a map field completes
+// what the XR holds (the network a template named), nil removes one, any
+// other replaces it.
+func Inject(xr *unstructured.Unstructured, spec map[string]any) error {
+	for k, v := range spec {
+		if v == nil {
+			unstructured.RemoveNestedField(xr.Object, "spec", k)
+			continue
+		}
+		own, _, _ := unstructured.NestedFieldNoCopy(xr.Object, "spec", k)
+		mine, isMap := own.(map[string]any)
+		fields, ok := v.(map[string]any)
+		if isMap && ok {
+			for f, fv := range fields {
+				mine[f] = fv
+			}
+			continue
+		}
+		if err := unstructured.SetNestedField(xr.Object, v, "spec", k); err != nil {
+			return fmt.Errorf("cannot inject spec.%s: %w", k, err)
+		}
+	}
+	return nil
+}

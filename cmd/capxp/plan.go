@@ -129,11 +129,18 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 		if pkg, err = plan.ReadPackage(pkgFile); err != nil {
 			return c.badInput(err)
 		}
-		proposed = append(proposed, pkg.Compositions...)
 	}
 	cl, ns, err := a.client(plan.Scheme())
 	if err != nil {
 		return c.outcome(err)
+	}
+	if pkg != nil {
+		// The package manager replaces what it installs whole.
+		installed, err := plan.Replacing(context.Background(), cl, pkg.Compositions)
+		if err != nil {
+			return c.failed(err)
+		}
+		proposed = append(proposed, installed...)
 	}
 	for _, u := range proposed {
 		namespaced, err := cl.IsObjectNamespaced(u)

@@ -165,23 +165,8 @@ func inject(s *Scope, d gate.Decision) (*verdict.Verdict, error) {
 	if !d.Ready {
 		return &verdict.Verdict{Reason: d.Reason, Message: d.Message}, nil
 	}
-	for k, v := range d.Spec {
-		if v == nil {
-			unstructured.RemoveNestedField(s.XR.Object, "spec", k)
-			continue
-		}
-		own, _, _ := unstructured.NestedFieldNoCopy(s.XR.Object, "spec", k)
-		mine, isMap := own.(map[string]any)
-		fields, ok := v.(map[string]any)
-		if isMap && ok {
-			for f, fv := range fields {
-				mine[f] = fv
-			}
-			continue
-		}
-		if err := unstructured.SetNestedField(s.XR.Object, v, "spec", k); err != nil {
-			return nil, errors.Wrapf(err, "cannot inject spec.%s", k)
-		}
+	if err := gate.Inject(&s.XR.Unstructured, d.Spec); err != nil {
+		return nil, err
 	}
 	if len(d.Sources) > 0 {
 		meta.AddAnnotations(&s.XR.Unstructured, map[string]string{infrav1.InjectedFromAnnotation: injectedFrom(s.XR.GetAnnotations()[infrav1.InjectedFromAnnotation], d.Sources)})

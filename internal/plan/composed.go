@@ -219,7 +219,7 @@ func predictXR(ctx context.Context, r client.Reader, rd Renderer, creds *Credent
 			return out
 		}
 	}
-	if to, why := reselected(ctx, r, xr, comp); why != "" {
+	if to, why := reselected(ctx, r, xr, comp, compositions); why != "" {
 		out.Unknown = append(out.Unknown, why)
 		return out
 	} else if to != nil {
@@ -264,7 +264,7 @@ func predictXR(ctx context.Context, r client.Reader, rd Renderer, creds *Credent
 // the bridge releases the Composition and Crossplane selects among those of
 // the XR's kind that match. Nil when the XR keeps its Composition; why says
 // what plan cannot know (none or several match: Crossplane picks one then).
-func reselected(ctx context.Context, r client.Reader, xr, comp *unstructured.Unstructured) (*unstructured.Unstructured, string) {
+func reselected(ctx context.Context, r client.Reader, xr, comp *unstructured.Unstructured, proposed map[string]*unstructured.Unstructured) (*unstructured.Unstructured, string) {
 	recorded, seen := xr.GetAnnotations()[infrav1.CompositionSelectorAnnotation]
 	raw, ok, _ := unstructured.NestedMap(xr.Object, "spec", "crossplane", "compositionSelector")
 	if !seen || !ok {
@@ -284,9 +284,21 @@ func reselected(ctx context.Context, r client.Reader, xr, comp *unstructured.Uns
 	if err := r.List(ctx, l, client.MatchingLabelsSelector{Selector: selector}); err != nil {
 		return nil, fmt.Sprintf("its compositionSelector changed and Composition %s no longer matches it, but plan cannot list the Compositions that do: %v", comp.GetName(), err)
 	}
-	var match []*unstructured.Unstructured
+	// The Compositions as the change leaves them: a proposed one in place
+	// of the live one of its name, and the new ones.
+	candidates := map[string]*unstructured.Unstructured{}
 	for i := range l.Items {
-		c := &l.Items[i]
+		candidates[l.Items[i].GetName()] = &l.Items[i]
+	}
+	for name, c := range proposed {
+		delete(candidates, name)
+		if selector.Matches(labels.Set(c.GetLabels())) {
+			candidates[name] = c
+		}
+	}
+	var match []*unstructured.Unstructured
+	for _, name := range sortedKeys(candidates) {
+		c := candidates[name]
 		api, _, _ := unstructured.NestedString(c.Object, "spec", "compositeTypeRef", "apiVersion")
 		kind, _, _ := unstructured.NestedString(c.Object, "spec", "compositeTypeRef", "kind")
 		if api == xr.GetAPIVersion() && kind == xr.GetKind() {
@@ -393,16 +405,34 @@ func diffComposed(observed, desired []*unstructured.Unstructured) []ComposedChan
 	return out
 }
 
+// The fields of an object a change, or an apply, sets: its spec, labels and
+// annotations.
+const (
+	fieldSpec        = "spec"
+	fieldMetadata    = "metadata"
+	fieldLabels      = "labels"
+	fieldAnnotations = "annotations"
+)
+
+// setByApply reports whether the field k below path is one a change sets:
+// spec, metadata.labels, metadata.annotations, or a field below them.
+func setByApply(path []string, k string) bool {
+	switch len(path) {
+	case 0:
+		return k == fieldSpec || k == fieldMetadata
+	case 1:
+		return path[0] != fieldMetadata || k == fieldLabels || k == fieldAnnotations
+	}
+	return true
+}
+
 // changedFields are the paths of spec, labels and annotations that desired
 // sets to a value observed does not have: what Crossplane's apply changes.
 func changedFields(observed, desired map[string]any, path []string) []string {
 	var out []string
 	for k, dv := range desired {
 		p := append(slices.Clone(path), k)
-		if len(path) == 0 && k != "spec" && k != "metadata" {
-			continue
-		}
-		if len(path) == 1 && path[0] == "metadata" && k != "labels" && k != "annotations" {
+		if !setByApply(path, k) {
 			continue
 		}
 		ov, ok := observed[k]

@@ -3,13 +3,18 @@ package plan
 import (
 	"archive/tar"
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	xperrors "github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 )
@@ -104,4 +109,60 @@ func parsePackage(path string, raw []byte) (*Package, error) {
 		return nil, fmt.Errorf("package %s has no Configuration metadata", path)
 	}
 	return p, nil
+}
+
+// Replacing is what installing objs does to the live objects of their names:
+// Crossplane's package manager replaces each whole, where plan merges a
+// change onto the live object. Each is turned into the merge patch from the
+// live object to it (its spec, labels and annotations; null for what it
+// drops), so that plan's merge gives the object as installed. One that does
+// not exist yet is created as it is.
+func Replacing(ctx context.Context, r client.Reader, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(o.GroupVersionKind())
+		err := r.Get(ctx, client.ObjectKeyFromObject(o), live)
+		switch {
+		case apierrors.IsNotFound(err):
+			out = append(out, o)
+			continue
+		case err != nil:
+			return nil, xperrors.Wrapf(err, "cannot get %s %s", o.GetKind(), o.GetName())
+		}
+		from, err := json.Marshal(replaced(live))
+		if err != nil {
+			return nil, err
+		}
+		to, err := json.Marshal(replaced(o))
+		if err != nil {
+			return nil, err
+		}
+		patch, err := jsonpatch.CreateMergePatch(from, to)
+		if err != nil {
+			return nil, xperrors.Wrapf(err, "cannot compare %s %s with the live one", o.GetKind(), o.GetName())
+		}
+		p := &unstructured.Unstructured{Object: map[string]any{}}
+		if err := json.Unmarshal(patch, &p.Object); err != nil {
+			return nil, err
+		}
+		meta, _ := p.Object["metadata"].(map[string]any)
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		meta["name"], meta["namespace"] = o.GetName(), o.GetNamespace()
+		p.Object["metadata"] = meta
+		p.SetGroupVersionKind(o.GroupVersionKind())
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// replaced is what an installed object's replacement sets: its spec, labels
+// and annotations.
+func replaced(u *unstructured.Unstructured) map[string]any {
+	return map[string]any{
+		fieldSpec:     u.Object[fieldSpec],
+		fieldMetadata: map[string]any{fieldLabels: u.GetLabels(), fieldAnnotations: u.GetAnnotations()},
+	}
 }

@@ -388,7 +388,7 @@ func Predict(ctx context.Context, r client.Client, rd Renderer, creds *Credentia
 		if !cl.Spec.Topology.IsDefined() {
 			continue
 		}
-		tc, err := predictTopology(ctx, reader, observed, cl, mds, kcps, mps)
+		tc, err := predictTopology(ctx, reader, r, asProposed(observed, overlay), observed, cl, &observed.Clusters[i], mds, kcps, mps)
 		if err != nil {
 			return nil, errors.Wrapf(err, "Cluster %s", cl.Name)
 		}
@@ -438,7 +438,13 @@ func Predict(ctx context.Context, r client.Client, rd Renderer, creds *Credentia
 			if i := slices.IndexFunc(observed.MachinePools, func(o clusterv1.MachinePool) bool { return o.Name == mp.Name }); i >= 0 {
 				live = &observed.MachinePools[i]
 			}
-			scale, xr := predictPool(cl, live, mp, proposedXR(overlay, observed.InfraClusters[cl.Name]), proposedXR(overlay, observed.InfraMachinePools[mp.Name]))
+			scale, xr, unknown, err := predictPool(cl, live, mp, proposedXR(overlay, observed.InfraClusters[cl.Name]), proposedXR(overlay, observed.InfraMachinePools[mp.Name]))
+			if err != nil {
+				return nil, err
+			}
+			if unknown != "" {
+				c.Unknown = append(c.Unknown, unknown)
+			}
 			if scale != nil {
 				c.Scales = append(c.Scales, *scale)
 			}
@@ -461,6 +467,19 @@ func replaceIn(objs []*unstructured.Unstructured, u *unstructured.Unstructured) 
 		return o.GroupVersionKind().GroupKind() == gk && client.ObjectKeyFromObject(o) == key
 	})
 	return append(objs, u)
+}
+
+// asProposed is what plan observed with each XR as the change leaves it.
+func asProposed(o *Observed, overlay map[schema.GroupKind]map[client.ObjectKey]*unstructured.Unstructured) *Observed {
+	out := *o
+	for _, m := range []*map[string]*unstructured.Unstructured{&out.InfraMachines, &out.InfraClusters, &out.ControlPlanes, &out.InfraMachinePools} {
+		proposed := make(map[string]*unstructured.Unstructured, len(*m))
+		for k, u := range *m {
+			proposed[k] = proposedXR(overlay, u)
+		}
+		*m = proposed
+	}
+	return &out
 }
 
 // proposedXR is an observed object as the change leaves it: the proposed

@@ -1,11 +1,11 @@
 package plan
 
 import (
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-
-	"github.com/crossplane/crossplane-runtime/v2/pkg/fieldpath"
 
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/gate"
 )
@@ -19,26 +19,25 @@ import (
 
 // predictPool is what a change of a MachinePool does: its scale (instances
 // the infrastructure adds or removes), and its XR as the bridge will write
-// it, when that changes. live is the MachinePool as it is, mp as the change
-// leaves it; clusterXR and xr are the cluster's and the pool's XRs as the
-// change leaves them.
-func predictPool(cl *clusterv1.Cluster, live, mp *clusterv1.MachinePool, clusterXR, xr *unstructured.Unstructured) (*Scale, *unstructured.Unstructured) {
+// it, when that changes; or, while the bridge's gate stays closed (a
+// failure domain the cluster does not report), why nothing of it moves.
+// live is the MachinePool as it is, mp as the change leaves it; clusterXR
+// and xr are the cluster's and the pool's XRs as the change leaves them.
+func predictPool(cl *clusterv1.Cluster, live, mp *clusterv1.MachinePool, clusterXR, xr *unstructured.Unstructured) (*Scale, *unstructured.Unstructured, string, error) {
 	scale := scaled("MachinePool/"+mp.Name, ptr.Deref(live.Spec.Replicas, 1), ptr.To(ptr.Deref(mp.Spec.Replicas, 1)))
 	if xr == nil {
-		return scale, nil
+		return scale, nil, "", nil
 	}
 	d := gate.DecidePool(gate.PoolInputs{MachinePool: mp, Cluster: cl, ClusterXR: clusterXR, XR: xr})
-	if !d.Ready || len(d.Spec) == 0 {
-		return scale, nil
+	if !d.Ready {
+		return nil, nil, fmt.Sprintf("MachinePool %s: the bridge does not follow it (%s): %s", mp.Name, d.Reason, d.Message), nil
+	}
+	if len(d.Spec) == 0 {
+		return scale, nil, "", nil
 	}
 	out := xr.DeepCopy()
-	p := fieldpath.Pave(out.Object)
-	for k, v := range d.Spec {
-		if v == nil {
-			_ = p.DeleteField("spec." + k)
-			continue
-		}
-		_ = p.SetValue("spec."+k, v)
+	if err := gate.Inject(out, d.Spec); err != nil {
+		return nil, nil, "", err
 	}
-	return scale, out
+	return scale, out, "", nil
 }

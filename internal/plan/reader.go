@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 )
@@ -25,15 +26,23 @@ type proposedFirst struct {
 
 func (r proposedFirst) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	gvk := obj.GetObjectKind().GroupVersionKind()
-	if p, ok := r.proposed[gvk.GroupKind()][key]; ok {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return errors.Errorf("plan reads %s as unstructured objects only", gvk.Kind)
+	if gvk.Empty() {
+		// A typed object new from its type (CAPI's generator reads so)
+		// carries no kind: the scheme knows it.
+		var err error
+		if gvk, err = apiutil.GVKForObject(obj, r.Scheme()); err != nil {
+			return errors.Wrapf(err, "cannot tell the kind of %T", obj)
 		}
+	}
+	p, ok := r.proposed[gvk.GroupKind()][key]
+	if !ok {
+		return r.Client.Get(ctx, key, obj, opts...)
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok {
 		u.Object = p.DeepCopy().Object
 		return nil
 	}
-	return r.Client.Get(ctx, key, obj, opts...)
+	return errors.Wrapf(runtime.DefaultUnstructuredConverter.FromUnstructured(p.DeepCopy().Object, obj), "cannot read the proposed %s %s", gvk.Kind, key)
 }
 
 func (proposedFirst) Create(context.Context, client.Object, ...client.CreateOption) error {

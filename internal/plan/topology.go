@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"strings"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -50,28 +50,33 @@ type topologyChange struct {
 // predictTopology computes what CAPI's topology controller does with cl as
 // the change leaves it, and puts the MachineDeployments and control plane it
 // would write into mds and kcps for the rollout rules.
-func predictTopology(ctx context.Context, r client.Client, o *Observed, cl *clusterv1.Cluster,
+//
+// r reads the cluster as the change leaves it, o is what plan observed as
+// the change leaves it, cl the Cluster as the change leaves it; live, lo and
+// liveCl are the same as they are now. The controller's desired state of
+// the Cluster as it is now is what it last applied: a field it then set and
+// no longer sets is removed by its server-side apply, which plan mirrors.
+func predictTopology(ctx context.Context, r, live client.Client, o, lo *Observed, cl, liveCl *clusterv1.Cluster,
 	mds map[string]*clusterv1.MachineDeployment, kcps map[string]*controlplanev1.KubeadmControlPlane, mps map[string]*clusterv1.MachinePool) (topologyChange, error) {
 	var out topologyChange
-	s, unknown, err := topologyScope(ctx, r, o, cl, mds, mps)
+	s, desired, unknown, err := desiredOf(ctx, r, o, cl, mds, mps)
 	if err != nil || unknown != "" {
 		if unknown != "" {
 			out.unknown = append(out.unknown, unknown)
 		}
 		return out, err
 	}
-	g, err := desiredstate.NewGenerator(r, noWorkloadClusters{}, nil, cache.New[cache.HookEntry](ctx, 0), cache.New[desiredstate.GenerateUpgradePlanCacheEntry](ctx, 0))
-	if err != nil {
-		return out, errors.Wrap(err, "cannot make CAPI's topology generator")
+	_, previous, unknown, err := desiredOf(ctx, live, lo, liveCl, byName(lo.MachineDeployments), byName(lo.MachinePools))
+	if err != nil || unknown != "" || previous == nil {
+		out.unknown = append(out.unknown, fmt.Sprintf("what CAPI's topology controller applied to Cluster %s before the change cannot be computed (%v%s): a field it stops setting is not predicted", cl.Name, err, unknown))
+		previous = &scope.ClusterState{ControlPlane: &scope.ControlPlaneState{}}
 	}
-	desired, err := g.Generate(ctx, s)
-	if err != nil {
-		out.unknown = append(out.unknown, fmt.Sprintf("CAPI's topology controller cannot compute the Cluster's desired state: %v", err))
-		return out, nil
+	if previous.ControlPlane == nil {
+		previous.ControlPlane = &scope.ControlPlaneState{}
 	}
 
 	// The infrastructure cluster is patched in place.
-	if xr, changed, err := patched(o.InfraClusters[cl.Name], desired.InfrastructureCluster); err != nil {
+	if xr, changed, err := patched(o.InfraClusters[cl.Name], dropped(desired.InfrastructureCluster, previous.InfrastructureCluster)); err != nil {
 		return out, err
 	} else if changed {
 		out.xrs = append(out.xrs, xr)
@@ -80,17 +85,18 @@ func predictTopology(ctx context.Context, r client.Client, o *Observed, cl *clus
 	// The control plane: its machine template is rotated when its spec
 	// changes, the object itself patched.
 	if cp := desired.ControlPlane; cp != nil && cp.Object != nil {
-		rotated := rotates(s.Current.ControlPlane.InfrastructureMachineTemplate, cp.InfrastructureMachineTemplate)
+		rotated := rotates(s.Current.ControlPlane.InfrastructureMachineTemplate, dropped(cp.InfrastructureMachineTemplate, previous.ControlPlane.InfrastructureMachineTemplate))
+		cpObject := dropped(cp.Object, previous.ControlPlane.Object)
 		if rotated {
-			out.templates = append(out.templates, renamed(cp.InfrastructureMachineTemplate, newTemplateName(cl.Name)))
-			_ = unstructured.SetNestedField(cp.Object.Object, newTemplateName(cl.Name),
+			out.templates = append(out.templates, renamed(cp.InfrastructureMachineTemplate, newTemplateName(cl.Name, "")))
+			_ = unstructured.SetNestedField(cpObject.Object, newTemplateName(cl.Name, ""),
 				"spec", "machineTemplate", "spec", "infrastructureRef", "name")
 		}
 		if kcp, ok := kcps[cp.Object.GetName()]; ok && cp.Object.GroupVersionKind().GroupKind() == controlplanev1.GroupVersion.WithKind("KubeadmControlPlane").GroupKind() {
-			if _, err := merge(kcp, cp.Object); err != nil {
+			if _, err := merge(kcp, cpObject); err != nil {
 				return out, err
 			}
-		} else if xr, changed, err := patched(o.ControlPlanes[cl.Name], cp.Object); err != nil {
+		} else if xr, changed, err := patched(o.ControlPlanes[cl.Name], cpObject); err != nil {
 			return out, err
 		} else if changed {
 			out.xrs = append(out.xrs, xr)
@@ -101,21 +107,24 @@ func predictTopology(ctx context.Context, r client.Client, o *Observed, cl *clus
 	// changes, which changes the MachineDeployment's reference to it.
 	for name, d := range desired.MachineDeployments {
 		current := s.Current.MachineDeployments[name]
+		prev := previous.MachineDeployments[name]
+		if prev == nil {
+			prev = &scope.MachineDeploymentState{}
+		}
 		if current != nil {
-			if rotates(current.InfrastructureMachineTemplate, d.InfrastructureMachineTemplate) {
+			if rotates(current.InfrastructureMachineTemplate, dropped(d.InfrastructureMachineTemplate, prev.InfrastructureMachineTemplate)) {
 				d.Object.Spec.Template.Spec.InfrastructureRef.Name = newTemplateName(cl.Name, name)
 				out.templates = append(out.templates, renamed(d.InfrastructureMachineTemplate, d.Object.Spec.Template.Spec.InfrastructureRef.Name))
 			}
-			if rotates(current.BootstrapTemplate, d.BootstrapTemplate) {
+			if rotates(current.BootstrapTemplate, dropped(d.BootstrapTemplate, prev.BootstrapTemplate)) {
 				d.Object.Spec.Template.Spec.Bootstrap.ConfigRef.Name = newTemplateName(cl.Name, name)
 				out.templates = append(out.templates, renamed(d.BootstrapTemplate, d.Object.Spec.Template.Spec.Bootstrap.ConfigRef.Name))
 			}
 		}
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d.Object)
+		proposed, err := droppedObject(d.Object, prev.Object)
 		if err != nil {
-			return out, errors.Wrapf(err, "cannot convert MachineDeployment %s", d.Object.Name)
+			return out, err
 		}
-		proposed := &unstructured.Unstructured{Object: u}
 		live, ok := mds[d.Object.Name]
 		if !ok || current == nil {
 			// A new MachineDeployment: its Machines are created.
@@ -133,22 +142,35 @@ func predictTopology(ctx context.Context, r client.Client, o *Observed, cl *clus
 	// patched in place.
 	for name, d := range desired.MachinePools {
 		current := s.Current.MachinePools[name]
+		prev := previous.MachinePools[name]
+		if prev == nil {
+			prev = &scope.MachinePoolState{}
+		}
 		if current == nil {
 			out.unknown = append(out.unknown, fmt.Sprintf("MachinePool topology %s is created: what its infrastructure composes is not predicted", name))
 			continue
 		}
-		if xr, changed, err := patched(current.InfrastructureMachinePoolObject, d.InfrastructureMachinePoolObject); err != nil {
+		if xr, changed, err := patched(current.InfrastructureMachinePoolObject, dropped(d.InfrastructureMachinePoolObject, prev.InfrastructureMachinePoolObject)); err != nil {
 			return out, err
 		} else if changed {
 			out.xrs = append(out.xrs, xr)
 		}
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d.Object)
+		proposed, err := droppedObject(d.Object, prev.Object)
 		if err != nil {
-			return out, errors.Wrapf(err, "cannot convert MachinePool %s", d.Object.Name)
+			return out, err
 		}
 		if live, ok := mps[d.Object.Name]; ok {
-			if _, err := merge(live, &unstructured.Unstructured{Object: u}); err != nil {
+			if _, err := merge(live, proposed); err != nil {
 				return out, err
+			}
+		}
+	}
+	// A MachinePool the topology no longer names is deleted with its
+	// instances: a scale to none.
+	for name, c := range s.Current.MachinePools {
+		if _, ok := desired.MachinePools[name]; !ok {
+			if mp, ok := mps[c.Object.Name]; ok {
+				mp.Spec.Replicas = ptr.To[int32](0)
 			}
 		}
 	}
@@ -162,6 +184,57 @@ func predictTopology(ctx context.Context, r client.Client, o *Observed, cl *clus
 		}
 	}
 	return out, nil
+}
+
+// desiredOf is CAPI's topology controller's desired state of a Cluster, as r
+// reads it, with the scope it was computed from; unknown says why it cannot
+// be computed.
+func desiredOf(ctx context.Context, r client.Client, o *Observed, cl *clusterv1.Cluster,
+	mds map[string]*clusterv1.MachineDeployment, mps map[string]*clusterv1.MachinePool) (*scope.Scope, *scope.ClusterState, string, error) {
+	s, unknown, err := topologyScope(ctx, r, o, cl, mds, mps)
+	if err != nil || unknown != "" {
+		return nil, nil, unknown, err
+	}
+	g, err := desiredstate.NewGenerator(r, noWorkloadClusters{}, nil, cache.New[cache.HookEntry](ctx, 0), cache.New[desiredstate.GenerateUpgradePlanCacheEntry](ctx, 0))
+	if err != nil {
+		return nil, nil, "", errors.Wrap(err, "cannot make CAPI's topology generator")
+	}
+	desired, err := g.Generate(ctx, s)
+	if err != nil {
+		return nil, nil, fmt.Sprintf("CAPI's topology controller cannot compute the Cluster's desired state: %v", err), nil
+	}
+	return s, desired, "", nil
+}
+
+// droppedObject is a typed desired object as unstructured, with what the
+// previous one set and it does not as nulls (dropped).
+func droppedObject[T runtime.Object](desired, previous T) (*unstructured.Unstructured, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot convert the desired object")
+	}
+	out := &unstructured.Unstructured{Object: u}
+	if reflect.ValueOf(previous).IsNil() {
+		return out, nil
+	}
+	p, err := runtime.DefaultUnstructuredConverter.ToUnstructured(previous)
+	if err != nil {
+		return nil, errors.Wrap(err, "cannot convert the previous desired object")
+	}
+	return dropped(out, &unstructured.Unstructured{Object: p}), nil
+}
+
+// byName are objects by name, copied.
+func byName[T any, P interface {
+	*T
+	client.Object
+	DeepCopy() *T
+}](objs []T) map[string]*T {
+	out := make(map[string]*T, len(objs))
+	for i := range objs {
+		out[P(&objs[i]).GetName()] = P(&objs[i]).DeepCopy()
+	}
+	return out
 }
 
 // topologyScope reads what CAPI's topology controller reads of a Cluster:
@@ -296,10 +369,12 @@ func topologyScope(ctx context.Context, r client.Client, o *Observed, cl *cluste
 }
 
 // newTemplateName stands for the name CAPI generates for a rotated
-// template: its prefix (the cluster's name, and the topology's for a
-// MachineDeployment's), then "(new)" where CAPI puts a random suffix.
-func newTemplateName(parts ...string) string {
-	return strings.Join(parts, "-") + "-(new)"
+// template: the cluster's name and the MachineDeployment topology's (none
+// for the control plane's), then "(new)" where CAPI puts a random suffix.
+// The slash keeps two clusters' names apart (a-b/md and a/b-md), and names
+// no object that can exist.
+func newTemplateName(cluster, topology string) string {
+	return cluster + "/" + topology + "-(new)"
 }
 
 // renamed is a copy of a template under another name.
@@ -339,12 +414,58 @@ func patched(live, desired *unstructured.Unstructured) (*unstructured.Unstructur
 	if spec, ok := desired.Object["spec"]; ok {
 		apply.Object["spec"] = spec
 	}
-	apply.SetLabels(desired.GetLabels())
-	apply.SetAnnotations(desired.GetAnnotations())
+	// Copied as they are: a null (a label the topology no longer sets)
+	// removes one.
+	if m, ok := desired.Object[fieldMetadata].(map[string]any); ok {
+		meta := map[string]any{}
+		for _, k := range []string{fieldLabels, fieldAnnotations} {
+			if v, ok := m[k]; ok {
+				meta[k] = v
+			}
+		}
+		apply.Object[fieldMetadata] = meta
+	}
 	if _, err := merge(u, apply); err != nil {
 		return nil, false, err
 	}
-	return u, len(changedFields(live.Object, u.Object, nil)) > 0, nil
+	return u, len(changedFields(live.Object, u.Object, nil)) > 0 || len(changedFields(u.Object, live.Object, nil)) > 0, nil
+}
+
+// dropped is desired with a null at each field previous set and desired no
+// longer does (under spec, labels and annotations): what CAPI's topology
+// controller last applied and now leaves out, which its server-side apply
+// removes, as a merge of dropped removes it. previous is the desired state
+// of the objects as they are, before the change.
+func dropped(desired, previous *unstructured.Unstructured) *unstructured.Unstructured {
+	if desired == nil || previous == nil {
+		return desired
+	}
+	out := desired.DeepCopy()
+	nullify(out.Object, previous.Object, nil)
+	return out
+}
+
+// nullify sets to nil, in desired, each field of previous it lacks, below
+// spec, metadata.labels and metadata.annotations.
+func nullify(desired, previous map[string]any, path []string) {
+	for k, pv := range previous {
+		if !setByApply(path, k) {
+			continue
+		}
+		p := append(slices.Clone(path), k)
+		dv, ok := desired[k]
+		if !ok {
+			if len(p) > 1 || k == fieldSpec {
+				desired[k] = nil
+			}
+			continue
+		}
+		dm, dIsMap := dv.(map[string]any)
+		pm, pIsMap := pv.(map[string]any)
+		if dIsMap && pIsMap {
+			nullify(dm, pm, p)
+		}
+	}
 }
 
 // rotates reports whether CAPI's topology controller replaces a template

@@ -3,6 +3,7 @@ package plan
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -70,6 +71,55 @@ func TestRotates(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := rotates(tc.current, tc.desired); got != tc.want {
 				t.Errorf("%s\nrotates: got %t, want %t", tc.reason, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDropped(t *testing.T) {
+	obj := func(labels map[string]any, spec map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "t", "labels": labels}, "spec": spec}}
+	}
+	cases := map[string]struct {
+		reason            string
+		desired, previous *unstructured.Unstructured
+		want              map[string]any
+	}{
+		"NothingDropped": {
+			reason:  "What the controller set before and sets still is left as it is.",
+			desired: obj(map[string]any{"a": "1"}, map[string]any{"size": "large"}), previous: obj(map[string]any{"a": "1"}, map[string]any{"size": "small"}),
+			want: obj(map[string]any{"a": "1"}, map[string]any{"size": "large"}).Object,
+		},
+		"AFieldDropped": {
+			reason:  "A field a disabled patch set is removed: null in the patch.",
+			desired: obj(nil, map[string]any{"size": "small"}), previous: obj(nil, map[string]any{"size": "small", "rootVolume": map[string]any{"sizeGiB": int64(50)}}),
+			want: obj(nil, map[string]any{"size": "small", "rootVolume": nil}).Object,
+		},
+		"ANestedFieldDropped": {
+			reason:  "Only the field dropped goes, not its siblings.",
+			desired: obj(nil, map[string]any{"network": map[string]any{"region": "a"}}), previous: obj(nil, map[string]any{"network": map[string]any{"region": "a", "vpc": "v"}}),
+			want: obj(nil, map[string]any{"network": map[string]any{"region": "a", "vpc": nil}}).Object,
+		},
+		"ALabelDropped": {
+			reason:  "A label the class no longer sets is removed.",
+			desired: obj(map[string]any{"a": "1"}, map[string]any{}), previous: obj(map[string]any{"a": "1", "b": "2"}, map[string]any{}),
+			want: obj(map[string]any{"a": "1", "b": nil}, map[string]any{}).Object,
+		},
+		"NoPrevious": {
+			reason:  "Without what was applied before, the desired object is all there is.",
+			desired: obj(nil, map[string]any{"size": "small"}),
+			want:    obj(nil, map[string]any{"size": "small"}).Object,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := dropped(tc.desired, tc.previous)
+			if diff := cmp.Diff(tc.want, got.Object); diff != "" {
+				t.Errorf("%s\n-want +got:\n%s", tc.reason, diff)
+			}
+			// A field dropped from a template's spec rotates it.
+			if tc.previous != nil && name == "AFieldDropped" && !rotates(tc.previous, got) {
+				t.Errorf("%s\na template whose spec loses a field is not rotated", tc.reason)
 			}
 		})
 	}

@@ -31,7 +31,9 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/dev/localkube"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/plan"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
 
@@ -72,6 +74,9 @@ func TestPlan(t *testing.T) {
 	shared.SetName(ungranted)
 	createAs(t, shared)
 	now := func() string { return time.Now().UTC().Add(-time.Second).Format(time.RFC3339) }
+	// pkgFile is the package a step's change sets to be planned with
+	// --package (its Compositions are what is applied).
+	var pkgFile string
 	steps := []struct {
 		name   string
 		change func() string
@@ -119,6 +124,10 @@ spec:
 		{"Composition: crossplanecluster-local as it was", func() string { return compositionChange(t, "crossplanecluster-local", false) }},
 		{"Composition: a label on what crossplanemachine-local composes", func() string { return compositionChange(t, "crossplanemachine-local", true) }},
 		{"Composition: crossplanemachine-local as it was", func() string { return compositionChange(t, "crossplanemachine-local", false) }},
+		{"Configuration: a Compositions package labelling what crossplanecluster-local composes", func() string {
+			return compositionsPackage(t, &pkgFile, "crossplanecluster-local")
+		}},
+		{"Configuration: the Compositions package as released", func() string { return compositionsPackage(t, &pkgFile, "") }},
 		{"CrossplaneCluster: credentials the namespace was not granted", func() string { return xrCredentials("ClusterProviderConfig", ungranted) }},
 		{"CrossplaneCluster: back to its own credentials", func() string { return xrCredentials("ProviderConfig", "workload") }},
 		{"CrossplaneCluster: to the bring-your-own Composition", func() string { return xrChange("crossplanecluster-byo") }},
@@ -130,10 +139,14 @@ spec:
 	disagree := 0
 	for _, s := range steps {
 		change := s.change()
+		input := []string{"-f", "-"}
+		if pkgFile != "" {
+			input, pkgFile = []string{"--package", pkgFile}, ""
+		}
 		before := clusterMachines(t, ns, name)
 		composedBefore := composedResources(t, ns, name)
-		base := planArgs(ns)
-		got, stdout, exit := runPlan(t, s.name, ns, change)
+		base := planArgs(ns, input...)
+		got, stdout, exit := runPlan(t, s.name, ns, change, input...)
 		predicted, scale := predictedFor(got, name)
 		created, deleted, changed := predictedComposed(got, name)
 		heldPredicted := heldIn(got, name)
@@ -325,6 +338,21 @@ func compositionChange(t *testing.T, name string, label bool) string {
 	if err := mgmt().Get(t.Context(), client.ObjectKey{Name: name}, c); err != nil {
 		t.Fatal(err)
 	}
+	labelFirstResource(t, c, label)
+	change := &unstructured.Unstructured{Object: map[string]any{"spec": c.Object["spec"]}}
+	change.SetGroupVersionKind(c.GroupVersionKind())
+	change.SetName(c.GetName())
+	raw, err := json.Marshal(change.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
+// labelFirstResource sets (or removes) a label on the first resource a
+// Composition's first pipeline step composes.
+func labelFirstResource(t *testing.T, c *unstructured.Unstructured, label bool) {
+	t.Helper()
 	pipeline, _, _ := unstructured.NestedSlice(c.Object, "spec", "pipeline")
 	step, _ := pipeline[0].(map[string]any)
 	resources, _, _ := unstructured.NestedSlice(step, "input", "resources")
@@ -342,14 +370,59 @@ func compositionChange(t *testing.T, name string, label bool) string {
 	if err := unstructured.SetNestedSlice(c.Object, pipeline, "spec", "pipeline"); err != nil {
 		t.Fatal(err)
 	}
-	change := &unstructured.Unstructured{Object: map[string]any{"spec": c.Object["spec"]}}
-	change.SetGroupVersionKind(c.GroupVersionKind())
-	change.SetName(c.GetName())
-	raw, err := json.Marshal(change.Object)
+}
+
+// compositionsPackage builds the release's Compositions Configuration with
+// the crossplane CLI, as make release does, with a label on what the
+// Composition labelled (when named) composes, into *file; it returns the
+// package's Compositions, which is what installing it applies.
+func compositionsPackage(t *testing.T, file *string, labelled string) string {
+	t.Helper()
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	if err := release.WriteCompositionsRoot(root, release.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if labelled != "" {
+		paths, err := filepath.Glob(filepath.Join(root, "*", "*.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range paths {
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(raw, &c.Object); err != nil || c.GetKind() != "Composition" || c.GetName() != labelled {
+				continue
+			}
+			labelFirstResource(t, c, true)
+			if raw, err = yaml.Marshal(c.Object); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(f, raw, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	*file = filepath.Join(dir, "configuration-capxp-compositions.xpkg")
+	if err := release.BuildPackage(t.Context(), envtest.Tool("crossplane-cli", plane.CrossplaneCLIVersion), root, *file, ""); err != nil {
+		t.Fatal(err)
+	}
+	pkg, err := plan.ReadPackage(*file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(raw)
+	docs := make([]string, 0, len(pkg.Compositions))
+	for _, c := range pkg.Compositions {
+		raw, err := json.Marshal(c.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, string(raw))
+	}
+	return strings.Join(docs, "\n---\n")
 }
 
 // predictedComposed is what a plan says Crossplane creates, deletes and
@@ -712,16 +785,19 @@ func bindPlanner(t *testing.T, ns string) {
 
 // planArgs are capxp plan's arguments for a change read from stdin, in ns,
 // as the planner.
-func planArgs(ns string) []string {
-	return []string{"plan", "-f", "-", "-n", ns, "--kubeconfig", p.Kubeconfig(), "--as", "planner", "--as-group", "system:authenticated",
-		"--tools-dir", envtest.ToolsDir(), "--function-asg-instances", filepath.Join(bin, "function-asg-instances")}
+func planArgs(ns string, input ...string) []string {
+	if len(input) == 0 {
+		input = []string{"-f", "-"}
+	}
+	return append([]string{"plan", "-n", ns, "--kubeconfig", p.Kubeconfig(), "--as", "planner", "--as-group", "system:authenticated",
+		"--tools-dir", envtest.ToolsDir(), "--function-asg-instances", filepath.Join(bin, "function-asg-instances")}, input...)
 }
 
 // runPlan plans a change as the planner: the plan, its JSON, and whether
 // it exited 3 (something would be replaced or deleted).
-func runPlan(t *testing.T, step, ns, change string) (plan.Plan, string, bool) {
+func runPlan(t *testing.T, step, ns, change string, input ...string) (plan.Plan, string, bool) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), filepath.Join(bin, "capxp"), append(planArgs(ns), "-o", "json")...) //nolint:gosec // the binary the suite built, the test's own arguments.
+	cmd := exec.CommandContext(t.Context(), filepath.Join(bin, "capxp"), append(planArgs(ns, input...), "-o", "json")...) //nolint:gosec // the binary the suite built, the test's own arguments.
 	var stdout, stderr bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(change), &stdout, &stderr
 	err := cmd.Run()
