@@ -218,7 +218,6 @@ func TestClusterClass(t *testing.T) {
 	})
 	waitForExampleAvailable(t, e, e.Machines+1, 2*time.Minute)
 	happened()
-	plans.report(t)
 	t.Logf("the control plane and the workers were rolled onto the new size, and the cluster Available, after %s", time.Since(start).Round(100*time.Millisecond))
 	nodes := &corev1.NodeList{}
 	if err := p.Workload.Client.List(ctx, nodes); err != nil {
@@ -235,6 +234,46 @@ func TestClusterClass(t *testing.T) {
 		}
 	}
 	responsive(t, ns, writes)
+
+	// The class itself changed: without its patch of the workers' size, the
+	// workers' template is the class's again, of the template's size; CAPI
+	// rotates it, and the workers alone are replaced.
+	class := &unstructured.Unstructured{}
+	class.SetGroupVersionKind(clusterv1.GroupVersion.WithKind("ClusterClass"))
+	if err := mgmt().Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster.Spec.Topology.ClassRef.Name}, class); err != nil {
+		t.Fatal(err)
+	}
+	patches, _, _ := unstructured.NestedSlice(class.Object, "spec", "patches")
+	patches = slices.DeleteFunc(patches, func(p any) bool {
+		m, _ := p.(map[string]any)
+		return m["name"] == "worker-machine-size"
+	})
+	happened = plans.change(t, "ClusterClass: its patch of the workers' size removed", cluster.Name, []xrRef{{infrav1.CrossplaneClusterKind, xrName}}, class,
+		map[string]any{"spec": map[string]any{"patches": patches}})
+	eventually(t, "the workers are replaced by machines of the template's size", 4*time.Minute, func() error {
+		workers := &clusterv1.MachineList{}
+		if err := mgmt().List(ctx, workers, client.InNamespace(ns), client.HasLabels{clusterv1.MachineDeploymentNameLabel}); err != nil {
+			return err
+		}
+		sizes := map[string]string{}
+		xrs := machineXRs()
+		for _, m := range xrs {
+			sizes[m.GetName()], _, _ = unstructured.NestedString(m.Object, "spec", "parameters", "size")
+		}
+		var large []string
+		for _, w := range workers.Items {
+			if size := sizes[w.Spec.InfrastructureRef.Name]; size != "small" {
+				large = append(large, w.Name+" ("+size+")")
+			}
+		}
+		if len(large) > 0 || len(xrs) != e.Machines+1 {
+			return fmt.Errorf("%d machines, workers of the class's patched size: %v", len(xrs), large)
+		}
+		return nil
+	})
+	waitForExampleAvailable(t, e, e.Machines+1, 2*time.Minute)
+	happened()
+	plans.report(t)
 
 	// Deleting the Cluster deletes everything the topology created.
 	deleteExampleCluster(t, e, 2*time.Minute, func() error {
