@@ -21,6 +21,7 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/budget"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/caching"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/contracts"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/inplace"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/resolve"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/restmapper"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/tenancy"
@@ -45,6 +46,9 @@ type Options struct {
 	// Webhook, when set, serves the credentials admission webhook on the
 	// manager's webhook server and registers it for every adapted kind.
 	Webhook *webhook.ClientConfig
+	// InPlaceUpdates, with Webhook, serves CAPI's in-place update hooks on
+	// the manager's webhook server and registers them with CAPI.
+	InPlaceUpdates bool
 }
 
 // NewScheme returns the scheme the manager needs: the kinds the
@@ -129,6 +133,14 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	if o.Webhook != nil {
 		mgr.GetWebhookServer().Register(webhook.Path, &crwebhook.Admission{Handler: &webhook.CredentialsValidator{Granter: creds}})
+	}
+	if o.Webhook != nil && o.InPlaceUpdates {
+		if err := inplace.Serve(mgr, inplace.NewExtension(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetRESTMapper())); err != nil {
+			return err
+		}
+		if err := mgr.Add(inplace.NewRegistration(mgr.GetClient(), mgr.GetAPIReader(), o.Webhook)); err != nil {
+			return errors.Wrap(err, "cannot add the in-place update extension's registration")
+		}
 	}
 	providers := o.CredentialsProviders
 	if providers == nil {

@@ -48,6 +48,8 @@ type managerFlags struct {
 	webhookService             string
 	webhookCABundleFile        string
 	webhookCAInjectionFrom     string
+	webhookCASecret            string
+	inPlaceUpdates             bool
 	qps                        float32
 	burst                      int
 }
@@ -79,6 +81,10 @@ func (f *managerFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.webhookCABundleFile, "webhook-ca-bundle-file", "", "PEM CA bundle the API server trusts for the webhook; leave empty when a CA injector (cert-manager) fills it.")
 	fs.StringVar(&f.webhookCAInjectionFrom, "webhook-ca-injection-from", "",
 		"namespace/name of the cert-manager Certificate whose CA cert-manager's CA injector writes into the webhook configuration (annotation cert-manager.io/inject-ca-from).")
+	fs.StringVar(&f.webhookCASecret, "webhook-ca-secret", "",
+		"namespace/name of the Secret holding the webhook server's certificate, whose ca.crt CAPI's ExtensionConfig controller writes into the in-place update extension's registration (annotation runtime.cluster.x-k8s.io/inject-ca-from-secret).")
+	fs.BoolVar(&f.inPlaceUpdates, "in-place-updates", true,
+		"Serve CAPI's in-place update hooks on the webhook server and register them with an ExtensionConfig (needs --webhook-service or --webhook-url). CAPI calls them when its RuntimeSDK and InPlaceUpdates feature gates are on. CAPI supports one in-place update extension: turn this off where another one is registered. See docs/inplace.md.")
 	fs.Float32Var(&f.qps, "kube-api-qps", 20, "Queries per second to the API server.")
 	fs.IntVar(&f.burst, "kube-api-burst", 30, "Burst of queries to the API server.")
 }
@@ -177,6 +183,7 @@ func start(cfg *rest.Config, f *managerFlags, providers []credentials.Provider, 
 		SharedCredentialsForAllNamespaces: f.sharedCredentialsForAll,
 		CredentialsProviders:              providers,
 		Webhook:                           wh,
+		InPlaceUpdates:                    f.inPlaceUpdates,
 	}); err != nil {
 		return err
 	}
@@ -208,6 +215,12 @@ func (f *managerFlags) webhookClientConfig() (*webhook.ClientConfig, error) {
 			return nil, errors.Errorf("--webhook-ca-injection-from must be namespace/name, not %q", f.webhookCAInjectionFrom)
 		}
 		wh.CAInjectionFrom = f.webhookCAInjectionFrom
+	}
+	if f.webhookCASecret != "" {
+		if ns, name, ok := strings.Cut(f.webhookCASecret, "/"); !ok || ns == "" || name == "" {
+			return nil, errors.Errorf("--webhook-ca-secret must be namespace/name, not %q", f.webhookCASecret)
+		}
+		wh.CASecret = f.webhookCASecret
 	}
 	if f.webhookCABundleFile != "" {
 		ca, err := os.ReadFile(f.webhookCABundleFile)

@@ -26,14 +26,8 @@ var notATopologyDryRun = `!(request.dryRun == true && has(object.metadata.annota
 // policy, not a rule in the templates' schemas, because CEL in a schema sees
 // neither the dry-run nor the annotation. Resources are plural.group names.
 func Template(resources []schema.GroupResource) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
-	rules := make([]admissionv1.NamedRuleWithOperations, 0, len(resources))
-	for _, r := range NamespacedRules(resources) {
-		rules = append(rules, admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{
-			Operations: []admissionv1.OperationType{admissionv1.Update}, Rule: r,
-		}})
-	}
 	return validatingPolicy(TemplatePolicyName, admissionv1.ValidatingAdmissionPolicySpec{
-		MatchConstraints: &admissionv1.MatchResources{ResourceRules: rules},
+		MatchConstraints: &admissionv1.MatchResources{ResourceRules: updatesOf(resources)},
 		FailurePolicy:    ptr.To(admissionv1.Fail),
 		MatchConditions:  []admissionv1.MatchCondition{{Name: "not-a-topology-dry-run", Expression: notATopologyDryRun}},
 		Validations: []admissionv1.Validation{{
@@ -42,4 +36,16 @@ func Template(resources []schema.GroupResource) (*admissionv1.ValidatingAdmissio
 			Reason:            ptr.To(metav1.StatusReasonInvalid),
 		}},
 	}, nil)
+}
+
+// updatesOf matches every update of the given resources (plural.group
+// names).
+func updatesOf(resources []schema.GroupResource) []admissionv1.NamedRuleWithOperations {
+	rules := make([]admissionv1.NamedRuleWithOperations, 0, len(resources))
+	for _, r := range NamespacedRules(resources) {
+		rules = append(rules, admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{
+			Operations: []admissionv1.OperationType{admissionv1.Update}, Rule: r,
+		}})
+	}
+	return rules
 }

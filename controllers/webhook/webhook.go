@@ -100,6 +100,11 @@ type ClientConfig struct {
 	// CAInjectionFrom names (namespace/name) the cert-manager Certificate
 	// whose CA cert-manager's CA injector writes into the configuration.
 	CAInjectionFrom string
+	// CASecret names (namespace/name) the Secret of the webhook server's
+	// certificate, whose ca.crt CAPI's ExtensionConfig controller writes
+	// into the in-place update extension's registration (cert-manager's
+	// CA injector does not know CAPI's kinds).
+	CASecret string
 }
 
 // CAInjectionAnnotation asks cert-manager's CA injector to keep a webhook

@@ -17,17 +17,19 @@ import (
 
 // ensurePolicies applies the hold and release policies for every adapted
 // kind, the move policy while any kind is adapted and the template
-// immutability policy for every adapted kind's template, and deletes each
+// immutability policy for every adapted kind's template, the parameters
+// policy for every adapted InfraMachine kind, and deletes each
 // when it has no kind.
-func ensurePolicies(ctx context.Context, c client.Client, live client.Reader, owners []metav1.OwnerReference, all, templates []schema.GroupResource) error {
+func ensurePolicies(ctx context.Context, c client.Client, live client.Reader, owners []metav1.OwnerReference, all, templates, machines []schema.GroupResource) error {
 	hp, hb := policies.Hold(all)
 	rp, rb := policies.Release(all)
 	mp, mb := policies.Move()
 	tp, tb := policies.Template(templates)
+	pp, pb := policies.Parameters(machines)
 	if err := deleteLegacyHold(ctx, c, live); err != nil {
 		return err
 	}
-	for _, o := range []client.Object{hp, hb, rp, rb, mp, mb, tp, tb} {
+	for _, o := range []client.Object{hp, hb, rp, rb, mp, mb, tp, tb, pp, pb} {
 		o.SetOwnerReferences(owners)
 	}
 	// A policy kind the API server does not serve leaves the others to
@@ -41,6 +43,7 @@ func ensurePolicies(ctx context.Context, c client.Client, live client.Reader, ow
 		{[]client.Object{hp, hb}, len(all) == 0},
 		{[]client.Object{mp, mb}, len(all) == 0},
 		{[]client.Object{tp, tb}, len(templates) == 0},
+		{[]client.Object{pp, pb}, len(machines) == 0},
 	} {
 		err := apply.Policy(ctx, c, live, want.objs, want.none)
 		switch {

@@ -56,7 +56,7 @@ package xrd
 // hold of an earlier release deleted); create cannot be limited by name.
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingadmissionpolicies;mutatingadmissionpolicybindings;validatingadmissionpolicies;validatingadmissionpolicybindings;validatingwebhookconfigurations,verbs=create
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingadmissionpolicies;mutatingadmissionpolicybindings,verbs=get;patch;delete,resourceNames=capxp-hold-composites;capxp-keep-annotations-of-moved-objects;capxp-pause-new-machines
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;patch;delete,resourceNames=capxp-only-the-bridge-releases;capxp-immutable-templates;capxp-credentials-where-used;capxp-credentials-locked;capxp-credentials-unknown-families;capxp-network-where-used;capxp-kubeconfig-content
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;patch;delete,resourceNames=capxp-only-the-bridge-releases;capxp-immutable-templates;capxp-machine-parameters;capxp-credentials-where-used;capxp-credentials-locked;capxp-credentials-unknown-families;capxp-network-where-used;capxp-kubeconfig-content
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;patch;delete,resourceNames=capxp-credentials
 
 // Lifting the hold on an XR: the admission policies let a user remove

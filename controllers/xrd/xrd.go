@@ -129,7 +129,7 @@ func (r *Reconciler) release(ctx context.Context, x *xpextv2.CompositeResourceDe
 }
 
 // syncAdmission applies the hold and release policies, the move policy, the
-// template immutability policy and the credentials webhook for every XRD
+// template immutability and machine parameters policies and the credentials webhook for every XRD
 // that declares the contract correctly. It reads them from the API every
 // time, so that a restarted manager never narrows any before it has seen
 // every XRD.
@@ -138,19 +138,22 @@ func (r *Reconciler) syncAdmission(ctx context.Context) error {
 	if err := r.client.List(ctx, list, client.HasLabels{infrav1.ContractLabel}); err != nil {
 		return errors.Wrap(err, "cannot list CompositeResourceDefinitions")
 	}
-	var all, templates []schema.GroupResource
+	var all, templates, machines []schema.GroupResource
 	for i := range list.Items {
 		if _, p := xrd.Check(&list.Items[i]); p != nil {
 			continue
 		}
 		all = append(all, groupResource(list.Items[i].Name))
 		templates = append(templates, xrd.TemplateResource(&list.Items[i]))
+		if list.Items[i].Labels[infrav1.ContractLabel] == infrav1.ContractInfraMachine {
+			machines = append(machines, groupResource(list.Items[i].Name))
+		}
 	}
 	owners, err := webhook.Owners(ctx, r.client, r.webhook)
 	if err != nil {
 		return err
 	}
-	unserved := ensurePolicies(ctx, r.client, r.apiReader, owners, all, templates)
+	unserved := ensurePolicies(ctx, r.client, r.apiReader, owners, all, templates, machines)
 	if unserved != nil && !kmeta.IsNoMatchError(errors.Cause(unserved)) {
 		return unserved
 	}

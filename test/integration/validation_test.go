@@ -186,14 +186,6 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 			}),
 			want: []string{"spec.bootstrap.dataSecretRef.name"},
 		},
-		"MachineParametersChanged": {
-			reason: "CAPI replaces machines; it never resizes them in place",
-			create: validMachine(),
-			update: func(o client.Object) {
-				o.(*infrav1.CrossplaneMachine).Spec.Parameters.Size = "m6i.xlarge"
-			},
-			want: []string{"spec.parameters", "parameters are immutable"},
-		},
 		"MachineProviderIDChanged": {
 			reason: "a machine's identity never changes",
 			create: validMachine(func(m *infrav1.CrossplaneMachine) { m.Spec.ProviderID = "aws:///eu-west-1a/i-0123" }),
@@ -526,6 +518,83 @@ func TestTemplatesAreImmutableButToTopologyDryRuns(t *testing.T) {
 				g.Expect(got.GetGeneration()).To(Equal(stored.GetGeneration()), "%s: the stored spec changed", tc.reason)
 			})
 		}
+	}
+}
+
+// A machine's parameters are its template's: a change reaches it through
+// CAPI, by a rollout or by an in-place update, which CAPI marks with its
+// update-in-progress annotation and dry-runs first. Anyone else's change is
+// refused with what to do instead.
+func TestMachineParametersChangeOnlyThroughCAPI(t *testing.T) {
+	bridge, err := env.StartBridge(ctx)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { NewWithT(t).Expect(bridge.Stop()).To(Succeed()) })
+	ns := namespace(t)
+
+	cases := map[string]struct {
+		reason                         string
+		resized, dryRun, inPlaceUpdate bool
+		wantErr                        bool
+	}{
+		"Resized": {
+			reason:  "a machine resized outside CAPI would no longer be what its template says",
+			resized: true, wantErr: true,
+		},
+		"ResizedInPlaceByCAPI": {
+			reason:  "CAPI's in-place update writes the template's change, marked with its annotation",
+			resized: true, inPlaceUpdate: true,
+		},
+		"ResizedInADryRun": {
+			reason:  "KubeadmControlPlane dry-runs a change to learn whether a Machine can take it in place",
+			resized: true, dryRun: true,
+		},
+		"Annotated": {
+			reason:        "metadata is not the parameters",
+			inPlaceUpdate: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			m := validMachine()
+			m.SetNamespace(ns)
+			m.SetName(nameOf(name))
+			g.Expect(env.Client.Create(ctx, m)).To(Succeed())
+			update := func(resized, dryRun, inPlaceUpdate bool) error {
+				o := &infrav1.CrossplaneMachine{}
+				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), o); err != nil {
+					return err
+				}
+				if resized {
+					o.Spec.Parameters.Size = "m6i.xlarge"
+				}
+				if inPlaceUpdate {
+					metav1.SetMetaDataAnnotation(&o.ObjectMeta, clusterv1.UpdateInProgressAnnotation, "")
+				}
+				if dryRun {
+					return env.Client.Update(ctx, o, client.DryRunAll)
+				}
+				return env.Client.Update(ctx, o)
+			}
+			// The bridge maintains the policy once it adapts the kind;
+			// a change it refuses says when the API server enforces it.
+			g.Eventually(func() error { return update(true, false, false) }, timeout, interval).Should(HaveOccurred())
+			err := update(tc.resized, tc.dryRun, tc.inPlaceUpdate)
+			if tc.wantErr {
+				g.Expect(err).To(HaveOccurred(), tc.reason)
+				g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+				g.Expect(err.Error()).To(ContainSubstring("spec.parameters: a machine takes its template's parameters: change the CrossplaneMachineTemplate"), tc.reason)
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred(), tc.reason)
+			got := &infrav1.CrossplaneMachine{}
+			g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(m), got)).To(Succeed())
+			want := "m6i.large"
+			if tc.resized && !tc.dryRun {
+				want = "m6i.xlarge"
+			}
+			g.Expect(got.Spec.Parameters.Size).To(Equal(want), tc.reason)
+		})
 	}
 }
 

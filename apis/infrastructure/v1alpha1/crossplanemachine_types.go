@@ -154,10 +154,11 @@ type MachineNetwork struct {
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.failureDomain) || (has(self.failureDomain) && self.failureDomain == oldSelf.failureDomain)",message="failureDomain is immutable once set"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.bootstrap) || !has(oldSelf.bootstrap.dataSecretRef) || (has(self.bootstrap) && has(self.bootstrap.dataSecretRef))",message="bootstrap.dataSecretRef cannot be removed once set"
 type CrossplaneMachineSpec struct {
-	// parameters describe the machine. Written by the user (template);
-	// immutable.
+	// parameters describe the machine. Written by the user (template).
+	// Changed only by CAPI, when it updates the machine in place (the
+	// capxp-machine-parameters admission policy): a change of the template
+	// reaches the machine by a rollout.
 	// +required
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="parameters are immutable: CAPI replaces machines, roll out a new CrossplaneMachineTemplate instead"
 	Parameters CrossplaneMachineParameters `json:"parameters"`
 
 	// providerID identifies the machine to Kubernetes (<scheme>://...).

@@ -107,6 +107,16 @@ const (
 	// writes no new generation of the XR once it is Ready. See
 	// docs/composition-authors.md.
 	ProviderIDAnnotation = "capxp.dev/provider-id"
+
+	// InPlaceFieldsAnnotation, on a Composition of an InfraMachine kind,
+	// lists the fields of the XR's spec (comma-separated paths, such as
+	// "spec.parameters.size") whose change the Composition's composed
+	// resources take on a running machine. Crossplane copies it onto each
+	// CompositionRevision, so each machine is judged by the revision it
+	// is pinned to. CAPXP's in-place update extension updates a machine
+	// in place only when every field that changes is listed; any other
+	// change replaces it. See docs/composition-authors.md.
+	InPlaceFieldsAnnotation = "capxp.dev/in-place-fields"
 )
 
 // ContractLabels returns the labels CAPXP's template CRDs and XRDs carry so

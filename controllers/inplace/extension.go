@@ -1,0 +1,316 @@
+// Package inplace is CAPXP's in-place update extension: CAPI's Runtime SDK
+// hooks CanUpdateMachineSet, CanUpdateMachine and UpdateMachine, served on
+// the manager's webhook server, and the ExtensionConfig that registers them
+// with CAPI.
+//
+// The hooks read the objects they judge from the API server, never from
+// the request alone: a request says which Machine or MachineSet it is
+// about, and what CAPI would change. CanUpdate* answer with a patch of the
+// infrastructure template or XR covering the fields every running
+// machine's CompositionRevision declares it takes in place
+// (bridge/inplace); anything else is left unpatched, and CAPI rolls the
+// machines. UpdateMachine writes nothing: CAPI has already applied the
+// change to the XR, Crossplane composes it, and the hook reports progress
+// until the XR and everything it composed have taken it.
+//
+// State: none. Each call reads what it needs; the handlers hold only their
+// clients.
+package inplace
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	kmeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
+
+	"github.com/capxp/cluster-api-provider-crossplane/bridge/inplace"
+)
+
+// The hooks read CompositionRevisions; ExtensionConfig is created, and
+// then only this one read and patched.
+// +kubebuilder:rbac:groups=apiextensions.crossplane.io,resources=compositionrevisions,verbs=get
+// +kubebuilder:rbac:groups=runtime.cluster.x-k8s.io,resources=extensionconfigs,verbs=create
+// +kubebuilder:rbac:groups=runtime.cluster.x-k8s.io,resources=extensionconfigs,verbs=get;patch,resourceNames=capxp
+
+// How often CAPI asks again about an update under way.
+const retryAfterSeconds = 3
+
+// compositionRevision is Crossplane's CompositionRevision kind.
+var compositionRevision = schema.GroupVersionKind{Group: "apiextensions.crossplane.io", Version: "v1", Kind: "CompositionRevision"}
+
+// Extension answers CAPI's in-place update hooks.
+type Extension struct {
+	// cached reads Machines, as the bridge caches them.
+	cached client.Reader
+	// live reads XRs, what they composed and CompositionRevisions.
+	live   client.Reader
+	mapper kmeta.RESTMapper
+}
+
+// NewExtension returns the hooks, reading Machines through cached and
+// everything else through live.
+func NewExtension(cached, live client.Reader, mapper kmeta.RESTMapper) *Extension {
+	return &Extension{cached: cached, live: live, mapper: mapper}
+}
+
+// CanUpdateMachineSet answers whether a MachineDeployment's machines can
+// move from one MachineSet's template to another's in place: the
+// infrastructure template's change is patched where every running
+// machine's revision declares it. The MachineSet's own spec and the
+// bootstrap template are never patched: a change there rolls the machines.
+func (e *Extension) CanUpdateMachineSet(ctx context.Context, req *runtimehooksv1.CanUpdateMachineSetRequest, resp *runtimehooksv1.CanUpdateMachineSetResponse) {
+	ms := &req.Current.MachineSet
+	log := ctrl.LoggerFrom(ctx).WithValues("MachineSet", klog.KObj(ms))
+	current, desired, err := templateSpecs(req.Current.InfrastructureMachineTemplate.Raw, req.Desired.InfrastructureMachineTemplate.Raw)
+	if err != nil {
+		fail(resp, err)
+		return
+	}
+	machines := &clusterv1.MachineList{}
+	if err := e.cached.List(ctx, machines, client.InNamespace(ms.Namespace), client.MatchingLabels{clusterv1.MachineSetNameLabel: ms.Name}); err != nil {
+		fail(resp, errors.Wrapf(err, "cannot list the Machines of MachineSet %s", klog.KObj(ms)))
+		return
+	}
+	revisions := make([]inplace.Revision, 0, len(machines.Items))
+	seen := map[string]bool{}
+	for i := range machines.Items {
+		r, err := e.revisionOf(ctx, &machines.Items[i])
+		if err != nil {
+			fail(resp, err)
+			return
+		}
+		if !seen[r.Name] || r.Err != nil {
+			seen[r.Name] = true
+			revisions = append(revisions, r)
+		}
+	}
+	d := inplace.Decide(current, desired, revisions)
+	resp.Status = runtimehooksv1.ResponseStatusSuccess
+	resp.Message = summary(d)
+	log.V(4).Info("CanUpdateMachineSet", "changed", d.Changed, "inPlace", d.InPlace, "refused", d.Refused)
+	if !d.Updatable() || len(d.InPlace) == 0 {
+		return
+	}
+	p, err := inplace.MergePatch([]string{"spec", "template", "spec"}, desired, d.InPlace)
+	if err != nil {
+		fail(resp, err)
+		return
+	}
+	resp.InfrastructureMachineTemplatePatch = runtimehooksv1.Patch{PatchType: runtimehooksv1.JSONMergePatchType, Patch: p}
+}
+
+// CanUpdateMachine answers whether one Machine (of a KubeadmControlPlane)
+// can take a change of its XR in place, by the revision the live XR is
+// pinned to. The Machine and its bootstrap config are never patched.
+func (e *Extension) CanUpdateMachine(ctx context.Context, req *runtimehooksv1.CanUpdateMachineRequest, resp *runtimehooksv1.CanUpdateMachineResponse) {
+	m := &req.Current.Machine
+	log := ctrl.LoggerFrom(ctx).WithValues("Machine", klog.KObj(m))
+	current, desired, err := objectSpecs(req.Current.InfrastructureMachine.Raw, req.Desired.InfrastructureMachine.Raw)
+	if err != nil {
+		fail(resp, err)
+		return
+	}
+	live := &clusterv1.Machine{}
+	if err := e.cached.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: m.Name}, live); err != nil {
+		fail(resp, errors.Wrapf(err, "cannot get Machine %s", klog.KObj(m)))
+		return
+	}
+	r, err := e.revisionOf(ctx, live)
+	if err != nil {
+		fail(resp, err)
+		return
+	}
+	d := inplace.Decide(current, desired, []inplace.Revision{r})
+	resp.Status = runtimehooksv1.ResponseStatusSuccess
+	resp.Message = summary(d)
+	log.V(4).Info("CanUpdateMachine", "changed", d.Changed, "inPlace", d.InPlace, "refused", d.Refused)
+	if !d.Updatable() || len(d.InPlace) == 0 {
+		return
+	}
+	p, err := inplace.MergePatch([]string{"spec"}, desired, d.InPlace)
+	if err != nil {
+		fail(resp, err)
+		return
+	}
+	resp.InfrastructureMachinePatch = runtimehooksv1.Patch{PatchType: runtimehooksv1.JSONMergePatchType, Patch: p}
+}
+
+// UpdateMachine reports how an in-place update of a Machine is going. CAPI
+// has written the change to the Machine's XR before it calls; the hook
+// reads the live Machine and XR (the request names the Machine, and is
+// not trusted further) and answers done once the XR and all it composed
+// have taken the XR's current generation.
+func (e *Extension) UpdateMachine(ctx context.Context, req *runtimehooksv1.UpdateMachineRequest, resp *runtimehooksv1.UpdateMachineResponse) {
+	key := types.NamespacedName{Namespace: req.Desired.Machine.Namespace, Name: req.Desired.Machine.Name}
+	m := &clusterv1.Machine{}
+	if err := e.cached.Get(ctx, key, m); err != nil {
+		fail(resp, errors.Wrapf(err, "cannot get Machine %s", key))
+		return
+	}
+	if _, ok := m.Annotations[clusterv1.UpdateInProgressAnnotation]; !ok {
+		fail(resp, errors.Errorf("Machine %s is not being updated in place", key))
+		return
+	}
+	xr, err := e.xrOf(ctx, m)
+	if err != nil {
+		fail(resp, err)
+		return
+	}
+	resp.Status = runtimehooksv1.ResponseStatusSuccess
+	if _, ok := xr.GetAnnotations()[clusterv1.UpdateInProgressAnnotation]; !ok {
+		resp.Message = fmt.Sprintf("waiting for CAPI to write the change to %s %s", xr.GetKind(), xr.GetName())
+		resp.RetryAfterSeconds = retryAfterSeconds
+		return
+	}
+	composed, missing, err := e.composedBy(ctx, xr)
+	if err != nil {
+		fail(resp, err)
+		return
+	}
+	v := inplace.Progress(xr, composed, missing)
+	if !v.Ready {
+		resp.Message = fmt.Sprintf("%s %s: %s", xr.GetKind(), xr.GetName(), v.Message)
+		resp.RetryAfterSeconds = retryAfterSeconds
+		return
+	}
+	resp.Message = fmt.Sprintf("%s %s and everything it composed took the change", xr.GetKind(), xr.GetName())
+}
+
+// xrOf reads a Machine's XR, live.
+func (e *Extension) xrOf(ctx context.Context, m *clusterv1.Machine) (*composite.Unstructured, error) {
+	ref := m.Spec.InfrastructureRef
+	gk := schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind}
+	mapping, err := e.mapper.RESTMapping(gk)
+	if err != nil {
+		return nil, errors.Wrapf(err, "cannot map %s, the infrastructure of Machine %s", gk, klog.KObj(m))
+	}
+	xr := composite.New(composite.WithGroupVersionKind(mapping.GroupVersionKind))
+	if err := e.live.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: ref.Name}, xr); err != nil {
+		return nil, errors.Wrapf(err, "cannot get %s %s, the infrastructure of Machine %s", ref.Kind, ref.Name, klog.KObj(m))
+	}
+	return xr, nil
+}
+
+// revisionOf reads the CompositionRevision a Machine's XR is pinned to and
+// what it declares. An XR not composed yet, or a revision gone, is a
+// revision that declares nothing, with the reason; an API error is an
+// error.
+func (e *Extension) revisionOf(ctx context.Context, m *clusterv1.Machine) (inplace.Revision, error) {
+	xr, err := e.xrOf(ctx, m)
+	if err != nil {
+		if apierrors.IsNotFound(errors.Cause(err)) {
+			return inplace.Revision{Name: "of Machine " + m.Name, Err: errors.New("its infrastructure is gone")}, nil
+		}
+		return inplace.Revision{}, err
+	}
+	ref := xr.GetCompositionRevisionReference()
+	if ref == nil || ref.Name == "" {
+		return inplace.Revision{Name: "of " + xr.GetKind() + " " + xr.GetName(), Err: errors.New("the XR is not composed yet")}, nil
+	}
+	rev := &metav1.PartialObjectMetadata{}
+	rev.SetGroupVersionKind(compositionRevision)
+	if err := e.live.Get(ctx, types.NamespacedName{Name: ref.Name}, rev); err != nil {
+		if apierrors.IsNotFound(err) {
+			return inplace.Revision{Name: ref.Name, Err: errors.New("not found")}, nil
+		}
+		return inplace.Revision{}, errors.Wrapf(err, "cannot get CompositionRevision %s", ref.Name)
+	}
+	f, err := inplace.Declared(rev.GetAnnotations())
+	return inplace.Revision{Name: ref.Name, Fields: f, Err: err}, nil
+}
+
+// composedBy reads, live, the resources an XR references that it
+// controls. A reference to a resource the XR does not control is not
+// followed further: the XR's author can write its references. A resource
+// not found yet is listed as missing; one the manager may not read is left
+// to the XR's own readiness, which Crossplane derives from it.
+func (e *Extension) composedBy(ctx context.Context, xr *composite.Unstructured) ([]*unstructured.Unstructured, []string, error) {
+	var composed []*unstructured.Unstructured
+	var missing []string
+	for _, ref := range xr.GetResourceReferences() {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(ref.APIVersion)
+		u.SetKind(ref.Kind)
+		err := e.live.Get(ctx, types.NamespacedName{Namespace: xr.GetNamespace(), Name: ref.Name}, u)
+		switch {
+		case apierrors.IsNotFound(err):
+			missing = append(missing, ref.Kind+" "+ref.Name)
+			continue
+		case apierrors.IsForbidden(err) || kmeta.IsNoMatchError(err):
+			continue
+		case err != nil:
+			return nil, nil, errors.Wrapf(err, "cannot get %s %s, composed by %s %s", ref.Kind, ref.Name, xr.GetKind(), xr.GetName())
+		}
+		if c := metav1.GetControllerOf(u); c == nil || c.UID != xr.GetUID() {
+			continue
+		}
+		composed = append(composed, u)
+	}
+	return composed, missing, nil
+}
+
+// templateSpecs decodes two infrastructure templates and returns the spec
+// each stamps onto an XR (spec.template.spec).
+func templateSpecs(current, desired []byte) (map[string]any, map[string]any, error) {
+	return specsAt(current, desired, "spec", "template", "spec")
+}
+
+// objectSpecs decodes two XRs and returns their specs.
+func objectSpecs(current, desired []byte) (map[string]any, map[string]any, error) {
+	return specsAt(current, desired, "spec")
+}
+
+func specsAt(current, desired []byte, path ...string) (map[string]any, map[string]any, error) {
+	var out [2]map[string]any
+	for i, raw := range [][]byte{current, desired} {
+		obj := map[string]any{}
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			return nil, nil, errors.Wrap(err, "cannot decode the infrastructure object of the request")
+		}
+		spec, _, err := unstructured.NestedMap(obj, path...)
+		if err != nil {
+			return nil, nil, errors.Wrapf(err, "cannot read %s of the request's infrastructure object", strings.Join(path, "."))
+		}
+		out[i] = spec
+	}
+	return out[0], out[1], nil
+}
+
+// summary is a decision as CAPI logs it.
+func summary(d inplace.Decision) string {
+	switch {
+	case len(d.Refused) > 0:
+		return "replace: " + strings.Join(d.Refused, "; ")
+	case len(d.InPlace) > 0:
+		return "in place: " + strings.Join(d.InPlace, ", ")
+	}
+	return "no change of the infrastructure"
+}
+
+// response is what every hook's response lets the handlers set.
+type response interface {
+	SetStatus(runtimehooksv1.ResponseStatus)
+	SetMessage(string)
+}
+
+// fail answers a hook with an error. CAPI retries a failed call, and rolls
+// nothing in place meanwhile.
+func fail(resp response, err error) {
+	resp.SetStatus(runtimehooksv1.ResponseStatusFailure)
+	resp.SetMessage(err.Error())
+}

@@ -1,0 +1,268 @@
+package inplace
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/contracts"
+)
+
+const ns = "team-a"
+
+var composedGVK = schema.GroupVersionKind{Group: "kubernetes.m.crossplane.io", Version: "v1alpha1", Kind: "Object"}
+
+func newExtension(t *testing.T, objs ...client.Object) *Extension {
+	t.Helper()
+	s := runtime.NewScheme()
+	utilruntime.Must(contracts.AddToScheme(s))
+	s.AddKnownTypeWithName(composedGVK, &unstructured.Unstructured{})
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{infrav1.GroupVersion, clusterv1.GroupVersion, compositionRevision.GroupVersion(), composedGVK.GroupVersion()})
+	mapper.Add(infrav1.GroupVersion.WithKind(infrav1.CrossplaneMachineKind), meta.RESTScopeNamespace)
+	mapper.Add(clusterv1.GroupVersion.WithKind("Machine"), meta.RESTScopeNamespace)
+	mapper.Add(compositionRevision, meta.RESTScopeRoot)
+	mapper.Add(composedGVK, meta.RESTScopeNamespace)
+	c := fake.NewClientBuilder().WithScheme(s).WithRESTMapper(mapper).WithObjects(objs...).Build()
+	return NewExtension(c, c, mapper)
+}
+
+// machine is a Machine of MachineSet ms whose XR is named after it.
+func machine(name, ms string, annotations ...string) *clusterv1.Machine {
+	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.MachineSetNameLabel: ms}}}
+	for _, a := range annotations {
+		metav1.SetMetaDataAnnotation(&m.ObjectMeta, a, "")
+	}
+	m.Spec.ClusterName = "demo"
+	m.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.CrossplaneMachineKind, Name: name}
+	return m
+}
+
+// xr is a machine XR pinned to revision, with its conditions at gen and
+// the composed resources it references.
+func xr(name, revision string, gen, observed int64, refs []string, annotations ...string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": infrav1.GroupVersion.String(), "kind": infrav1.CrossplaneMachineKind,
+		"metadata": map[string]any{"namespace": ns, "name": name, "uid": name + "-uid", "generation": gen},
+		"spec":     map[string]any{"parameters": map[string]any{"size": "small"}},
+		"status": map[string]any{"conditions": []any{
+			map[string]any{"type": "Synced", "status": "True", "reason": "ReconcileSuccess", "observedGeneration": observed},
+			map[string]any{"type": "Ready", "status": "True", "reason": "Available", "observedGeneration": observed},
+		}},
+	}}
+	if revision != "" {
+		_ = unstructured.SetNestedField(u.Object, revision, "spec", "crossplane", "compositionRevisionRef", "name")
+	}
+	var list []any
+	for _, r := range refs {
+		list = append(list, map[string]any{"apiVersion": composedGVK.GroupVersion().String(), "kind": composedGVK.Kind, "name": r})
+	}
+	if list != nil {
+		_ = unstructured.SetNestedSlice(u.Object, list, "spec", "crossplane", "resourceRefs")
+	}
+	a := map[string]string{}
+	for _, k := range annotations {
+		a[k] = ""
+	}
+	u.SetAnnotations(a)
+	return u
+}
+
+func revision(name, declared string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(compositionRevision)
+	u.SetName(name)
+	if declared != "" {
+		u.SetAnnotations(map[string]string{infrav1.InPlaceFieldsAnnotation: declared})
+	}
+	_ = unstructured.SetNestedField(u.Object, "crossplanemachine-local", "spec", "compositeTypeRef", "kind")
+	return u
+}
+
+// composedObject is the Object "node", controlled by the XR of ownerUID.
+func composedObject(ownerUID string, gen, observed int64) *unstructured.Unstructured {
+	const name = "node"
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"status": map[string]any{"conditions": []any{
+			map[string]any{"type": "Synced", "status": "True", "observedGeneration": observed},
+			map[string]any{"type": "Ready", "status": "True", "observedGeneration": observed},
+		}},
+	}}
+	u.SetGroupVersionKind(composedGVK)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	u.SetGeneration(gen)
+	u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: infrav1.GroupVersion.String(), Kind: infrav1.CrossplaneMachineKind, Name: "m", UID: types.UID(ownerUID), Controller: new(true)}})
+	return u
+}
+
+// template is a CrossplaneMachineTemplate of the given size, as CAPI
+// sends it.
+func template(t *testing.T, size string) runtime.RawExtension {
+	t.Helper()
+	raw, err := json.Marshal(map[string]any{
+		"apiVersion": infrav1.GroupVersion.String(), "kind": "CrossplaneMachineTemplate",
+		"metadata": map[string]any{"namespace": ns, "name": "workers-" + size},
+		"spec":     map[string]any{"template": map[string]any{"spec": map[string]any{"parameters": map[string]any{"size": size}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runtime.RawExtension{Raw: raw}
+}
+
+func TestCanUpdateMachineSet(t *testing.T) {
+	cases := map[string]struct {
+		reason    string
+		objs      []client.Object
+		desired   string
+		wantPatch string
+		wantMsg   string
+	}{
+		"Declared": {
+			reason: "every running machine's revision declares the size: the template's change is patched",
+			objs: []client.Object{machine("m1", "ms-old"), machine("m2", "ms-old"), machine("other", "ms-other"),
+				xr("m1", "rev-1", 1, 1, nil), xr("m2", "rev-2", 1, 1, nil), xr("other", "rev-0", 1, 1, nil),
+				revision("rev-1", "spec.parameters.size"), revision("rev-2", "spec.parameters"), revision("rev-0", "")},
+			desired:   "large",
+			wantPatch: `{"spec":{"template":{"spec":{"parameters":{"size":"large"}}}}}`,
+			wantMsg:   "in place: spec.parameters.size",
+		},
+		"OneMachineOnAnOlderRevision": {
+			reason: "a machine of this MachineSet pinned to a revision that declares nothing rolls them all",
+			objs: []client.Object{machine("m1", "ms-old"), machine("m2", "ms-old"),
+				xr("m1", "rev-1", 1, 1, nil), xr("m2", "rev-0", 1, 1, nil),
+				revision("rev-1", "spec.parameters.size"), revision("rev-0", "")},
+			desired: "large",
+			wantMsg: "replace: spec.parameters.size: CompositionRevision rev-0 does not declare it in place",
+		},
+		"NotComposedYet": {
+			reason:  "a machine whose XR has no revision yet cannot be judged, and rolls",
+			objs:    []client.Object{machine("m1", "ms-old"), xr("m1", "", 1, 1, nil)},
+			desired: "large",
+			wantMsg: "replace: spec.parameters.size: CompositionRevision of CrossplaneMachine m1: the XR is not composed yet",
+		},
+		"RevisionMalformed": {
+			reason:  "a revision declaring what never changes in place declares nothing, and says why",
+			objs:    []client.Object{machine("m1", "ms-old"), xr("m1", "rev-1", 1, 1, nil), revision("rev-1", "spec.providerConfigRef")},
+			desired: "large",
+			wantMsg: "replace: spec.parameters.size: CompositionRevision rev-1: capxp.dev/in-place-fields: spec.providerConfigRef never changes in place: a machine moves to other credentials only by being replaced, and judged as a new machine",
+		},
+		"NoChange": {
+			reason:  "a template with the same spec needs no patch",
+			objs:    []client.Object{machine("m1", "ms-old"), xr("m1", "rev-1", 1, 1, nil), revision("rev-1", "")},
+			desired: "small",
+			wantMsg: "no change of the infrastructure",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := newExtension(t, tc.objs...)
+			req := &runtimehooksv1.CanUpdateMachineSetRequest{}
+			req.Current.MachineSet.Namespace, req.Current.MachineSet.Name = ns, "ms-old"
+			req.Current.InfrastructureMachineTemplate = template(t, "small")
+			req.Desired.InfrastructureMachineTemplate = template(t, tc.desired)
+			resp := &runtimehooksv1.CanUpdateMachineSetResponse{}
+			e.CanUpdateMachineSet(context.Background(), req, resp)
+			if resp.Status != runtimehooksv1.ResponseStatusSuccess {
+				t.Fatalf("%s\nCanUpdateMachineSet(): %s: %s", tc.reason, resp.Status, resp.Message)
+			}
+			if diff := cmp.Diff(tc.wantPatch, string(resp.InfrastructureMachineTemplatePatch.Patch)); diff != "" {
+				t.Errorf("%s\nCanUpdateMachineSet(): patch -want, +got:\n%s", tc.reason, diff)
+			}
+			if tc.wantPatch != "" && resp.InfrastructureMachineTemplatePatch.PatchType != runtimehooksv1.JSONMergePatchType {
+				t.Errorf("%s\nCanUpdateMachineSet(): patch type %q", tc.reason, resp.InfrastructureMachineTemplatePatch.PatchType)
+			}
+			if resp.MachineSetPatch.IsDefined() || resp.BootstrapConfigTemplatePatch.IsDefined() {
+				t.Errorf("%s\nCanUpdateMachineSet(): patched the MachineSet or the bootstrap template", tc.reason)
+			}
+			if resp.Message != tc.wantMsg {
+				t.Errorf("%s\nCanUpdateMachineSet(): message %q, want %q", tc.reason, resp.Message, tc.wantMsg)
+			}
+		})
+	}
+}
+
+func TestUpdateMachine(t *testing.T) {
+	inProgress := clusterv1.UpdateInProgressAnnotation
+	cases := map[string]struct {
+		reason    string
+		objs      []client.Object
+		wantDone  bool
+		wantFail  bool
+		wantInMsg string
+	}{
+		"Done": {
+			reason:    "the XR and what it composed took their current generations",
+			objs:      []client.Object{machine("m", "ms", inProgress), xr("m", "rev-1", 3, 3, []string{"node"}, inProgress), composedObject("m-uid", 3, 3)},
+			wantDone:  true,
+			wantInMsg: "CrossplaneMachine m and everything it composed took the change",
+		},
+		"CrossplaneNotYet": {
+			reason:    "Crossplane has not composed the generation CAPI's change made",
+			objs:      []client.Object{machine("m", "ms", inProgress), xr("m", "rev-1", 3, 2, []string{"node"}, inProgress), composedObject("m-uid", 2, 2)},
+			wantInMsg: "waiting for generation 3",
+		},
+		"ProviderNotYet": {
+			reason:    "the provider has not applied what Crossplane changed",
+			objs:      []client.Object{machine("m", "ms", inProgress), xr("m", "rev-1", 3, 3, []string{"node"}, inProgress), composedObject("m-uid", 3, 2)},
+			wantInMsg: "Object node: Synced for generation 2; waiting for generation 3",
+		},
+		"NotControlled": {
+			reason:   "a reference to a resource the XR does not control is not followed",
+			objs:     []client.Object{machine("m", "ms", inProgress), xr("m", "rev-1", 3, 3, []string{"node"}, inProgress), composedObject("someone-else", 3, 2)},
+			wantDone: true,
+		},
+		"XRNotMarked": {
+			reason:    "CAPI marks the XR before the Machine's hook is pending; until then, wait",
+			objs:      []client.Object{machine("m", "ms", inProgress), xr("m", "rev-1", 3, 3, nil)},
+			wantInMsg: "waiting for CAPI to write the change to CrossplaneMachine m",
+		},
+		"MachineNotUpdating": {
+			reason:    "a call about a Machine CAPI is not updating in place is refused: the request is not trusted",
+			objs:      []client.Object{machine("m", "ms"), xr("m", "rev-1", 3, 3, nil, inProgress)},
+			wantFail:  true,
+			wantInMsg: "is not being updated in place",
+		},
+		"NoMachine": {
+			reason:   "a Machine that does not exist",
+			wantFail: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := newExtension(t, tc.objs...)
+			req := &runtimehooksv1.UpdateMachineRequest{}
+			req.Desired.Machine.Namespace, req.Desired.Machine.Name = ns, "m"
+			resp := &runtimehooksv1.UpdateMachineResponse{}
+			e.UpdateMachine(context.Background(), req, resp)
+			switch {
+			case tc.wantFail:
+				if resp.Status != runtimehooksv1.ResponseStatusFailure {
+					t.Errorf("%s\nUpdateMachine(): %s, want Failure", tc.reason, resp.Status)
+				}
+			case resp.Status != runtimehooksv1.ResponseStatusSuccess:
+				t.Fatalf("%s\nUpdateMachine(): %s: %s", tc.reason, resp.Status, resp.Message)
+			case tc.wantDone != (resp.RetryAfterSeconds == 0):
+				t.Errorf("%s\nUpdateMachine(): retry after %ds (%s), want done %t", tc.reason, resp.RetryAfterSeconds, resp.Message, tc.wantDone)
+			}
+			if !strings.Contains(resp.Message, tc.wantInMsg) {
+				t.Errorf("%s\nUpdateMachine(): message %q, want it to contain %q", tc.reason, resp.Message, tc.wantInMsg)
+			}
+		})
+	}
+}
