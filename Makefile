@@ -25,7 +25,7 @@ GO_TEST_FLAGS ?= -count=1
 # Every package but the end-to-end, install, capxp-dev and fault tests, which `test` (the fault tests: `test-all`) runs after
 # them, one at a time: the plane's provider-kubernetes needs ports the render
 # tests' functions take.
-PKGS ?= $(shell go list ./... | grep -v -e /test/e2e -e /test/install -e /test/dev -e /test/chaos -e /test/aws)
+PKGS ?= $(shell go list ./... | grep -v -e /test/e2e -e /test/inplace -e /test/install -e /test/dev -e /test/chaos -e /test/aws)
 
 ##@ General
 
@@ -37,7 +37,7 @@ help: ## Show the targets.
 
 # What the local management plane (bin/capxp-dev, the e2e tests) needs in
 # the tools cache: binaries, plus CAPI's and Crossplane's CRDs ("crds").
-PLANE_TOOLS := etcd kube-apiserver kube-controller-manager crossplane crossplane-cli function-patch-and-transform function-auto-ready provider-kubernetes kwok provider-aws crds
+PLANE_TOOLS := etcd kube-apiserver kube-controller-manager crossplane crossplane-cli capi-core function-patch-and-transform function-auto-ready provider-kubernetes kwok provider-aws crds
 # What `capxp composition check` runs and reads, which the release's
 # command-line archive carries.
 CHECK_TOOLS := crossplane function-patch-and-transform function-auto-ready provider-kubernetes provider-aws
@@ -143,7 +143,7 @@ lint: ## Run golangci-lint v2 (.golangci.yml: the linters, go vet among them, an
 test: ## Run unit, integration, composition, end-to-end, install and capxp-dev tests on real components (builds them on first use), then fuzz each target for 30000 executions. CI runs this.
 	$(ENSURE_TOOLS) $(PLANE_TOOLS) $(INSTALL_TOOLS) $(MONITORING_TOOLS) >/dev/null
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) $(PKGS)
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 30m ./test/e2e/ ./test/install/ ./test/dev/
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 30m ./test/e2e/ ./test/inplace/ ./test/install/ ./test/dev/
 	$(MAKE) --no-print-directory fuzz
 
 .PHONY: test-all

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real components the tests run (etcd, kube-apiserver,
 # kube-controller-manager, kubectl, crane, controller-gen, golangci-lint, crossplane, kwok, the
-# composition functions, and the clients clusterctl and the crossplane CLI) from the Go module proxy into a
+# composition functions, CAPI's core controller manager, and the clients clusterctl and the crossplane CLI) from the Go module proxy into a
 # git-ignored cache keyed by tool and version, and skips what already exists.
 # Nothing here downloads a release binary: each tool has its own module under
 # hack/tools with a committed go.mod and go.sum, so the project's module never
@@ -253,7 +253,7 @@ crossplane_cli_ldflags="-X github.com/crossplane/crossplane-runtime/v2/pkg/versi
 clusterctl_ldflags="-X sigs.k8s.io/cluster-api/version.gitVersion=$clusterctl_version -X sigs.k8s.io/cluster-api/version.gitMajor=1 -X sigs.k8s.io/cluster-api/version.gitMinor=14 -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
 
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager kubectl crane controller-gen golangci-lint crossplane crossplane-cli clusterctl function-patch-and-transform function-auto-ready provider-kubernetes provider-aws kwok prometheus crds)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager kubectl crane controller-gen golangci-lint crossplane crossplane-cli clusterctl capi-core function-patch-and-transform function-auto-ready provider-kubernetes provider-aws kwok prometheus crds)
 for t in "${tools[@]}"; do
   case $t in
     etcd) build etcd "$etcd_version" hack/tools/etcd . ;;
@@ -273,6 +273,9 @@ for t in "${tools[@]}"; do
       build kwok "$kwok_version" hack/tools/kwok sigs.k8s.io/kwok/cmd/kwok
       stage_kwok_stages ;;
     clusterctl) build clusterctl "$clusterctl_version" hack/tools/clusterctl sigs.k8s.io/cluster-api/cmd/clusterctl "$clusterctl_ldflags" ;;
+    # CAPI's core controller manager, as CAPI ships it: the plane runs it
+    # for in-place updates (its Runtime SDK client is internal to CAPI).
+    capi-core) build capi-core "$clusterctl_version" hack/tools/clusterctl sigs.k8s.io/cluster-api/core "$clusterctl_ldflags" ;;
     function-patch-and-transform)
       build function-patch-and-transform "$pat_version" hack/tools/function-patch-and-transform github.com/crossplane-contrib/function-patch-and-transform
       stage_package function-patch-and-transform "$pat_version" hack/tools/function-patch-and-transform github.com/crossplane-contrib/function-patch-and-transform ;;

@@ -76,6 +76,15 @@ func NewExtension(cached, live client.Reader, mapper kmeta.RESTMapper) *Extensio
 func (e *Extension) CanUpdateMachineSet(ctx context.Context, req *runtimehooksv1.CanUpdateMachineSetRequest, resp *runtimehooksv1.CanUpdateMachineSetResponse) {
 	ms := &req.Current.MachineSet
 	log := ctrl.LoggerFrom(ctx).WithValues("MachineSet", klog.KObj(ms))
+	if b := ms.Spec.Template.Spec.Bootstrap; !b.ConfigRef.IsDefined() {
+		// CAPI starts an in-place update only once a Machine's bootstrap
+		// data is reported created, which only a bootstrap config
+		// reports: a Machine given its data Secret by name would wait
+		// forever. So it is replaced.
+		resp.Status = runtimehooksv1.ResponseStatusSuccess
+		resp.Message = "replace: the Machines take their bootstrap data Secret by name (spec.template.spec.bootstrap.dataSecretName), and CAPI updates in place only Machines of a bootstrap config"
+		return
+	}
 	current, desired, err := templateSpecs(req.Current.InfrastructureMachineTemplate.Raw, req.Desired.InfrastructureMachineTemplate.Raw)
 	if err != nil {
 		fail(resp, err)

@@ -21,6 +21,7 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/contracts"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/webhook"
 )
 
 const ns = "team-a"
@@ -130,8 +131,11 @@ func TestCanUpdateMachineSet(t *testing.T) {
 		reason    string
 		objs      []client.Object
 		desired   string
-		wantPatch string
-		wantMsg   string
+		bootstrap clusterv1.Bootstrap
+		// dataSecret leaves the Machines' bootstrap a data Secret by name.
+		dataSecret bool
+		wantPatch  string
+		wantMsg    string
 	}{
 		"Declared": {
 			reason: "every running machine's revision declares the size: the template's change is patched",
@@ -162,6 +166,14 @@ func TestCanUpdateMachineSet(t *testing.T) {
 			desired: "large",
 			wantMsg: "replace: spec.parameters.size: CompositionRevision rev-1: capxp.dev/in-place-fields: spec.providerConfigRef never changes in place: a machine moves to other credentials only by being replaced, and judged as a new machine",
 		},
+		"DataSecretByName": {
+			reason:     "CAPI never starts an in-place update of a Machine whose bootstrap data Secret is named: it is replaced",
+			objs:       []client.Object{machine("m1", "ms-old"), xr("m1", "rev-1", 1, 1, nil), revision("rev-1", "spec.parameters.size")},
+			desired:    "large",
+			bootstrap:  clusterv1.Bootstrap{DataSecretName: new("demo-bootstrap")},
+			dataSecret: true,
+			wantMsg:    "replace: the Machines take their bootstrap data Secret by name (spec.template.spec.bootstrap.dataSecretName), and CAPI updates in place only Machines of a bootstrap config",
+		},
 		"NoChange": {
 			reason:  "a template with the same spec needs no patch",
 			objs:    []client.Object{machine("m1", "ms-old"), xr("m1", "rev-1", 1, 1, nil), revision("rev-1", "")},
@@ -174,6 +186,10 @@ func TestCanUpdateMachineSet(t *testing.T) {
 			e := newExtension(t, tc.objs...)
 			req := &runtimehooksv1.CanUpdateMachineSetRequest{}
 			req.Current.MachineSet.Namespace, req.Current.MachineSet.Name = ns, "ms-old"
+			req.Current.MachineSet.Spec.Template.Spec.Bootstrap = tc.bootstrap
+			if !tc.dataSecret {
+				req.Current.MachineSet.Spec.Template.Spec.Bootstrap.ConfigRef = clusterv1.ContractVersionedObjectReference{APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfigTemplate", Name: "workers"}
+			}
 			req.Current.InfrastructureMachineTemplate = template(t, "small")
 			req.Desired.InfrastructureMachineTemplate = template(t, tc.desired)
 			resp := &runtimehooksv1.CanUpdateMachineSetResponse{}
@@ -262,6 +278,44 @@ func TestUpdateMachine(t *testing.T) {
 			}
 			if !strings.Contains(resp.Message, tc.wantInMsg) {
 				t.Errorf("%s\nUpdateMachine(): message %q, want it to contain %q", tc.reason, resp.Message, tc.wantInMsg)
+			}
+		})
+	}
+}
+
+func TestExtensionConfig(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		cc     webhook.ClientConfig
+		want   string
+	}{
+		"URL": {
+			reason: "a manager outside the cluster is called at its URL, trusted by the bundle given; no CA is injected",
+			cc:     webhook.ClientConfig{URL: "https://127.0.0.1:9443", CABundle: []byte("CA"), CASecret: "capxp-system/cert"},
+			want:   `{"clientConfig":{"caBundle":"Q0E=","url":"https://127.0.0.1:9443"},"namespaceSelector":{}}`,
+		},
+		"Service": {
+			reason: "in a cluster, by the webhook's Service, the CA injected by CAPI from the certificate's Secret",
+			cc:     webhook.ClientConfig{ServiceNamespace: "capxp-system", ServiceName: "capxp-webhook-service", ServicePort: 443, CASecret: "capxp-system/cert"},
+			want:   `{"clientConfig":{"service":{"name":"capxp-webhook-service","namespace":"capxp-system","port":443}},"namespaceSelector":{}}`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			u, err := ExtensionConfig(&tc.cc, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec, err := json.Marshal(u.Object["spec"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, string(spec)); diff != "" {
+				t.Errorf("%s\nExtensionConfig(): spec -want, +got:\n%s", tc.reason, diff)
+			}
+			injected := u.GetAnnotations()["runtime.cluster.x-k8s.io/inject-ca-from-secret"]
+			if want := map[string]string{"URL": "", "Service": "capxp-system/cert"}[name]; injected != want {
+				t.Errorf("%s\nExtensionConfig(): injected from %q, want %q", tc.reason, injected, want)
 			}
 		})
 	}

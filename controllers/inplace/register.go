@@ -116,16 +116,19 @@ func (r *Registration) Start(ctx context.Context) error {
 }
 
 // ExtensionConfig is the ExtensionConfig that registers the hooks: by URL
-// or by the webhook Service, with the CA bundle given, or injected by CAPI
-// from the Secret of the webhook server's certificate.
+// or by the webhook Service, with the CA bundle given, or else injected by
+// CAPI from the Secret of the webhook server's certificate.
 func ExtensionConfig(cc *webhook.ClientConfig, owners []metav1.OwnerReference) (*unstructured.Unstructured, error) {
 	ec := &runtimev1.ExtensionConfig{
 		TypeMeta:   metav1.TypeMeta{APIVersion: runtimev1.GroupVersion.String(), Kind: "ExtensionConfig"},
 		ObjectMeta: metav1.ObjectMeta{Name: ExtensionConfigName, Labels: policies.Labels(), OwnerReferences: owners},
 	}
-	if cc.CASecret != "" {
+	if cc.CASecret != "" && len(cc.CABundle) == 0 {
 		ec.Annotations = map[string]string{runtimev1.InjectCAFromSecretAnnotation: cc.CASecret}
 	}
+	// Every namespace: CAPI's defaulting webhook would set the empty
+	// selector, and CAPI's registry matches no namespace without one.
+	ec.Spec.NamespaceSelector = &metav1.LabelSelector{}
 	ec.Spec.ClientConfig.CABundle = cc.CABundle
 	if cc.URL != "" {
 		ec.Spec.ClientConfig.URL = cc.URL

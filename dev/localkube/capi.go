@@ -47,7 +47,8 @@ var capiManagers atomic.Int64
 // CAPI is CAPI's core controller manager, and those of the providers the
 // options add, running in-process against an API server.
 type CAPI struct {
-	// Manager is CAPI's core manager.
+	// Manager is CAPI's core manager, or the first provider's without
+	// the core controllers.
 	Manager ctrl.Manager
 
 	cancel    context.CancelFunc
@@ -62,8 +63,8 @@ type CAPI struct {
 type CAPIOption func(*capiOptions)
 
 type capiOptions struct {
-	topology, kubeadm bool
-	gates             []string
+	topology, kubeadm, noCore bool
+	gates                     []string
 }
 
 // WithClusterTopology enables CAPI's ClusterTopology feature gate (for the
@@ -77,6 +78,11 @@ func WithClusterTopology() CAPIOption { return func(o *capiOptions) { o.topology
 func WithFeatureGates(gates ...string) CAPIOption {
 	return func(o *capiOptions) { o.gates = append(o.gates, gates...) }
 }
+
+// WithoutCore runs none of CAPI's core controllers (nor the topology
+// ones): only the providers the other options add, for a CAPI core
+// controller that runs as a process of its own.
+func WithoutCore() CAPIOption { return func(o *capiOptions) { o.noCore = true } }
 
 // WithKubeadm runs the kubeadm bootstrap (KubeadmConfig) and control plane
 // (KubeadmControlPlane) providers, each in a manager of its own as each
@@ -114,16 +120,24 @@ func (e *Environment) StartCAPI(ctx context.Context, opts ...CAPIOption) (*CAPI,
 			return nil, errors.Wrapf(err, "cannot enable CAPI's %s feature gate", g)
 		}
 	}
-	providers := []provider{{name: "capi-controller-manager", cache: setup.ManagerCacheOptions, client: setup.ManagerClientOptions(), clusterCache: setup.ClusterCacheCacheOptions(),
-		setup: func(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache, _ client.Client) error {
-			if err := setupCore(ctx, mgr, cc); err != nil {
-				return err
-			}
-			if o.topology {
-				return setupTopology(ctx, mgr, cc)
-			}
-			return nil
-		}}}
+	var providers []provider
+	switch {
+	case !o.noCore:
+		providers = append(providers, provider{name: "capi-controller-manager", cache: setup.ManagerCacheOptions, client: setup.ManagerClientOptions(), clusterCache: setup.ClusterCacheCacheOptions(),
+			setup: func(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache, _ client.Client) error {
+				if err := setupCore(ctx, mgr, cc); err != nil {
+					return err
+				}
+				if o.topology {
+					return setupTopology(ctx, mgr, cc)
+				}
+				return nil
+			}})
+	case o.topology:
+		return nil, errors.New("CAPI's topology controllers run with its core controllers")
+	case !o.kubeadm:
+		return nil, errors.New("no CAPI controller to run")
+	}
 	if o.kubeadm {
 		providers = append(providers,
 			provider{name: "capi-kubeadm-bootstrap-manager", cache: kubeadmbootstrapsetup.ManagerCacheOptions, client: kubeadmbootstrapsetup.ManagerClientOptions(),

@@ -140,7 +140,14 @@ func (p *Plane) startCAPI(ctx context.Context) error {
 		return errors.Wrap(err, "cannot create CAPI's log")
 	}
 	ctrllog.SetLogger(zap.New(zap.WriteTo(f)))
-	if p.capi, err = p.mgmt.StartCAPI(ctx, localkube.WithClusterTopology(), localkube.WithKubeadm(), localkube.WithFeatureGates(p.opts.CAPIFeatureGates...)); err != nil {
+	opts := []localkube.CAPIOption{localkube.WithClusterTopology(), localkube.WithKubeadm(), localkube.WithFeatureGates(p.opts.CAPIFeatureGates...)}
+	if p.opts.InPlaceUpdates {
+		if err := p.startCAPICore(ctx); err != nil {
+			return err
+		}
+		opts = []localkube.CAPIOption{localkube.WithoutCore(), localkube.WithKubeadm()}
+	}
+	if p.capi, err = p.mgmt.StartCAPI(ctx, opts...); err != nil {
 		return err
 	}
 	if err := p.standInForKubelets(p.capi.Manager); err != nil {
@@ -152,6 +159,59 @@ func (p *Plane) startCAPI(ctx context.Context) error {
 	return p.standInForKubeadm(p.capi.Manager)
 }
 
+// capiCoreProcess names CAPI's core controller manager process.
+const capiCoreProcess = "capi-controller-manager"
+
+// startCAPICore runs CAPI's core controller manager binary against the
+// management cluster, with the ClusterTopology, MachinePool, RuntimeSDK and
+// InPlaceUpdates features and those of Options.CAPIFeatureGates, and waits
+// until it is ready. Its webhooks are served (its readiness waits for
+// them) but registered nowhere, as in-process. It migrates no CRD: the
+// plane installs CAPI's CRDs at the version it runs.
+func (p *Plane) startCAPICore(ctx context.Context) error {
+	if p.inputs.capiCoreErr != nil {
+		return p.inputs.capiCoreErr
+	}
+	ca, err := newAuthority("capi-webhook")
+	if err != nil {
+		return err
+	}
+	certs := filepath.Join(p.dir, "tls", capiCoreProcess)
+	if err := ca.serve(certs, capiCoreProcess); err != nil {
+		return err
+	}
+	var ports [3]int
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			return err
+		}
+	}
+	health, diagnostics, webhook := ports[0], ports[1], ports[2]
+	gates := []string{"ClusterTopology=true", "MachinePool=true", "RuntimeSDK=true", "InPlaceUpdates=true"}
+	for _, g := range p.opts.CAPIFeatureGates {
+		gates = append(gates, g+"=true")
+	}
+	proc, err := startProcess(p.dir, capiCoreProcess, p.inputs.capiCore, []string{"KUBECONFIG=" + p.kubeconfig},
+		"--leader-elect=false",
+		"--health-addr="+hostPort(health),
+		"--diagnostics-address="+hostPort(diagnostics), "--insecure-diagnostics=true",
+		fmt.Sprintf("--webhook-port=%d", webhook), "--webhook-cert-dir="+certs,
+		"--feature-gates="+strings.Join(gates, ","),
+		"--skip-crd-migration-phases=StorageVersionMigration,CleanupManagedFields",
+		"--machine-concurrency=2", "--machineset-concurrency=2", "--machinedeployment-concurrency=2",
+		"--cluster-concurrency=2", "--clustertopology-concurrency=2")
+	if err != nil {
+		return err
+	}
+	if err := proc.waitHealthy(ctx, fmt.Sprintf("http://%s/readyz", hostPort(health)), 2*time.Minute); err != nil {
+		proc.stop(10 * time.Second)
+		return err
+	}
+	p.procs = append(p.procs, proc)
+	p.progress("CAPI's core controllers run as their own process, with in-place updates")
+	return nil
+}
+
 // startManager runs the capxp binary's manager against the management
 // cluster, as a platform team would deploy it.
 func (p *Plane) startManager(ctx context.Context) error {
@@ -159,13 +219,41 @@ func (p *Plane) startManager(ctx context.Context) error {
 		p.progress("left to clusterctl")
 		return nil
 	}
-	m, err := p.StartManager(ctx, "capxp-manager")
+	var webhook []string
+	if p.opts.InPlaceUpdates {
+		var err error
+		if webhook, err = p.managerWebhook(); err != nil {
+			return err
+		}
+	}
+	m, err := p.StartManager(ctx, "capxp-manager", webhook...)
 	if err != nil {
 		return err
 	}
 	p.manager = m.proc
 	p.managerMetrics, p.managerProfiler = m.MetricsURL, m.ProfilerURL
 	return nil
+}
+
+// managerWebhook returns the manager's arguments for a webhook server the
+// API server and CAPI call at a loopback URL, with a certificate of its own
+// CA: the credentials webhook and the in-place update hooks, which the
+// manager registers with that URL and CA.
+func (p *Plane) managerWebhook() ([]string, error) {
+	ca, err := newAuthority("capxp-webhook")
+	if err != nil {
+		return nil, err
+	}
+	certs := filepath.Join(p.dir, "tls", "capxp-manager")
+	if err := ca.serve(certs, "capxp-manager"); err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	return []string{fmt.Sprintf("--webhook-port=%d", port), "--webhook-cert-dir=" + certs,
+		"--webhook-url=https://" + hostPort(port), "--webhook-ca-bundle-file=" + filepath.Join(certs, tlsCA)}, nil
 }
 
 // Manager is a `capxp manager` process the plane runs.

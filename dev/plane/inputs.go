@@ -61,6 +61,10 @@ type inputs struct {
 	providerKubernetesCRDs []string
 	// kwok runs the workload cluster's Nodes with the stages in kwokStages.
 	kwok, kwokStages string
+	// capiCore is CAPI's core controller manager binary
+	// (Options.InPlaceUpdates), or capiCoreErr why it is missing.
+	capiCore    string
+	capiCoreErr error
 	// awsCRDs are the AWS kinds' CRDs (Options.AWSCRDs).
 	awsCRDs []string
 	// awsRuntimes are the AWS family's provider binaries by package name,
@@ -127,6 +131,7 @@ func resolveInputs(d tools.Dir) (inputs, error) {
 		if in.clusterctlCRDs, err = d.CRDs("clusterctl", capi); err != nil {
 			errs = append(errs, err)
 		}
+		in.capiCore, in.capiCoreErr = d.Binary("capi-core", capi)
 	}
 	if in.certManagerCRDs, err = d.CRDs("cert-manager", CertManagerVersion); err != nil {
 		errs = append(errs, err)

@@ -1,0 +1,294 @@
+// Package inplace runs CAPI's in-place updates against CAPXP's extension on
+// a plane whose CAPI core controller runs as CAPI ships it, with its
+// RuntimeSDK and InPlaceUpdates features on (plane.Options.InPlaceUpdates).
+package inplace
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/lifeline"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/test/planesuite"
+	"github.com/capxp/cluster-api-provider-crossplane/test/wait"
+)
+
+var (
+	p     *plane.Plane
+	waits = wait.Options{Every: time.Second, Logs: func() string { return p.Dir() }}
+)
+
+func TestMain(m *testing.M) {
+	lifeline.Main()
+	os.Exit(planesuite.Run(m, "inplace", []string{"./cmd/capxp"}, plane.Options{InPlaceUpdates: true}, func(s planesuite.Suite) { p = s.Plane }))
+}
+
+const (
+	ns      = "capxp-classy"
+	cluster = "classy"
+	// workers is the Cluster's MachineDeployment topology.
+	workers = "md-0"
+	// instanceType is the Node label the local Composition maps the size to.
+	instanceType = "node.kubernetes.io/instance-type"
+)
+
+// A ClusterClass variable changed on a Cluster of the class
+// crossplane-local: the workers' size, which the local Composition declares
+// in place (a label of the running Node), reaches every worker without
+// replacing one. Then the class's workers take another image, which it does
+// not declare: CAPI replaces them, as it always has.
+func TestClusterClassChangeInPlace(t *testing.T) {
+	ctx := t.Context()
+	c := p.Management().Client
+	e, err := plane.ExampleNamed("topology")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ApplyNamedExample(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitForExampleAvailable(ctx, e.Cluster, e.Machines, 5*time.Minute, func(st plane.Status) { t.Log(strings.Join(st.Lines, "\n")) }); err != nil {
+		t.Fatal(err)
+	}
+	registered(t, c)
+
+	// Updated in place only when a worker may go: CAPI otherwise surges
+	// one new machine first.
+	setTopology(t, c, func(cl *clusterv1.Cluster) {
+		u := &cl.Spec.Topology.Workers.MachineDeployments[0].Rollout.Strategy
+		u.Type = clusterv1.RollingUpdateMachineDeploymentStrategyType
+		u.RollingUpdate.MaxSurge = new(intstr.FromInt32(0))
+		u.RollingUpdate.MaxUnavailable = new(intstr.FromInt32(1))
+	})
+	running := workerMachines(t, c)
+
+	start := time.Now()
+	setTopology(t, c, func(cl *clusterv1.Cluster) { setVariable(t, cl, "workerMachineSize", "large") })
+	waitFor(t, "every worker of the new size, none replaced", 4*time.Minute, func() error {
+		now := workerMachines(t, c)
+		if !slices.Equal(now, running) {
+			return fmt.Errorf("the workers are %v, were %v: a Machine was replaced", now, running)
+		}
+		return workersAre(ctx, c, now, "large", "")
+	})
+	t.Logf("in place: %d workers took the new size in %s, none replaced", len(running), time.Since(start).Round(time.Second))
+
+	// The class's workers on a template with another image, which the
+	// local Composition does not declare in place: CAPI replaces them.
+	workersImaged(t, c, "local-2")
+	waitFor(t, "every worker replaced, of the new image", 6*time.Minute, func() error {
+		now := workerMachines(t, c)
+		for _, m := range now {
+			if slices.Contains(running, m) {
+				return fmt.Errorf("worker %s is still running: a change not declared in place replaces the workers", m)
+			}
+		}
+		return workersAre(ctx, c, now, "large", "local-2")
+	})
+}
+
+// workersImaged points the ClusterClass's worker class at a copy of its
+// CrossplaneMachineTemplate with the given image.
+func workersImaged(t *testing.T, c client.Client, image string) {
+	t.Helper()
+	ctx := t.Context()
+	class := &unstructured.Unstructured{}
+	class.SetGroupVersionKind(clusterv1.GroupVersion.WithKind("ClusterClass"))
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "crossplane-local"}, class); err != nil {
+		t.Fatal(err)
+	}
+	mds, _, _ := unstructured.NestedSlice(class.Object, "spec", "workers", "machineDeployments")
+	worker := mds[0].(map[string]any)
+	ref, _, _ := unstructured.NestedMap(worker, "infrastructure", "templateRef")
+	old := &unstructured.Unstructured{}
+	old.SetGroupVersionKind(infrav1.GroupVersion.WithKind("CrossplaneMachineTemplate"))
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref["name"].(string)}, old); err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &unstructured.Unstructured{}
+	tmpl.SetGroupVersionKind(old.GroupVersionKind())
+	tmpl.SetNamespace(ns)
+	tmpl.SetName(old.GetName() + "-" + image)
+	spec, _, _ := unstructured.NestedMap(old.Object, "spec")
+	if err := unstructured.SetNestedField(spec, image, "template", "spec", "parameters", "image"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedMap(tmpl.Object, spec, "spec"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	before := class.DeepCopy()
+	if err := unstructured.SetNestedField(worker, tmpl.GetName(), "infrastructure", "templateRef", "name"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedSlice(class.Object, mds, "spec", "workers", "machineDeployments"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Patch(ctx, class, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setTopology changes the Cluster's topology.
+func setTopology(t *testing.T, c client.Client, change func(*clusterv1.Cluster)) {
+	t.Helper()
+	cl := &clusterv1.Cluster{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: cluster}, cl); err != nil {
+		t.Fatal(err)
+	}
+	before := cl.DeepCopy()
+	change(cl)
+	if err := c.Patch(t.Context(), cl, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setVariable sets one of the Cluster's topology variables.
+func setVariable(t *testing.T, cl *clusterv1.Cluster, name string, value any) {
+	t.Helper()
+	raw, err := json.Marshal(value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range cl.Spec.Topology.Variables {
+		if cl.Spec.Topology.Variables[i].Name == name {
+			cl.Spec.Topology.Variables[i].Value = extv1.JSON{Raw: raw}
+			return
+		}
+	}
+	cl.Spec.Topology.Variables = append(cl.Spec.Topology.Variables, clusterv1.ClusterVariable{Name: name, Value: extv1.JSON{Raw: raw}})
+}
+
+// registered waits for CAPI to have discovered CAPXP's hooks through the
+// ExtensionConfig the manager registers.
+func registered(t *testing.T, c client.Client) {
+	t.Helper()
+	waitFor(t, "CAPI to discover CAPXP's hooks", time.Minute, func() error {
+		ec := &runtimev1.ExtensionConfig{}
+		if err := c.Get(t.Context(), client.ObjectKey{Name: "capxp"}, ec); err != nil {
+			return err
+		}
+		var names []string
+		for _, h := range ec.Status.Handlers {
+			names = append(names, h.Name)
+		}
+		for _, want := range []string{"can-update-machine-set.capxp", "can-update-machine.capxp", "update-machine.capxp"} {
+			if !slices.Contains(names, want) {
+				return fmt.Errorf("CAPI discovered %v, not %s", names, want)
+			}
+		}
+		return nil
+	})
+}
+
+// workerMachines are the names of the MachineDeployment's Machines, sorted.
+func workerMachines(t *testing.T, c client.Client) []string {
+	t.Helper()
+	list := &clusterv1.MachineList{}
+	if err := c.List(t.Context(), list, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster, clusterv1.ClusterTopologyMachineDeploymentNameLabel: workers}); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for i := range list.Items {
+		names = append(names, list.Items[i].Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// workersAre says what keeps the given workers from being done: each XR
+// of the size and image (none when empty), and its Node labelled with the
+// size;
+// the MachineDeployment rolled out, every Machine up to date and none
+// updating.
+func workersAre(ctx context.Context, c client.Client, machines []string, size, image string) error {
+	mds := &clusterv1.MachineDeploymentList{}
+	if err := c.List(ctx, mds, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster, clusterv1.ClusterTopologyMachineDeploymentNameLabel: workers}); err != nil {
+		return err
+	}
+	if len(mds.Items) != 1 {
+		return fmt.Errorf("%d MachineDeployments of topology %s", len(mds.Items), workers)
+	}
+	md := &mds.Items[0]
+	want := ptrValue(md.Spec.Replicas)
+	if len(machines) != int(want) || ptrValue(md.Status.UpToDateReplicas) != want || ptrValue(md.Status.AvailableReplicas) != want {
+		return fmt.Errorf("MachineDeployment %s: %d Machines, %d up to date, %d available, want %d", md.Name, len(machines), ptrValue(md.Status.UpToDateReplicas), ptrValue(md.Status.AvailableReplicas), want)
+	}
+	for _, name := range machines {
+		m := &clusterv1.Machine{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, m); err != nil {
+			return err
+		}
+		if _, updating := m.Annotations[clusterv1.UpdateInProgressAnnotation]; updating {
+			return fmt.Errorf("Machine %s is being updated in place: %s", name, updatingMessage(m))
+		}
+		xr := &infrav1.CrossplaneMachine{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: m.Spec.InfrastructureRef.Name}, xr); err != nil {
+			return err
+		}
+		if xr.Spec.Parameters.Size != size || xr.Spec.Parameters.Image != image {
+			return fmt.Errorf("CrossplaneMachine %s is of size %q and image %q, want %q and %q", xr.Name, xr.Spec.Parameters.Size, xr.Spec.Parameters.Image, size, image)
+		}
+		if !m.Status.NodeRef.IsDefined() {
+			return fmt.Errorf("Machine %s has no Node", name)
+		}
+		node := &corev1.Node{}
+		if err := p.Workload.Client.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, node); err != nil {
+			return err
+		}
+		if got := node.Labels[instanceType]; got != size {
+			return fmt.Errorf("Node %s is labelled %s=%q, want %q", node.Name, instanceType, got, size)
+		}
+	}
+	return nil
+}
+
+// updatingMessage is the message of a Machine's Updating condition, where
+// CAPI shows what the UpdateMachine hook answered.
+func updatingMessage(m *clusterv1.Machine) string {
+	for _, c := range m.Status.Conditions {
+		if c.Type == clusterv1.MachineUpdatingCondition {
+			return c.Reason + ": " + c.Message
+		}
+	}
+	return "no Updating condition"
+}
+
+func ptrValue(v *int32) int32 {
+	if v == nil {
+		return 0
+	}
+	return *v
+}
+
+// waitFor polls ok until it returns nil, logging each new reason it is
+// not yet, and fails the test with its last error after within.
+func waitFor(t *testing.T, what string, within time.Duration, ok func() error) {
+	t.Helper()
+	var last string
+	waits.Eventually(t, what, within, func() error {
+		err := ok()
+		if err != nil && err.Error() != last {
+			last = err.Error()
+			t.Log(last)
+		}
+		return err
+	})
+}
