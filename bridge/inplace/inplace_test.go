@@ -301,6 +301,16 @@ func TestProgress(t *testing.T) {
 			composed: []*unstructured.Unstructured{object("Object", 4, map[string]any{"type": "Synced", "status": "False", "observedGeneration": int64(4), "message": "cannot update"})},
 			want:     "Object object: Synced is False: cannot update",
 		},
+		"NoConditions": {
+			reason:   "a plain resource without conditions is taken as it is: the XR's readiness covers it",
+			xr:       xr(2, cond("Synced", "True", 2), cond("Ready", "True", 2)),
+			composed: []*unstructured.Unstructured{object("ConfigMap", 4)},
+		},
+		"ComposedNotReady": {
+			reason:   "a composed resource's readiness is the XR's to judge, by the Composition's readiness checks",
+			xr:       xr(2, cond("Synced", "True", 2), cond("Ready", "True", 2)),
+			composed: []*unstructured.Unstructured{object("Object", 4, cond("Synced", "True", 4), cond("Ready", "False", 4))},
+		},
 		"Missing": {
 			reason:  "a resource the XR references and Crossplane is still creating",
 			xr:      xr(2, cond("Synced", "True", 2), cond("Ready", "True", 2)),

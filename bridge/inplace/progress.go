@@ -16,8 +16,8 @@ import (
 
 // Progress says whether an in-place update has reached a machine: the XR
 // Ready and Synced at the generation the update made, and each resource it
-// composed Ready and Synced at its own current generation, so that the
-// providers, not only Crossplane, have taken the change. composed are the
+// composed Synced at its own current generation, so that the providers,
+// not only Crossplane, have taken the change. composed are the
 // resources the XR references, as read; a referenced resource not found is
 // still being created. The verdict is Ready when the update is done, and
 // says what it waits for when it is not.
@@ -37,25 +37,27 @@ func Progress(xr *composite.Unstructured, composed []*unstructured.Unstructured,
 }
 
 // unsettled says why a composed resource has not taken its current spec
-// yet; "" when it has. A condition observed at an older generation is not
-// taken: it describes the spec before the update.
+// yet; "" when it has: its provider reports it Synced at its current
+// generation. Its readiness is the XR's to judge, by the Composition's
+// readiness checks. A resource with no conditions (a plain kind a
+// provider-less Composition composes) is taken as it is.
 func unsettled(c *unstructured.Unstructured) string {
-	gen := c.GetGeneration()
 	if meta.IsPaused(c) {
 		return "paused (" + meta.AnnotationKeyReconciliationPaused + ")"
 	}
-	for _, t := range []xpv2.ConditionType{xpv2.TypeSynced, xpv2.TypeReady} {
-		cond := readiness.Condition(c.Object, t)
-		switch {
-		case cond.Status != corev1.ConditionTrue:
-			msg := fmt.Sprintf("%s is %s", t, cond.Status)
-			if cond.Message != "" {
-				msg += ": " + cond.Message
-			}
-			return msg
-		case cond.ObservedGeneration != 0 && cond.ObservedGeneration < gen:
-			return fmt.Sprintf("%s for generation %d; waiting for generation %d", t, cond.ObservedGeneration, gen)
+	if conds, _, _ := unstructured.NestedSlice(c.Object, "status", "conditions"); len(conds) == 0 {
+		return ""
+	}
+	synced := readiness.Condition(c.Object, xpv2.TypeSynced)
+	switch {
+	case synced.Status != corev1.ConditionTrue:
+		msg := fmt.Sprintf("Synced is %s", synced.Status)
+		if synced.Message != "" {
+			msg += ": " + synced.Message
 		}
+		return msg
+	case synced.ObservedGeneration != 0 && synced.ObservedGeneration < c.GetGeneration():
+		return fmt.Sprintf("Synced for generation %d; waiting for generation %d", synced.ObservedGeneration, c.GetGeneration())
 	}
 	return ""
 }

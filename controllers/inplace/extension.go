@@ -32,6 +32,7 @@ import (
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
+	"sigs.k8s.io/cluster-api/util/labels/format"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -49,6 +50,17 @@ import (
 
 // How often CAPI asks again about an update under way.
 const retryAfterSeconds = 3
+
+// compositionNameLabel is the label Crossplane puts on a
+// CompositionRevision: the name of its Composition.
+const compositionNameLabel = "crossplane.io/composition-name"
+
+// maxMachines and maxResources bound what one call reads: a MachineSet's
+// Machines, and the resources an XR references.
+const (
+	maxMachines  = 500
+	maxResources = 64
+)
 
 // compositionRevision is Crossplane's CompositionRevision kind.
 var compositionRevision = schema.GroupVersionKind{Group: "apiextensions.crossplane.io", Version: "v1", Kind: "CompositionRevision"}
@@ -91,22 +103,24 @@ func (e *Extension) CanUpdateMachineSet(ctx context.Context, req *runtimehooksv1
 		return
 	}
 	machines := &clusterv1.MachineList{}
-	if err := e.cached.List(ctx, machines, client.InNamespace(ms.Namespace), client.MatchingLabels{clusterv1.MachineSetNameLabel: ms.Name}); err != nil {
+	if err := e.cached.List(ctx, machines, client.InNamespace(ms.Namespace), client.MatchingLabels{clusterv1.MachineSetNameLabel: format.MustFormatValue(ms.Name)}); err != nil {
 		fail(resp, errors.Wrapf(err, "cannot list the Machines of MachineSet %s", klog.KObj(ms)))
 		return
 	}
+	if len(machines.Items) > maxMachines {
+		resp.Status = runtimehooksv1.ResponseStatusSuccess
+		resp.Message = fmt.Sprintf("replace: MachineSet %s has %d Machines, more than the %d the extension judges", ms.Name, len(machines.Items), maxMachines)
+		return
+	}
 	revisions := make([]inplace.Revision, 0, len(machines.Items))
-	seen := map[string]bool{}
+	read := map[string]inplace.Revision{}
 	for i := range machines.Items {
-		r, err := e.revisionOf(ctx, &machines.Items[i])
+		r, err := e.revisionOf(ctx, &machines.Items[i], read)
 		if err != nil {
 			fail(resp, err)
 			return
 		}
-		if !seen[r.Name] || r.Err != nil {
-			seen[r.Name] = true
-			revisions = append(revisions, r)
-		}
+		revisions = append(revisions, r)
 	}
 	d := inplace.Decide(current, desired, revisions)
 	resp.Status = runtimehooksv1.ResponseStatusSuccess
@@ -139,7 +153,7 @@ func (e *Extension) CanUpdateMachine(ctx context.Context, req *runtimehooksv1.Ca
 		fail(resp, errors.Wrapf(err, "cannot get Machine %s", klog.KObj(m)))
 		return
 	}
-	r, err := e.revisionOf(ctx, live)
+	r, err := e.revisionOf(ctx, live, map[string]inplace.Revision{})
 	if err != nil {
 		fail(resp, err)
 		return
@@ -167,7 +181,8 @@ func (e *Extension) CanUpdateMachine(ctx context.Context, req *runtimehooksv1.Ca
 func (e *Extension) UpdateMachine(ctx context.Context, req *runtimehooksv1.UpdateMachineRequest, resp *runtimehooksv1.UpdateMachineResponse) {
 	key := types.NamespacedName{Namespace: req.Desired.Machine.Namespace, Name: req.Desired.Machine.Name}
 	m := &clusterv1.Machine{}
-	if err := e.cached.Get(ctx, key, m); err != nil {
+	// Live: the cache may not have CAPI's mark yet.
+	if err := e.live.Get(ctx, key, m); err != nil {
 		fail(resp, errors.Wrapf(err, "cannot get Machine %s", key))
 		return
 	}
@@ -219,39 +234,77 @@ func (e *Extension) xrOf(ctx context.Context, m *clusterv1.Machine) (*composite.
 // what it declares. An XR not composed yet, or a revision gone, is a
 // revision that declares nothing, with the reason; an API error is an
 // error.
-func (e *Extension) revisionOf(ctx context.Context, m *clusterv1.Machine) (inplace.Revision, error) {
+func (e *Extension) revisionOf(ctx context.Context, m *clusterv1.Machine, read map[string]inplace.Revision) (inplace.Revision, error) {
 	xr, err := e.xrOf(ctx, m)
-	if err != nil {
-		if apierrors.IsNotFound(errors.Cause(err)) {
-			return inplace.Revision{Name: "of Machine " + m.Name, Err: errors.New("its infrastructure is gone")}, nil
-		}
+	switch cause := errors.Cause(err); {
+	case err == nil:
+	case apierrors.IsNotFound(cause):
+		return inplace.Revision{Name: "of Machine " + m.Name, Err: errors.New("its infrastructure is gone")}, nil
+	case apierrors.IsForbidden(cause) || kmeta.IsNoMatchError(cause):
+		// Another provider's machine: not CAPXP's to update.
+		return inplace.Revision{Name: "of Machine " + m.Name, Err: errors.Errorf("its infrastructure, a %s, is not a kind CAPXP reads", m.Spec.InfrastructureRef.Kind)}, nil
+	default:
 		return inplace.Revision{}, err
 	}
 	ref := xr.GetCompositionRevisionReference()
 	if ref == nil || ref.Name == "" {
 		return inplace.Revision{Name: "of " + xr.GetKind() + " " + xr.GetName(), Err: errors.New("the XR is not composed yet")}, nil
 	}
-	rev := &metav1.PartialObjectMetadata{}
-	rev.SetGroupVersionKind(compositionRevision)
-	if err := e.live.Get(ctx, types.NamespacedName{Name: ref.Name}, rev); err != nil {
-		if apierrors.IsNotFound(err) {
-			return inplace.Revision{Name: ref.Name, Err: errors.New("not found")}, nil
-		}
-		return inplace.Revision{}, errors.Wrapf(err, "cannot get CompositionRevision %s", ref.Name)
+	composition := ""
+	if c := xr.GetCompositionReference(); c != nil {
+		composition = c.Name
 	}
-	f, err := inplace.Declared(rev.GetAnnotations())
-	return inplace.Revision{Name: ref.Name, Fields: f, Err: err}, nil
+	key := composition + "/" + ref.Name
+	if r, ok := read[key]; ok {
+		return r, nil
+	}
+	r, err := e.revision(ctx, ref.Name, composition)
+	if err == nil {
+		read[key] = r
+	}
+	return r, err
 }
 
-// composedBy reads, live, the resources an XR references that it
-// controls. A reference to a resource the XR does not control is not
-// followed further: the XR's author can write its references. A resource
+// revision reads a CompositionRevision and what it declares; one that is
+// not a revision of the XR's Composition (the XR's author can write the
+// reference) declares nothing.
+func (e *Extension) revision(ctx context.Context, name, composition string) (inplace.Revision, error) {
+	rev := &metav1.PartialObjectMetadata{}
+	rev.SetGroupVersionKind(compositionRevision)
+	if err := e.live.Get(ctx, types.NamespacedName{Name: name}, rev); err != nil {
+		if apierrors.IsNotFound(err) {
+			return inplace.Revision{Name: name, Err: errors.New("not found")}, nil
+		}
+		return inplace.Revision{}, errors.Wrapf(err, "cannot get CompositionRevision %s", name)
+	}
+	if of := rev.GetLabels()[compositionNameLabel]; of == "" || of != composition {
+		return inplace.Revision{Name: name, Err: errors.Errorf("not a revision of the XR's Composition %q", composition)}, nil
+	}
+	f, err := inplace.Declared(rev.GetAnnotations())
+	return inplace.Revision{Name: name, Fields: f, Err: err}, nil
+}
+
+// composedBy reads, live, the namespaced resources an XR references (at
+// most maxResources) that it controls. A reference to a resource the XR
+// does not control is not followed further: the XR's author can write its
+// references. A resource
 // not found yet is listed as missing; one the manager may not read is left
 // to the XR's own readiness, which Crossplane derives from it.
 func (e *Extension) composedBy(ctx context.Context, xr *composite.Unstructured) ([]*unstructured.Unstructured, []string, error) {
 	var composed []*unstructured.Unstructured
 	var missing []string
-	for _, ref := range xr.GetResourceReferences() {
+	refs := xr.GetResourceReferences()
+	if len(refs) > maxResources {
+		refs = refs[:maxResources]
+	}
+	for _, ref := range refs {
+		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil {
+			continue
+		} else if m, err := e.mapper.RESTMapping(gv.WithKind(ref.Kind).GroupKind(), gv.Version); err != nil || m.Scope.Name() != kmeta.RESTScopeNameNamespace {
+			// Only what a namespaced XR composes: resources of its own
+			// namespace.
+			continue
+		}
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion(ref.APIVersion)
 		u.SetKind(ref.Kind)

@@ -53,6 +53,13 @@ func machine(name, ms string, annotations ...string) *clusterv1.Machine {
 	return m
 }
 
+// otherMachine is a Machine of another provider's kind.
+func otherMachine(name, ms string) *clusterv1.Machine {
+	m := machine(name, ms)
+	m.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DockerMachine", Name: name}
+	return m
+}
+
 // xr is a machine XR pinned to revision, with its conditions at gen and
 // the composed resources it references.
 func xr(name, revision string, gen, observed int64, refs []string, annotations ...string) *unstructured.Unstructured {
@@ -67,6 +74,7 @@ func xr(name, revision string, gen, observed int64, refs []string, annotations .
 	}}
 	if revision != "" {
 		_ = unstructured.SetNestedField(u.Object, revision, "spec", "crossplane", "compositionRevisionRef", "name")
+		_ = unstructured.SetNestedField(u.Object, "crossplanemachine-local", "spec", "crossplane", "compositionRef", "name")
 	}
 	var list []any
 	for _, r := range refs {
@@ -84,9 +92,14 @@ func xr(name, revision string, gen, observed int64, refs []string, annotations .
 }
 
 func revision(name, declared string) *unstructured.Unstructured {
+	return revisionOf("crossplanemachine-local", name, declared)
+}
+
+func revisionOf(composition, name, declared string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(compositionRevision)
 	u.SetName(name)
+	u.SetLabels(map[string]string{compositionNameLabel: composition})
 	if declared != "" {
 		u.SetAnnotations(map[string]string{infrav1.InPlaceFieldsAnnotation: declared})
 	}
@@ -165,6 +178,18 @@ func TestCanUpdateMachineSet(t *testing.T) {
 			objs:    []client.Object{machine("m1", "ms-old"), xr("m1", "rev-1", 1, 1, nil), revision("rev-1", "spec.providerConfigRef")},
 			desired: "large",
 			wantMsg: "replace: spec.parameters.size: CompositionRevision rev-1: capxp.dev/in-place-fields: spec.providerConfigRef never changes in place: a machine moves to other credentials only by being replaced, and judged as a new machine",
+		},
+		"ForeignRevision": {
+			reason:  "a revision of another Composition, which the XR's author wrote into its reference, declares nothing",
+			objs:    []client.Object{machine("m1", "ms-old"), xr("m1", "rev-x", 1, 1, nil), revisionOf("someone-elses", "rev-x", "spec.parameters")},
+			desired: "large",
+			wantMsg: "replace: spec.parameters.size: CompositionRevision rev-x: not a revision of the XR's Composition \"crossplanemachine-local\"",
+		},
+		"AnotherProvidersMachine": {
+			reason:  "a Machine of a kind CAPXP does not read is another provider's: replaced, without failing CAPI's rollout",
+			objs:    []client.Object{otherMachine("m1", "ms-old")},
+			desired: "large",
+			wantMsg: "replace: spec.parameters.size: CompositionRevision of Machine m1: its infrastructure, a DockerMachine, is not a kind CAPXP reads",
 		},
 		"DataSecretByName": {
 			reason:     "CAPI never starts an in-place update of a Machine whose bootstrap data Secret is named: it is replaced",

@@ -12,13 +12,18 @@ import (
 // binding) that keeps a machine XR's parameters as its template made them.
 const ParametersPolicyName = "capxp-machine-parameters"
 
-// parametersChanged matches an update that changes a machine XR's
-// spec.parameters, but for CAPI's in-place updates and server-side apply
+// parametersChanged matches an update that changes the spec.parameters of
+// a machine XR CAPI cloned from a template (an XR of no template has none
+// to keep to), but for CAPI's in-place updates and server-side apply
 // dry-runs: CAPI's MachineSet controller writes a template's change to the
 // XR of a Machine it updates in place, marked with CAPI's
 // update-in-progress annotation, and KubeadmControlPlane dry-runs the
-// change first to learn what it would be.
+// change first to learn what it would be. The policy guards against a
+// machine drifting from its template by mistake; it is not a tenancy
+// boundary (the XR's author can write the annotation too), and nothing it
+// lets through escapes the credentials checks.
 var parametersChanged = `request.dryRun != true && ` +
+	`has(oldObject.metadata.annotations) && '` + clusterv1.TemplateClonedFromNameAnnotation + `' in oldObject.metadata.annotations && ` +
 	`!(has(object.metadata.annotations) && '` + clusterv1.UpdateInProgressAnnotation + `' in object.metadata.annotations) && ` +
 	`has(object.spec) && has(oldObject.spec) && ` +
 	`(has(object.spec.parameters) != has(oldObject.spec.parameters) || has(object.spec.parameters) && object.spec.parameters != oldObject.spec.parameters)`

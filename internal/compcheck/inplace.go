@@ -22,8 +22,10 @@ const FieldInPlace = "in-place fields"
 // inPlace judges an InfraMachine Composition's capxp.dev/in-place-fields:
 // well formed, each path in the XRD's schema, and, for each path the
 // example XR sets, a change of its value renders the same composed
-// resources, changed in place (none added, none removed). r is the check
-// of the XR as it stands.
+// resources (none added or removed, none of another kind or name), changed
+// in place. An object's change is tried on its first field alone, and a
+// path the example does not set on the schema alone. r is the check of the
+// XR as it stands.
 func inPlace(ctx context.Context, e *render.Engine, in Input, r *Result) Verdict {
 	f, err := inplace.Declared(in.Composition.GetAnnotations())
 	switch {
@@ -57,6 +59,10 @@ func inPlace(ctx context.Context, e *render.Engine, in Input, r *Result) Verdict
 		}
 		var reaches []string
 		for _, name := range sortedKeys(before) {
+			b, a := before[name], after[name]
+			if b.GetAPIVersion() != a.GetAPIVersion() || b.GetKind() != a.GetKind() || b.GetName() != a.GetName() {
+				return Verdict{Field: FieldInPlace, Reason: fmt.Sprintf("%s changed: resource %s becomes %s %s, was %s %s: a new resource is not a change in place", p, name, a.GetKind(), a.GetName(), b.GetKind(), b.GetName())}
+			}
 			if !reflect.DeepEqual(before[name].Object["spec"], after[name].Object["spec"]) {
 				reaches = append(reaches, before[name].GetKind()+" "+name)
 			}

@@ -106,6 +106,16 @@ func TestClusterClassChangeInPlace(t *testing.T) {
 // CrossplaneMachineTemplate with the given image.
 func workersImaged(t *testing.T, c client.Client, image string) {
 	t.Helper()
+	repointWorkers(t, c, "-"+image, func(spec map[string]any) error {
+		return unstructured.SetNestedField(spec, image, "template", "spec", "parameters", "image")
+	})
+}
+
+// repointWorkers points the ClusterClass's worker class, as c, at a copy of
+// its CrossplaneMachineTemplate named with suffix and changed by change
+// (the copy's spec).
+func repointWorkers(t *testing.T, c client.Client, suffix string, change func(spec map[string]any) error) {
+	t.Helper()
 	ctx := t.Context()
 	class := &unstructured.Unstructured{}
 	class.SetGroupVersionKind(clusterv1.GroupVersion.WithKind("ClusterClass"))
@@ -123,9 +133,9 @@ func workersImaged(t *testing.T, c client.Client, image string) {
 	tmpl := &unstructured.Unstructured{}
 	tmpl.SetGroupVersionKind(old.GroupVersionKind())
 	tmpl.SetNamespace(ns)
-	tmpl.SetName(old.GetName() + "-" + image)
+	tmpl.SetName(old.GetName() + suffix)
 	spec, _, _ := unstructured.NestedMap(old.Object, "spec")
-	if err := unstructured.SetNestedField(spec, image, "template", "spec", "parameters", "image"); err != nil {
+	if err := change(spec); err != nil {
 		t.Fatal(err)
 	}
 	if err := unstructured.SetNestedMap(tmpl.Object, spec, "spec"); err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -16,6 +17,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
 )
 
 // validCluster is a CrossplaneCluster the API server admits, changed by
@@ -524,7 +526,8 @@ func TestTemplatesAreImmutableButToTopologyDryRuns(t *testing.T) {
 // A machine's parameters are its template's: a change reaches it through
 // CAPI, by a rollout or by an in-place update, which CAPI marks with its
 // update-in-progress annotation and dry-runs first. Anyone else's change is
-// refused with what to do instead.
+// refused with what to do instead. An XR no template made has none to keep
+// to.
 func TestMachineParametersChangeOnlyThroughCAPI(t *testing.T) {
 	bridge, err := env.StartBridge(ctx)
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
@@ -532,9 +535,9 @@ func TestMachineParametersChangeOnlyThroughCAPI(t *testing.T) {
 	ns := namespace(t)
 
 	cases := map[string]struct {
-		reason                         string
-		resized, dryRun, inPlaceUpdate bool
-		wantErr                        bool
+		reason                                     string
+		resized, dryRun, inPlaceUpdate, noTemplate bool
+		wantErr                                    bool
 	}{
 		"Resized": {
 			reason:  "a machine resized outside CAPI would no longer be what its template says",
@@ -552,15 +555,50 @@ func TestMachineParametersChangeOnlyThroughCAPI(t *testing.T) {
 			reason:        "metadata is not the parameters",
 			inPlaceUpdate: true,
 		},
+		"NoTemplate": {
+			reason:  "an XR no template made (a standalone machine) may be resized",
+			resized: true, noTemplate: true,
+		},
 	}
+	// The bridge maintains the policy once it adapts the kind; a resize it
+	// refuses says when the API server enforces it.
+	probe := validMachine()
+	probe.SetNamespace(ns)
+	probe.SetName("probe")
+	metav1.SetMetaDataAnnotation(&probe.ObjectMeta, clusterv1.TemplateClonedFromNameAnnotation, "workers")
+	NewWithT(t).Expect(env.Client.Create(ctx, probe)).To(Succeed())
+	NewWithT(t).Eventually(func() error {
+		return env.Client.Get(ctx, client.ObjectKey{Name: policies.ParametersPolicyName}, &admissionv1.ValidatingAdmissionPolicyBinding{})
+	}, timeout, interval).Should(Succeed(), "the bridge applies the parameters policy")
+	// Then each probe is a real change (a dry-run is let through), made
+	// seldom enough that Crossplane's watch circuit stays closed.
+	NewWithT(t).Eventually(func() bool {
+		o := &infrav1.CrossplaneMachine{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(probe), o); err != nil {
+			return false
+		}
+		o.Spec.Parameters.Size = map[string]string{"m6i.large": "m6i.2xlarge"}[o.Spec.Parameters.Size]
+		if o.Spec.Parameters.Size == "" {
+			o.Spec.Parameters.Size = "m6i.large"
+		}
+		return apierrors.IsInvalid(env.Client.Update(ctx, o))
+	}, timeout, time.Second).Should(BeTrue(), "the parameters policy in force")
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
 			m := validMachine()
 			m.SetNamespace(ns)
 			m.SetName(nameOf(name))
+			if !tc.noTemplate {
+				metav1.SetMetaDataAnnotation(&m.ObjectMeta, clusterv1.TemplateClonedFromNameAnnotation, "workers")
+			}
+			var updateOnce func(resized, dryRun, inPlaceUpdate bool) error
 			g.Expect(env.Client.Create(ctx, m)).To(Succeed())
+			// The bridge writes the XR too (its hold): retried on conflict.
 			update := func(resized, dryRun, inPlaceUpdate bool) error {
+				return retry.RetryOnConflict(retry.DefaultRetry, func() error { return updateOnce(resized, dryRun, inPlaceUpdate) })
+			}
+			updateOnce = func(resized, dryRun, inPlaceUpdate bool) error {
 				o := &infrav1.CrossplaneMachine{}
 				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), o); err != nil {
 					return err
@@ -576,9 +614,6 @@ func TestMachineParametersChangeOnlyThroughCAPI(t *testing.T) {
 				}
 				return env.Client.Update(ctx, o)
 			}
-			// The bridge maintains the policy once it adapts the kind;
-			// a change it refuses says when the API server enforces it.
-			g.Eventually(func() error { return update(true, false, false) }, timeout, interval).Should(HaveOccurred())
 			err := update(tc.resized, tc.dryRun, tc.inPlaceUpdate)
 			if tc.wantErr {
 				g.Expect(err).To(HaveOccurred(), tc.reason)
