@@ -218,6 +218,14 @@ bench-plane: ## L3: the example cluster scaled to BENCH_PLANE_MACHINES machines 
 	go build -o bin/ ./cmd/capxp
 	CAPXP_BENCH_PLANE=1 CAPXP_MANAGER_BINARY=$(CURDIR)/bin/capxp KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test -count=1 -timeout 60m -v -run TestBenchPlane ./test/bench/ -args -plane-machines=$(BENCH_PLANE_MACHINES)
 
+BENCH_INPLACE_MACHINES ?= 100
+BENCH_INPLACE_BATCH ?= 10
+
+.PHONY: bench-inplace
+bench-inplace: ## The size of every worker of a BENCH_INPLACE_MACHINES-machine MachineDeployment changed in place through CAPXP's extension, then the same kind of change rolled with the extension unregistered, side by side on the real plane; prints each one's time, Machines replaced and CPU. Not in CI (about 15 minutes at 100).
+	$(ENSURE_TOOLS) $(PLANE_TOOLS) >/dev/null
+	CAPXP_BENCH_INPLACE=1 KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test -count=1 -timeout 90m -v -run 'TestBenchInPlace$$' ./test/inplace/ -args -bench-machines=$(BENCH_INPLACE_MACHINES) -bench-batch=$(BENCH_INPLACE_BATCH)
+
 .PHONY: test-compositions
 test-compositions: ## Render every Composition with Crossplane's engine and the real functions; UPDATE=1 rewrites the golden files.
 	$(ENSURE_TOOLS) etcd kube-apiserver crossplane function-patch-and-transform function-auto-ready >/dev/null

@@ -28,6 +28,7 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/webhook"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/xr"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/xrd"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/hooks"
 )
 
 // Options configure the bridge's controllers.
@@ -135,7 +136,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		mgr.GetWebhookServer().Register(webhook.Path, &crwebhook.Admission{Handler: &webhook.CredentialsValidator{Granter: creds}})
 	}
 	if o.Webhook != nil && o.InPlaceUpdates {
-		if err := inplace.Serve(mgr, inplace.NewExtension(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetRESTMapper())); err != nil {
+		if err := inplace.Serve(mgr, hooks.NewExtension(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetRESTMapper())); err != nil {
 			return err
 		}
 		if err := mgr.Add(inplace.NewRegistration(mgr.GetClient(), mgr.GetAPIReader(), o.Webhook)); err != nil {
@@ -153,6 +154,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	ropts := []tenancy.RecordsOption{
 		tenancy.WithSecretReaders(budget.FailFast{Reader: secrets, Budgets: budgets}, secrets), tenancy.WithManagedReader(managed),
 		tenancy.WithReadAccess(reads), tenancy.WithNetworks(networkKinds(providers)), tenancy.WithCacheTransform(caching.StripManagedFields),
+		tenancy.WithComposedKinds(kinds.ComposedKinds),
 	}
 	if o.SharedCredentialsForAllNamespaces {
 		ropts = append(ropts, tenancy.WithAllClusterConfigs())

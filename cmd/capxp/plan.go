@@ -267,6 +267,11 @@ func planNamespaces(ctx context.Context, c client.Client, rd plan.Renderer, prop
 		}
 		all.Clusters = append(all.Clusters, p.Clusters...)
 		all.XRs = append(all.XRs, p.XRs...)
+		for _, u := range p.Unknown {
+			if !slices.Contains(all.Unknown, u) {
+				all.Unknown = append(all.Unknown, u)
+			}
+		}
 	}
 	return all, nil
 }

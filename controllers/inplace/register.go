@@ -1,3 +1,6 @@
+// Package inplace serves CAPXP's in-place update hooks (internal/hooks) on
+// the manager's webhook server, with CAPI's discovery of them, and
+// registers them with CAPI in an ExtensionConfig.
 package inplace
 
 import (
@@ -21,11 +24,17 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/apply"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/policies"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/webhook"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/hooks"
 )
 
-// ExtensionConfigName names the ExtensionConfig that registers the hooks
-// with CAPI; CAPI names each handler <handler>.<ExtensionConfigName>.
-const ExtensionConfigName = "capxp"
+// The hooks read CompositionRevisions; ExtensionConfig is created, and
+// then only this one read and patched.
+// +kubebuilder:rbac:groups=apiextensions.crossplane.io,resources=compositionrevisions,verbs=get
+// +kubebuilder:rbac:groups=runtime.cluster.x-k8s.io,resources=extensionconfigs,verbs=create
+// +kubebuilder:rbac:groups=runtime.cluster.x-k8s.io,resources=extensionconfigs,verbs=get;patch,resourceNames=capxp
+
+// ExtensionConfigName names the ExtensionConfig that registers the hooks.
+const ExtensionConfigName = hooks.ExtensionConfigName
 
 // Handler names, as CAPI's discovery lists them.
 const (
@@ -42,7 +51,7 @@ var hookTimeout = ptr.To[int32](10)
 // same port, certificate and Service. CAPI's Runtime SDK server library
 // decodes the requests and answers discovery; it is started with the
 // manager's webhook server in place of one of its own.
-func Serve(mgr ctrl.Manager, e *Extension) error {
+func Serve(mgr ctrl.Manager, e *hooks.Extension) error {
 	catalog := runtimecatalog.New()
 	if err := runtimehooksv1.AddToCatalog(catalog); err != nil {
 		return errors.Wrap(err, "cannot build CAPI's Runtime SDK catalog")

@@ -94,6 +94,9 @@ type Records struct {
 	// transform is what the cache of marked managed resources keeps of
 	// each.
 	transform toolscache.TransformFunc
+	// composedKinds returns the kinds a namespace's XRs compose, which a
+	// revocation lists first.
+	composedKinds func(ctx context.Context, ns string) (map[schema.GroupKind]bool, error)
 }
 
 // A RecordsOption configures Records.
@@ -133,6 +136,14 @@ func WithAllClusterConfigs() RecordsOption {
 // each (the manager's: managed fields stripped).
 func WithCacheTransform(t toolscache.TransformFunc) RecordsOption {
 	return func(r *Records) { r.transform = t }
+}
+
+// WithComposedKinds has a revocation list first the managed kinds that
+// composed says the namespace's XRs compose: what they composed is paused
+// within the list budget's burst, however many managed kinds the providers
+// install; the other kinds follow, at the budget's rate.
+func WithComposedKinds(composed func(ctx context.Context, ns string) (map[schema.GroupKind]bool, error)) RecordsOption {
+	return func(r *Records) { r.composedKinds = composed }
 }
 
 // NewRecords returns the records of the credentials each namespace may use

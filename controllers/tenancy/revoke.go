@@ -134,6 +134,14 @@ func (r *Records) revoke(ctx context.Context, ns string, spec *infrav1.Namespace
 	if err := r.watchMarked(kinds); err != nil {
 		return err
 	}
+	if r.composedKinds != nil {
+		first, err := r.composedKinds(ctx, ns)
+		if err != nil {
+			// Only the order is lost: every kind is still listed.
+			ctrl.LoggerFrom(ctx).Info("Cannot tell which kinds the namespace's XRs compose; listing every managed kind in turn", "error", err.Error())
+		}
+		kinds = composedFirst(kinds, first)
+	}
 	var errs []error
 	for i := range kinds {
 		k := &kinds[i]
@@ -161,6 +169,20 @@ func (r *Records) revoke(ctx context.Context, ns string, spec *infrav1.Namespace
 		}
 	}
 	return kerrors.NewAggregate(errs)
+}
+
+// composedFirst orders kinds with those of first ahead, each part in its
+// own order.
+func composedFirst(kinds []managedKind, first map[schema.GroupKind]bool) []managedKind {
+	out := make([]managedKind, 0, len(kinds))
+	for _, want := range []bool{true, false} {
+		for i := range kinds {
+			if first[kinds[i].gvk.GroupKind()] == want {
+				out = append(out, kinds[i])
+			}
+		}
+	}
+	return out
 }
 
 // resumeMarked resumes what the bridge paused in the namespace whose config

@@ -258,3 +258,37 @@ func (k *Controllers) credentialWatches(gvk schema.GroupVersionKind) []contracts
 		}},
 	}
 }
+
+// ComposedKinds returns the kinds of what the namespace's XRs of the
+// adapted kinds compose (their spec.crossplane.resourceRefs), read from the
+// manager's cache: no request reaches the API server. A revocation lists
+// these kinds first.
+func (k *Controllers) ComposedKinds(ctx context.Context, ns string) (map[schema.GroupKind]bool, error) {
+	// Held while listing, so that no kind stopped meanwhile has its
+	// informer started again by the list.
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := map[schema.GroupKind]bool{}
+	for _, r := range k.running {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(r.adaptation.GVK.GroupVersion().WithKind(r.adaptation.GVK.Kind + "List"))
+		if err := k.mgr.GetCache().List(ctx, l, client.InNamespace(ns)); err != nil {
+			return nil, errors.Wrapf(err, "cannot list %s from the cache", r.adaptation.GVK.Kind)
+		}
+		for i := range l.Items {
+			refs, _, _ := unstructured.NestedSlice(l.Items[i].Object, "spec", "crossplane", "resourceRefs")
+			for _, ref := range refs {
+				m, ok := ref.(map[string]any)
+				if !ok {
+					continue
+				}
+				apiVersion, _ := m["apiVersion"].(string)
+				kind, _ := m["kind"].(string)
+				if kind != "" {
+					out[schema.FromAPIVersionAndKind(apiVersion, kind).GroupKind()] = true
+				}
+			}
+		}
+	}
+	return out, nil
+}

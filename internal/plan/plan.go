@@ -26,6 +26,7 @@ import (
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	kcpfilters "sigs.k8s.io/cluster-api/controlplane/kubeadm/pkg"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment/mdutil"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,16 +35,18 @@ import (
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/credentials"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/hooks"
 )
 
-// Scheme is what plan reads: CAPI's core kinds and the kubeadm control
-// plane's and bootstrap's.
+// Scheme is what plan reads: CAPI's core kinds, the kubeadm control
+// plane's and bootstrap's, and CAPI's ExtensionConfig.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clusterv1.AddToScheme(s))
 	utilruntime.Must(controlplanev1.AddToScheme(s))
 	utilruntime.Must(bootstrapv1.AddToScheme(s))
 	utilruntime.Must(infrav1.AddToScheme(s))
+	utilruntime.Must(runtimev1.AddToScheme(s))
 	return s
 }
 
@@ -60,6 +63,9 @@ const (
 	// Outdated: the Machine no longer matches what its owner wants, but
 	// its owner replaces it only when someone deletes it (OnDelete).
 	Outdated Verdict = "Outdated"
+	// UpdatedInPlace: CAPI keeps the Machine and moves it to the new
+	// template in place, as CAPXP's in-place update hook answers it.
+	UpdatedInPlace Verdict = "UpdatedInPlace"
 )
 
 // Machine is the prediction for one Machine.
@@ -155,6 +161,9 @@ type Observed struct {
 	// their control planes that are XRs, by the Cluster's name;
 	// InfraMachinePools the MachinePools', by the MachinePool's name.
 	InfraMachines, InfraClusters, ControlPlanes, InfraMachinePools map[string]*unstructured.Unstructured
+	// InPlace is whether CAPI asks CAPXP's hooks before it replaces a
+	// MachineDeployment's Machines.
+	InPlace InPlace
 }
 
 // Observe reads a namespace as plan needs it. A list it may not read is an
@@ -188,6 +197,7 @@ func Observe(ctx context.Context, c client.Client, ns string) (*Observed, error)
 	}
 	o.Clusters, o.MachineDeployments, o.MachineSets, o.Machines = clusters.Items, mds.Items, mss.Items, ms.Items
 	o.KubeadmControlPlanes, o.KubeadmConfigs, o.MachinePools = kcps.Items, kcs.Items, mps.Items
+	o.InPlace = ObserveInPlace(ctx, c)
 	r := &refReader{c: c, ns: ns, kinds: map[schema.GroupKind]*refKind{}}
 	for i := range o.Machines {
 		m := &o.Machines[i]
@@ -404,6 +414,13 @@ func Predict(ctx context.Context, r client.Client, rd Renderer, creds *Credentia
 			merged = replaceIn(merged, xr)
 		}
 	}
+	var rule *inPlaceRule
+	if observed.InPlace.Discovered {
+		rule = &inPlaceRule{hook: hooks.NewExtension(reader, reader, r.RESTMapper()), reader: reader}
+	}
+	if observed.InPlace.Unread != "" {
+		p.Unknown = append(p.Unknown, observed.InPlace.Unread)
+	}
 	for i := range observed.Clusters {
 		cl := &observed.Clusters[i]
 		c := Cluster{Namespace: cl.Namespace, Name: cl.Name, Unknown: topologyUnknown[cl.Name]}
@@ -411,7 +428,10 @@ func Predict(ctx context.Context, r client.Client, rd Renderer, creds *Credentia
 			if md.Spec.ClusterName != cl.Name {
 				continue
 			}
-			machines, scale := predictMachineDeployment(observed, md, now)
+			machines, scale, err := predictMachineDeployment(ctx, rule, observed, md, now)
+			if err != nil {
+				return nil, err
+			}
 			c.Machines = append(c.Machines, machines...)
 			if scale != nil {
 				c.Scales = append(c.Scales, *scale)
@@ -456,6 +476,7 @@ func Predict(ctx context.Context, r client.Client, rd Renderer, creds *Credentia
 		sort.Slice(c.Machines, func(i, j int) bool { return c.Machines[i].Name < c.Machines[j].Name })
 		p.Clusters = append(p.Clusters, c)
 	}
+	p.Unknown = append(p.Unknown, inPlaceUnknown(p.Clusters)...)
 	p.XRs = predictXRs(ctx, reader, rd, creds, observed, merged, p.Clusters)
 	return p, nil
 }
@@ -651,8 +672,10 @@ func merge(live runtime.Object, proposed *unstructured.Unstructured) (bool, erro
 // predictMachineDeployment decides as CAPI's MachineDeployment controller
 // does: the MachineSet whose template is up to date with the desired one
 // (FindNewAndOldMachineSets, rolloutAfter included) keeps its Machines;
-// every other MachineSet's are replaced, or, with OnDelete, outdated.
-func predictMachineDeployment(o *Observed, md *clusterv1.MachineDeployment, now metav1.Time) ([]Machine, *Scale) {
+// every other MachineSet's are replaced, or, with OnDelete, outdated, or,
+// where CAPI asks CAPXP's in-place update hook (rule) and its answer makes
+// the old templates the new, updated in place.
+func predictMachineDeployment(ctx context.Context, rule *inPlaceRule, o *Observed, md *clusterv1.MachineDeployment, now metav1.Time) ([]Machine, *Scale, error) {
 	owner := "MachineDeployment/" + md.Name
 	var sets []*clusterv1.MachineSet
 	for i := range o.MachineSets {
@@ -665,6 +688,14 @@ func predictMachineDeployment(o *Observed, md *clusterv1.MachineDeployment, now 
 	var out []Machine
 	var current int32
 	for _, ms := range sets {
+		old := newMS == nil || ms.Name != newMS.Name
+		inPlace, answer := false, ""
+		if old && slices.ContainsFunc(o.Machines, func(m clusterv1.Machine) bool { return metav1.IsControlledBy(&m, ms) }) {
+			var err error
+			if inPlace, answer, err = rule.updatesInPlace(ctx, md, ms, results[ms.Name]); err != nil {
+				return nil, nil, errors.Wrapf(err, "MachineDeployment %s", md.Name)
+			}
+		}
 		for i := range o.Machines {
 			m := &o.Machines[i]
 			if !metav1.IsControlledBy(m, ms) {
@@ -672,7 +703,12 @@ func predictMachineDeployment(o *Observed, md *clusterv1.MachineDeployment, now 
 			}
 			current++
 			pm := Machine{Name: m.Name, Owner: owner, Verdict: Kept}
-			if newMS == nil || ms.Name != newMS.Name {
+			switch {
+			case !old:
+			case inPlace:
+				pm.Verdict = UpdatedInPlace
+				pm.Reasons = append(slices.Clone(results[ms.Name].ConditionMessages), inPlaceReason(answer)...)
+			default:
 				pm.Verdict = Replaced
 				if md.Spec.Rollout.Strategy.Type == clusterv1.OnDeleteMachineDeploymentStrategyType {
 					pm.Verdict = Outdated
@@ -681,11 +717,12 @@ func predictMachineDeployment(o *Observed, md *clusterv1.MachineDeployment, now 
 				if len(pm.Reasons) == 0 {
 					pm.Reasons = []string{"rolloutAfter has passed, or its MachineSet is already being rolled out"}
 				}
+				pm.Reasons = append(slices.Clone(pm.Reasons), inPlaceReason(answer)...)
 			}
 			out = append(out, pm)
 		}
 	}
-	return out, scaled(owner, current, md.Spec.Replicas)
+	return out, scaled(owner, current, md.Spec.Replicas), nil
 }
 
 func scaled(owner string, current int32, want *int32) *Scale {
@@ -765,6 +802,9 @@ func (c Cluster) Summary() string {
 		n[m.Verdict]++
 	}
 	parts := []string{fmt.Sprintf("%d replaced", n[Replaced]), fmt.Sprintf("%d kept", n[Kept])}
+	if n[UpdatedInPlace] > 0 {
+		parts = append(parts, fmt.Sprintf("%d updated in place", n[UpdatedInPlace]))
+	}
 	if n[Outdated] > 0 {
 		parts = append(parts, fmt.Sprintf("%d outdated until deleted", n[Outdated]))
 	}

@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,9 +13,6 @@ import (
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -35,6 +30,7 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/internal/plan"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
+	"github.com/capxp/cluster-api-provider-crossplane/test/planner"
 )
 
 // TestPlan scripts changes to a copy of examples/local, runs `capxp plan`
@@ -759,77 +755,27 @@ func (pc *planChecks) report(t *testing.T) {
 }
 
 // bindPlanner binds the user "planner" to the shipped planner roles
-// (config/rbac/planner.yaml): in the namespace, and cluster-wide for the
-// Compositions, the CRDs and the ClusterClasses' templates.
+// (config/rbac/planner.yaml).
 func bindPlanner(t *testing.T, ns string) {
 	t.Helper()
-	namespaced, clusterWide := plannerRoles(t)
-	for _, o := range []client.Object{namespaced, clusterWide,
-		&rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "planner-" + ns},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterWide.Name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "planner"}},
-		},
-		&rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "planner"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: namespaced.Name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "planner"}},
-		},
-	} {
-		// The roles are the shipped ones, the same for every test.
-		if err := mgmt().Create(t.Context(), o); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
+	if err := planner.Bind(t.Context(), mgmt(), ns); err != nil {
+		t.Fatal(err)
 	}
 }
 
 // planArgs are capxp plan's arguments for a change read from stdin, in ns,
 // as the planner.
 func planArgs(ns string, input ...string) []string {
-	if len(input) == 0 {
-		input = []string{"-f", "-"}
-	}
-	return append([]string{"plan", "-n", ns, "--kubeconfig", p.Kubeconfig(), "--as", "planner", "--as-group", "system:authenticated",
-		"--tools-dir", envtest.ToolsDir(), "--function-asg-instances", filepath.Join(bin, "function-asg-instances")}, input...)
+	return planner.Args(p.Kubeconfig(), bin, ns, input...)
 }
 
 // runPlan plans a change as the planner: the plan, its JSON, and whether
 // it exited 3 (something would be replaced or deleted).
 func runPlan(t *testing.T, step, ns, change string, input ...string) (plan.Plan, string, bool) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), filepath.Join(bin, "capxp"), append(planArgs(ns, input...), "-o", "json")...) //nolint:gosec // the binary the suite built, the test's own arguments.
-	var stdout, stderr bytes.Buffer
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(change), &stdout, &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 3) {
-		t.Fatalf("%s: capxp plan: %v\n%s", step, err, stderr.String())
-	}
-	var got plan.Plan
-	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
-		t.Fatalf("%s: capxp plan -o json: %v\n%s", step, err, stdout.String())
-	}
-	return got, stdout.String(), exit != nil
-}
-
-// plannerRoles are the shipped planner ClusterRoles: the one bound in a
-// namespace, and the cluster-wide one.
-func plannerRoles(t *testing.T) (namespaced, clusterWide *rbacv1.ClusterRole) {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(envtest.RepoRoot(), "config", "rbac", "planner.yaml"))
+	got, out, exit, err := planner.Run(t.Context(), bin, planArgs(ns, input...), change)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", step, err)
 	}
-	docs := bytes.Split(raw, []byte("\n---\n"))
-	if len(docs) != 2 {
-		t.Fatalf("config/rbac/planner.yaml holds %d documents, want the two planner roles", len(docs))
-	}
-	namespaced, clusterWide = &rbacv1.ClusterRole{}, &rbacv1.ClusterRole{}
-	if err := yaml.Unmarshal(docs[0], namespaced); err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(docs[1], clusterWide); err != nil {
-		t.Fatal(err)
-	}
-	return namespaced, clusterWide
+	return got, out, exit
 }

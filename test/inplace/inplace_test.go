@@ -15,27 +15,36 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/dev/lifeline"
 	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
+	"github.com/capxp/cluster-api-provider-crossplane/internal/plan"
 	"github.com/capxp/cluster-api-provider-crossplane/test/planesuite"
+	"github.com/capxp/cluster-api-provider-crossplane/test/planner"
 	"github.com/capxp/cluster-api-provider-crossplane/test/wait"
 )
 
 var (
-	p     *plane.Plane
+	p *plane.Plane
+	// bin holds the commands the suite built.
+	bin   string
 	waits = wait.Options{Every: time.Second, Logs: func() string { return p.Dir() }}
 )
 
 func TestMain(m *testing.M) {
 	lifeline.Main()
-	os.Exit(planesuite.Run(m, "inplace", []string{"./cmd/capxp"}, plane.Options{InPlaceUpdates: true}, func(s planesuite.Suite) { p = s.Plane }))
+	os.Exit(planesuite.Run(m, "inplace", []string{"./cmd/capxp", "./cmd/function-asg-instances"}, plane.Options{InPlaceUpdates: true},
+		func(s planesuite.Suite) { p, bin = s.Plane, s.Bin }))
 }
 
 const (
@@ -77,6 +86,14 @@ func TestClusterClassChangeInPlace(t *testing.T) {
 	})
 	running := workerMachines(t, c)
 
+	// capxp plan, as a read-only planner, predicts both changes as CAPI
+	// then makes them.
+	if err := planner.Bind(ctx, c, ns); err != nil {
+		t.Fatal(err)
+	}
+	sized := clusterChange(t, c, func(cl *clusterv1.Cluster) { setVariable(t, cl, "workerMachineSize", "large") })
+	predicted(t, "the workers' size", sized, running, plan.UpdatedInPlace)
+
 	start := time.Now()
 	setTopology(t, c, func(cl *clusterv1.Cluster) { setVariable(t, cl, "workerMachineSize", "large") })
 	waitFor(t, "every worker of the new size, none replaced", 4*time.Minute, func() error {
@@ -90,7 +107,9 @@ func TestClusterClassChangeInPlace(t *testing.T) {
 
 	// The class's workers on a template with another image, which the
 	// local Composition does not declare in place: CAPI replaces them.
-	workersImaged(t, c, "local-2")
+	imaged := workersImaged(t, c, "local-2")
+	predicted(t, "the class's workers on another image", imaged, running, plan.Replaced)
+	apply(t, c, imaged)
 	waitFor(t, "every worker replaced, of the new image", 6*time.Minute, func() error {
 		now := workerMachines(t, c)
 		for _, m := range now {
@@ -102,19 +121,21 @@ func TestClusterClassChangeInPlace(t *testing.T) {
 	})
 }
 
-// workersImaged points the ClusterClass's worker class at a copy of its
-// CrossplaneMachineTemplate with the given image.
-func workersImaged(t *testing.T, c client.Client, image string) {
+// workersImaged is the change that points the ClusterClass's worker
+// class at a copy of its CrossplaneMachineTemplate with the given image:
+// the copy, and the class.
+func workersImaged(t *testing.T, c client.Client, image string) []*unstructured.Unstructured {
 	t.Helper()
-	repointWorkers(t, c, "-"+image, func(spec map[string]any) error {
+	return repointWorkers(t, c, "-"+image, func(spec map[string]any) error {
 		return unstructured.SetNestedField(spec, image, "template", "spec", "parameters", "image")
 	})
 }
 
-// repointWorkers points the ClusterClass's worker class, as c, at a copy of
-// its CrossplaneMachineTemplate named with suffix and changed by change
-// (the copy's spec).
-func repointWorkers(t *testing.T, c client.Client, suffix string, change func(spec map[string]any) error) {
+// repointWorkers is the change that points the ClusterClass's worker
+// class, as read with c, at a copy of its CrossplaneMachineTemplate named
+// with suffix and changed by change (the copy's spec): the copy, and the
+// class.
+func repointWorkers(t *testing.T, c client.Client, suffix string, change func(spec map[string]any) error) []*unstructured.Unstructured {
 	t.Helper()
 	ctx := t.Context()
 	class := &unstructured.Unstructured{}
@@ -141,19 +162,97 @@ func repointWorkers(t *testing.T, c client.Client, suffix string, change func(sp
 	if err := unstructured.SetNestedMap(tmpl.Object, spec, "spec"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Create(ctx, tmpl); err != nil {
-		t.Fatal(err)
-	}
-	before := class.DeepCopy()
 	if err := unstructured.SetNestedField(worker, tmpl.GetName(), "infrastructure", "templateRef", "name"); err != nil {
 		t.Fatal(err)
 	}
-	if err := unstructured.SetNestedSlice(class.Object, mds, "spec", "workers", "machineDeployments"); err != nil {
+	edited := &unstructured.Unstructured{}
+	edited.SetGroupVersionKind(class.GroupVersionKind())
+	edited.SetNamespace(ns)
+	edited.SetName(class.GetName())
+	if err := unstructured.SetNestedSlice(edited.Object, mds, "spec", "workers", "machineDeployments"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Patch(ctx, class, client.MergeFrom(before)); err != nil {
+	return []*unstructured.Unstructured{tmpl, edited}
+}
+
+// apply creates each object of a change, or merges it onto the one there.
+func apply(t *testing.T, c client.Client, change []*unstructured.Unstructured) {
+	t.Helper()
+	for _, u := range change {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(u.GroupVersionKind())
+		err := c.Get(t.Context(), client.ObjectKeyFromObject(u), live)
+		switch {
+		case apierrors.IsNotFound(err):
+			err = c.Create(t.Context(), u.DeepCopy())
+		case err == nil:
+			raw, merr := json.Marshal(u.Object)
+			if merr != nil {
+				t.Fatal(merr)
+			}
+			err = c.Patch(t.Context(), live, client.RawPatch(types.MergePatchType, raw))
+		}
+		if err != nil {
+			t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+// clusterChange is the Cluster as change leaves it, as a change to plan:
+// its topology, whole.
+func clusterChange(t *testing.T, c client.Client, change func(*clusterv1.Cluster)) []*unstructured.Unstructured {
+	t.Helper()
+	cl := &clusterv1.Cluster{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: cluster}, cl); err != nil {
 		t.Fatal(err)
 	}
+	change(cl)
+	topology, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&cl.Spec.Topology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(clusterv1.GroupVersion.WithKind("Cluster"))
+	u.SetNamespace(ns)
+	u.SetName(cluster)
+	if err := unstructured.SetNestedMap(u.Object, topology, "spec", "topology"); err != nil {
+		t.Fatal(err)
+	}
+	return []*unstructured.Unstructured{u}
+}
+
+// predicted plans change as the read-only planner and checks that it
+// predicts verdict for each of the running workers.
+func predicted(t *testing.T, what string, change []*unstructured.Unstructured, workers []string, verdict plan.Verdict) {
+	t.Helper()
+	var docs []string
+	for _, u := range change {
+		raw, err := yaml.Marshal(u.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, string(raw))
+	}
+	got, out, _, err := planner.Run(t.Context(), bin, planner.Args(p.Kubeconfig(), bin, ns), strings.Join(docs, "---\n"))
+	if err != nil {
+		t.Fatalf("plan %s: %v", what, err)
+	}
+	found := 0
+	for _, cl := range got.Clusters {
+		for _, m := range cl.Machines {
+			if !slices.Contains(workers, m.Name) {
+				continue
+			}
+			found++
+			if m.Verdict != verdict {
+				t.Errorf("plan %s: worker %s predicted %s (%s), want %s\n%s", what, m.Name, m.Verdict, strings.Join(m.Reasons, "; "), verdict, out)
+			}
+		}
+	}
+	if found != len(workers) {
+		t.Errorf("plan %s: %d of the workers %v predicted\n%s", what, found, workers, out)
+	}
+	t.Logf("plan %s: %s", what, got.Clusters[0].Summary())
 }
 
 // setTopology changes the Cluster's topology.

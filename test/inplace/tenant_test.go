@@ -133,9 +133,9 @@ func tenant(t *testing.T) client.Client {
 // CrossplaneMachineTemplate naming the credentials ref.
 func workersOn(t *testing.T, c client.Client, ref map[string]any) {
 	t.Helper()
-	repointWorkers(t, c, "-"+ungranted, func(spec map[string]any) error {
+	apply(t, c, repointWorkers(t, c, "-"+ungranted, func(spec map[string]any) error {
 		return unstructured.SetNestedMap(spec, ref, "template", "spec", "providerConfigRef")
-	})
+	}))
 }
 
 // refusedWorker returns nil once CAPI has been refused a new worker XR at

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -24,10 +25,12 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capxp/cluster-api-provider-crossplane/compositions"
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/inplace"
 	"github.com/capxp/cluster-api-provider-crossplane/dev/lifeline"
 	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
@@ -82,6 +85,7 @@ func TestClusterctl(t *testing.T) {
 		t.Fatal(err)
 	}
 	oneBridge(t, p)
+	extensionRegistered(ctx, t, c, "capxp-system")
 	// Prometheus finds the manager through the shipped ServiceMonitor and
 	// metrics Service in clusterctl's namespace.
 	refusesAnonymousScrapes(ctx, t, metricsThroughServiceMonitor(ctx, t, p, "capxp-system"))
@@ -335,6 +339,46 @@ func provisionManaged(ctx context.Context, t *testing.T, p *plane.Plane, cluster
 func ptrTrue(b *bool) bool { return b != nil && *b }
 
 // leftovers lists what carries the provider's label, or its namespace.
+// extensionRegistered checks that the manager registered its in-place
+// update hooks with CAPI where the API server reaches its credentials
+// webhook: the same Service (CAPI injecting the CA from the certificate's
+// Secret) or the same URL with the CA bundle (the plane runs the
+// Deployment's pod on loopback).
+func extensionRegistered(ctx context.Context, t *testing.T, c client.Client, ns string) {
+	t.Helper()
+	eventually(t, "the in-place update extension is registered beside the credentials webhook", time.Minute, func() error {
+		vwc := &admissionv1.ValidatingWebhookConfiguration{}
+		if err := c.Get(ctx, client.ObjectKey{Name: "capxp-credentials"}, vwc); err != nil {
+			return err
+		}
+		if len(vwc.Webhooks) == 0 {
+			return fmt.Errorf("the credentials webhook registration has no webhook")
+		}
+		want := vwc.Webhooks[0].ClientConfig
+		ec := &runtimev1.ExtensionConfig{}
+		if err := c.Get(ctx, client.ObjectKey{Name: inplace.ExtensionConfigName}, ec); err != nil {
+			return err
+		}
+		got := ec.Spec.ClientConfig
+		switch {
+		case want.Service != nil:
+			if got.Service.Name != want.Service.Name || got.Service.Namespace != ns || want.Service.Namespace != ns {
+				return fmt.Errorf("the ExtensionConfig names the Service %s/%s, the credentials webhook %s/%s", got.Service.Namespace, got.Service.Name, want.Service.Namespace, want.Service.Name)
+			}
+			if got, want := ec.Annotations[runtimev1.InjectCAFromSecretAnnotation], ns+"/capxp-webhook-service-cert"; got != want {
+				return fmt.Errorf("the ExtensionConfig has the CA injected from %q, want %q", got, want)
+			}
+		case want.URL != nil:
+			if !strings.HasPrefix(*want.URL, got.URL) || got.URL == "" || len(got.CABundle) == 0 {
+				return fmt.Errorf("the ExtensionConfig names %q (CA bundle of %d bytes), the credentials webhook %q", got.URL, len(got.CABundle), *want.URL)
+			}
+		default:
+			return fmt.Errorf("the credentials webhook names neither a Service nor a URL")
+		}
+		return nil
+	})
+}
+
 func leftovers(ctx context.Context, c client.Client) error {
 	var left []string
 	sel := client.MatchingLabels{clusterv1.ProviderNameLabel: release.Provider}
@@ -343,7 +387,8 @@ func leftovers(ctx context.Context, c client.Client) error {
 		"admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration",
 		"admissionregistration.k8s.io/v1/MutatingAdmissionPolicy", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicyBinding",
 		"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding",
-		"cert-manager.io/v1/Certificate", "cert-manager.io/v1/Issuer"} {
+		"cert-manager.io/v1/Certificate", "cert-manager.io/v1/Issuer",
+		"runtime.cluster.x-k8s.io/v1beta2/ExtensionConfig"} {
 		i := strings.LastIndex(gvk, "/")
 		l := &unstructured.UnstructuredList{}
 		l.SetAPIVersion(gvk[:i])

@@ -1,4 +1,4 @@
-package inplace
+package hooks
 
 import (
 	"context"
@@ -14,14 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
-	"github.com/capxp/cluster-api-provider-crossplane/controllers/contracts"
-	"github.com/capxp/cluster-api-provider-crossplane/controllers/webhook"
 )
 
 const ns = "team-a"
@@ -31,7 +30,8 @@ var composedGVK = schema.GroupVersionKind{Group: "kubernetes.m.crossplane.io", V
 func newExtension(t *testing.T, objs ...client.Object) *Extension {
 	t.Helper()
 	s := runtime.NewScheme()
-	utilruntime.Must(contracts.AddToScheme(s))
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(clusterv1.AddToScheme(s))
 	s.AddKnownTypeWithName(composedGVK, &unstructured.Unstructured{})
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{infrav1.GroupVersion, clusterv1.GroupVersion, compositionRevision.GroupVersion(), composedGVK.GroupVersion()})
 	mapper.Add(infrav1.GroupVersion.WithKind(infrav1.CrossplaneMachineKind), meta.RESTScopeNamespace)
@@ -303,44 +303,6 @@ func TestUpdateMachine(t *testing.T) {
 			}
 			if !strings.Contains(resp.Message, tc.wantInMsg) {
 				t.Errorf("%s\nUpdateMachine(): message %q, want it to contain %q", tc.reason, resp.Message, tc.wantInMsg)
-			}
-		})
-	}
-}
-
-func TestExtensionConfig(t *testing.T) {
-	cases := map[string]struct {
-		reason string
-		cc     webhook.ClientConfig
-		want   string
-	}{
-		"URL": {
-			reason: "a manager outside the cluster is called at its URL, trusted by the bundle given; no CA is injected",
-			cc:     webhook.ClientConfig{URL: "https://127.0.0.1:9443", CABundle: []byte("CA"), CASecret: "capxp-system/cert"},
-			want:   `{"clientConfig":{"caBundle":"Q0E=","url":"https://127.0.0.1:9443"},"namespaceSelector":{}}`,
-		},
-		"Service": {
-			reason: "in a cluster, by the webhook's Service, the CA injected by CAPI from the certificate's Secret",
-			cc:     webhook.ClientConfig{ServiceNamespace: "capxp-system", ServiceName: "capxp-webhook-service", ServicePort: 443, CASecret: "capxp-system/cert"},
-			want:   `{"clientConfig":{"service":{"name":"capxp-webhook-service","namespace":"capxp-system","port":443}},"namespaceSelector":{}}`,
-		},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			u, err := ExtensionConfig(&tc.cc, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			spec, err := json.Marshal(u.Object["spec"])
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.want, string(spec)); diff != "" {
-				t.Errorf("%s\nExtensionConfig(): spec -want, +got:\n%s", tc.reason, diff)
-			}
-			injected := u.GetAnnotations()["runtime.cluster.x-k8s.io/inject-ca-from-secret"]
-			if want := map[string]string{"URL": "", "Service": "capxp-system/cert"}[name]; injected != want {
-				t.Errorf("%s\nExtensionConfig(): injected from %q, want %q", tc.reason, injected, want)
 			}
 		})
 	}

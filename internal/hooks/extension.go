@@ -1,7 +1,7 @@
-// Package inplace is CAPXP's in-place update extension: CAPI's Runtime SDK
-// hooks CanUpdateMachineSet, CanUpdateMachine and UpdateMachine, served on
-// the manager's webhook server, and the ExtensionConfig that registers them
-// with CAPI.
+// Package hooks answers CAPI's in-place update hooks CanUpdateMachineSet,
+// CanUpdateMachine and UpdateMachine for CAPXP: the manager serves the
+// answers (controllers/inplace), and capxp plan asks them as CAPI would
+// (internal/plan).
 //
 // The hooks read the objects they judge from the API server, never from
 // the request alone: a request says which Machine or MachineSet it is
@@ -15,7 +15,7 @@
 //
 // State: none. Each call reads what it needs; the handlers hold only their
 // clients.
-package inplace
+package hooks
 
 import (
 	"context"
@@ -42,11 +42,9 @@ import (
 	"github.com/capxp/cluster-api-provider-crossplane/bridge/inplace"
 )
 
-// The hooks read CompositionRevisions; ExtensionConfig is created, and
-// then only this one read and patched.
-// +kubebuilder:rbac:groups=apiextensions.crossplane.io,resources=compositionrevisions,verbs=get
-// +kubebuilder:rbac:groups=runtime.cluster.x-k8s.io,resources=extensionconfigs,verbs=create
-// +kubebuilder:rbac:groups=runtime.cluster.x-k8s.io,resources=extensionconfigs,verbs=get;patch,resourceNames=capxp
+// ExtensionConfigName names the ExtensionConfig that registers the hooks
+// with CAPI; CAPI names each handler <handler>.<ExtensionConfigName>.
+const ExtensionConfigName = "capxp"
 
 // How often CAPI asks again about an update under way.
 const retryAfterSeconds = 3
