@@ -110,10 +110,15 @@ func (e *Extension) CanUpdateMachineSet(ctx context.Context, req *runtimehooksv1
 		resp.Message = fmt.Sprintf("replace: MachineSet %s has %d Machines, more than the %d the extension judges", ms.Name, len(machines.Items), maxMachines)
 		return
 	}
+	xrs, err := e.xrsOf(ctx, ms, machines.Items)
+	if err != nil {
+		fail(resp, err)
+		return
+	}
 	revisions := make([]inplace.Revision, 0, len(machines.Items))
 	read := map[string]inplace.Revision{}
 	for i := range machines.Items {
-		r, err := e.revisionOf(ctx, &machines.Items[i], read)
+		r, err := e.revisionOf(ctx, &machines.Items[i], xrs, read)
 		if err != nil {
 			fail(resp, err)
 			return
@@ -151,7 +156,7 @@ func (e *Extension) CanUpdateMachine(ctx context.Context, req *runtimehooksv1.Ca
 		fail(resp, errors.Wrapf(err, "cannot get Machine %s", klog.KObj(m)))
 		return
 	}
-	r, err := e.revisionOf(ctx, live, map[string]inplace.Revision{})
+	r, err := e.revisionOf(ctx, live, nil, map[string]inplace.Revision{})
 	if err != nil {
 		fail(resp, err)
 		return
@@ -228,12 +233,59 @@ func (e *Extension) xrOf(ctx context.Context, m *clusterv1.Machine) (*composite.
 	return xr, nil
 }
 
-// revisionOf reads the CompositionRevision a Machine's XR is pinned to and
-// what it declares. An XR not composed yet, or a revision gone, is a
-// revision that declares nothing, with the reason; an API error is an
-// error.
-func (e *Extension) revisionOf(ctx context.Context, m *clusterv1.Machine, read map[string]inplace.Revision) (inplace.Revision, error) {
-	xr, err := e.xrOf(ctx, m)
+// xrKey names an XR among those listed: its kind, group and name.
+func xrKey(gk schema.GroupKind, name string) string { return gk.String() + "/" + name }
+
+// xrsOf lists, live, the XRs of a MachineSet's Machines, by xrKey: one
+// request per kind, selected by the MachineSet's label, which CAPI puts on
+// the infrastructure it creates for each Machine. A hundred Machines are a
+// request, not a hundred, well within the hook's timeout. A Machine whose
+// XR is not among them (a kind that cannot be listed, a label since
+// changed) has it read by name.
+func (e *Extension) xrsOf(ctx context.Context, ms *clusterv1.MachineSet, machines []clusterv1.Machine) (map[string]*composite.Unstructured, error) {
+	out := map[string]*composite.Unstructured{}
+	listed := map[schema.GroupKind]bool{}
+	for i := range machines {
+		ref := machines[i].Spec.InfrastructureRef
+		gk := schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind}
+		if listed[gk] {
+			continue
+		}
+		listed[gk] = true
+		mapping, err := e.mapper.RESTMapping(gk)
+		if err != nil {
+			// Read by name, and judged there.
+			continue
+		}
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(mapping.GroupVersionKind.GroupVersion().WithKind(gk.Kind + "List"))
+		err = e.live.List(ctx, l, client.InNamespace(ms.Namespace), client.MatchingLabels{clusterv1.MachineSetNameLabel: format.MustFormatValue(ms.Name)}, client.Limit(maxMachines))
+		switch {
+		case apierrors.IsForbidden(err) || kmeta.IsNoMatchError(err):
+			continue
+		case err != nil:
+			return nil, errors.Wrapf(err, "cannot list the %s of MachineSet %s", gk.Kind, klog.KObj(ms))
+		}
+		for j := range l.Items {
+			xr := composite.New(composite.WithGroupVersionKind(mapping.GroupVersionKind))
+			xr.Object = l.Items[j].Object
+			out[xrKey(gk, xr.GetName())] = xr
+		}
+	}
+	return out, nil
+}
+
+// revisionOf reads the CompositionRevision a Machine's XR (among xrs, or
+// else read by name) is pinned to and what it declares. An XR not composed
+// yet, or a revision gone, is a revision that declares nothing, with the
+// reason; an API error is an error.
+func (e *Extension) revisionOf(ctx context.Context, m *clusterv1.Machine, xrs map[string]*composite.Unstructured, read map[string]inplace.Revision) (inplace.Revision, error) {
+	ref := m.Spec.InfrastructureRef
+	xr, ok := xrs[xrKey(schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind}, ref.Name)]
+	var err error
+	if !ok {
+		xr, err = e.xrOf(ctx, m)
+	}
 	switch cause := errors.Cause(err); {
 	case err == nil:
 	case apierrors.IsNotFound(cause):
@@ -244,19 +296,19 @@ func (e *Extension) revisionOf(ctx context.Context, m *clusterv1.Machine, read m
 	default:
 		return inplace.Revision{}, err
 	}
-	ref := xr.GetCompositionRevisionReference()
-	if ref == nil || ref.Name == "" {
+	rev := xr.GetCompositionRevisionReference()
+	if rev == nil || rev.Name == "" {
 		return inplace.Revision{Name: "of " + xr.GetKind() + " " + xr.GetName(), Err: errors.New("the XR is not composed yet")}, nil
 	}
 	composition := ""
 	if c := xr.GetCompositionReference(); c != nil {
 		composition = c.Name
 	}
-	key := composition + "/" + ref.Name
+	key := composition + "/" + rev.Name
 	if r, ok := read[key]; ok {
 		return r, nil
 	}
-	r, err := e.revision(ctx, ref.Name, composition)
+	r, err := e.revision(ctx, rev.Name, composition)
 	if err == nil {
 		read[key] = r
 	}

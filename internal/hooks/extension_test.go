@@ -19,6 +19,7 @@ import (
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 )
@@ -29,6 +30,12 @@ var composedGVK = schema.GroupVersionKind{Group: "kubernetes.m.crossplane.io", V
 
 func newExtension(t *testing.T, objs ...client.Object) *Extension {
 	t.Helper()
+	return newExtensionWith(t, interceptor.Funcs{}, objs...)
+}
+
+// newExtensionWith is newExtension reading through funcs.
+func newExtensionWith(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) *Extension {
+	t.Helper()
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(clusterv1.AddToScheme(s))
@@ -38,7 +45,7 @@ func newExtension(t *testing.T, objs ...client.Object) *Extension {
 	mapper.Add(clusterv1.GroupVersion.WithKind("Machine"), meta.RESTScopeNamespace)
 	mapper.Add(compositionRevision, meta.RESTScopeRoot)
 	mapper.Add(composedGVK, meta.RESTScopeNamespace)
-	c := fake.NewClientBuilder().WithScheme(s).WithRESTMapper(mapper).WithObjects(objs...).Build()
+	c := fake.NewClientBuilder().WithScheme(s).WithRESTMapper(mapper).WithObjects(objs...).WithInterceptorFuncs(funcs).Build()
 	return NewExtension(c, c, mapper)
 }
 
@@ -235,6 +242,39 @@ func TestCanUpdateMachineSet(t *testing.T) {
 				t.Errorf("%s\nCanUpdateMachineSet(): message %q, want %q", tc.reason, resp.Message, tc.wantMsg)
 			}
 		})
+	}
+}
+
+// CanUpdateMachineSet reads a MachineSet's XRs in one list, by the label
+// CAPI gives them, within the hook's timeout however many Machines it has;
+// an XR without the label is read by name.
+func TestCanUpdateMachineSetListsTheXRs(t *testing.T) {
+	labelled := func(u *unstructured.Unstructured) *unstructured.Unstructured {
+		u.SetLabels(map[string]string{clusterv1.MachineSetNameLabel: "ms-old"})
+		return u
+	}
+	var gets []string
+	e := newExtensionWith(t, interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if obj.GetObjectKind().GroupVersionKind().Kind == infrav1.CrossplaneMachineKind {
+			gets = append(gets, key.Name)
+		}
+		return c.Get(ctx, key, obj, opts...)
+	}},
+		machine("m1", "ms-old"), machine("m2", "ms-old"), machine("m3", "ms-old"),
+		labelled(xr("m1", "rev-1", 1, 1, nil)), labelled(xr("m2", "rev-1", 1, 1, nil)), xr("m3", "rev-1", 1, 1, nil),
+		revision("rev-1", "spec.parameters.size"))
+	req := &runtimehooksv1.CanUpdateMachineSetRequest{}
+	req.Current.MachineSet.Namespace, req.Current.MachineSet.Name = ns, "ms-old"
+	req.Current.MachineSet.Spec.Template.Spec.Bootstrap.ConfigRef = clusterv1.ContractVersionedObjectReference{APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfigTemplate", Name: "workers"}
+	req.Current.InfrastructureMachineTemplate = template(t, "small")
+	req.Desired.InfrastructureMachineTemplate = template(t, "large")
+	resp := &runtimehooksv1.CanUpdateMachineSetResponse{}
+	e.CanUpdateMachineSet(context.Background(), req, resp)
+	if resp.Message != "in place: spec.parameters.size" {
+		t.Errorf("CanUpdateMachineSet(): %s: %q, want in place", resp.Status, resp.Message)
+	}
+	if diff := cmp.Diff([]string{"m3"}, gets); diff != "" {
+		t.Errorf("CanUpdateMachineSet() read these XRs by name (-want +got):\n%s", diff)
 	}
 }
 

@@ -59,6 +59,31 @@ var _ = ginkgo.Describe("When testing MachinePools [e2e-machine-pool]", func() {
 	})
 })
 
+var _ = ginkgo.Describe("When testing the scale of many clusters [e2e-topology-local]", func() {
+	capie2e.ScaleSpec(ctx, func() capie2e.ScaleSpecInput {
+		return capie2e.ScaleSpecInput{
+			E2EConfig:              e2eConfig,
+			ClusterctlConfigPath:   clusterctlConfigPath,
+			BootstrapClusterProxy:  bootstrapClusterProxy,
+			ArtifactFolder:         artifactFolder,
+			SkipCleanup:            *skipCleanup,
+			InfrastructureProvider: ptr.To("crossplane"),
+			Flavor:                 ptr.To(flavor),
+			// As many clusters as two cores hold beside the plane, all
+			// created at once: each a control-plane Machine and a worker.
+			ClusterCount:                    ptr.To[int64](5),
+			Concurrency:                     ptr.To[int64](5),
+			ControlPlaneMachineCount:        ptr.To[int64](1),
+			MachineDeploymentCount:          ptr.To[int64](1),
+			WorkerPerMachineDeploymentCount: ptr.To[int64](1),
+			// The upgrade step waits for kube-proxy's DaemonSet to roll
+			// out on the workload cluster; the simulated hosts run no
+			// kube-proxy (docs/development.md).
+			SkipUpgrade: true,
+		}
+	})
+})
+
 // ownedBy says whether an object has an owner of one of kinds.
 func ownedBy(owners []metav1.OwnerReference, kinds ...string) bool {
 	return slices.ContainsFunc(owners, func(o metav1.OwnerReference) bool { return slices.Contains(kinds, o.Kind) })
