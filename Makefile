@@ -147,7 +147,7 @@ test: ## Run unit, integration, composition, end-to-end, install and capxp-dev t
 	$(MAKE) --no-print-directory fuzz
 
 .PHONY: test-all
-test-all: test ## Run make test, then the fault tests (test/chaos, ~13 min), the aws backend's (make test-aws) and CAPI's own e2e specs (make test-capi-e2e, ~19 min), which a cold CI run has no room for.
+test-all: test ## Run make test, then the fault tests (test/chaos, ~13 min), the aws backend's (make test-aws) and CAPI's own e2e specs (make test-capi-e2e, ~21 min), which a cold CI run has no room for.
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 30m ./test/chaos/
 	$(MAKE) --no-print-directory test-aws
 	$(MAKE) --no-print-directory test-capi-e2e

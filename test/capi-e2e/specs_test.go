@@ -7,11 +7,13 @@ import (
 	"strings"
 
 	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	capie2e "sigs.k8s.io/cluster-api/test/e2e"
+	"sigs.k8s.io/cluster-api/test/framework"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
@@ -59,7 +61,7 @@ var _ = ginkgo.Describe("When testing MachinePools [e2e-machine-pool]", func() {
 	})
 })
 
-var _ = ginkgo.Describe("When testing the scale of many clusters [e2e-topology-local]", func() {
+var _ = ginkgo.Describe("When testing the scale of many clusters [e2e-scale]", func() {
 	capie2e.ScaleSpec(ctx, func() capie2e.ScaleSpecInput {
 		return capie2e.ScaleSpecInput{
 			E2EConfig:              e2eConfig,
@@ -68,10 +70,18 @@ var _ = ginkgo.Describe("When testing the scale of many clusters [e2e-topology-l
 			ArtifactFolder:         artifactFolder,
 			SkipCleanup:            *skipCleanup,
 			InfrastructureProvider: ptr.To("crossplane"),
-			Flavor:                 ptr.To(flavor),
-			// As many clusters as two cores hold beside the plane, all
-			// created at once: each a control-plane Machine and a worker.
-			ClusterCount:                    ptr.To[int64](5),
+			Flavor:                 ptr.To("e2e-scale"),
+			// The clusters share the namespace's ProviderConfig, which
+			// reads the plane's workload cluster's kubeconfig.
+			PostNamespaceCreated: func(proxy framework.ClusterProxy, ns string) {
+				gomega.Expect(proxy.GetClient().Create(ctx, &corev1.Secret{
+					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "scale-workload-kubeconfig"},
+					Data:       map[string][]byte{"value": p.Workload.Kubeconfig},
+				})).To(gomega.Succeed())
+			},
+			// CAPI's default of 10 clusters, 5 at a time: each a
+			// control-plane Machine and a worker.
+			ClusterCount:                    ptr.To[int64](10),
 			Concurrency:                     ptr.To[int64](5),
 			ControlPlaneMachineCount:        ptr.To[int64](1),
 			MachineDeploymentCount:          ptr.To[int64](1),
