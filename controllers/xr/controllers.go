@@ -259,21 +259,40 @@ func (k *Controllers) credentialWatches(gvk schema.GroupVersionKind) []contracts
 	}
 }
 
+// composedKindsTimeout bounds ComposedKinds' reading of the cache.
+const composedKindsTimeout = time.Second
+
 // ComposedKinds returns the kinds of what the namespace's XRs of the
 // adapted kinds compose (their spec.crossplane.resourceRefs), read from the
 // manager's cache: no request reaches the API server. A revocation lists
 // these kinds first.
+//
+// It never waits: not for the lock that starting and stopping a kind's
+// controller holds (then it returns an error, and the revocation lists in
+// its own order), nor longer than composedKindsTimeout for a cache that has
+// not synced. What it found before an error is returned with it.
 func (k *Controllers) ComposedKinds(ctx context.Context, ns string) (map[schema.GroupKind]bool, error) {
 	// Held while listing, so that no kind stopped meanwhile has its
 	// informer started again by the list.
-	k.mu.Lock()
+	if !k.mu.TryLock() {
+		return nil, errors.New("a kind's controller is starting or stopping")
+	}
 	defer k.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, composedKindsTimeout)
+	defer cancel()
 	out := map[schema.GroupKind]bool{}
 	for _, r := range k.running {
+		select {
+		case <-r.done:
+			// Its controller stopped (its cache never synced): nothing to
+			// read.
+			continue
+		default:
+		}
 		l := &unstructured.UnstructuredList{}
 		l.SetGroupVersionKind(r.adaptation.GVK.GroupVersion().WithKind(r.adaptation.GVK.Kind + "List"))
 		if err := k.mgr.GetCache().List(ctx, l, client.InNamespace(ns)); err != nil {
-			return nil, errors.Wrapf(err, "cannot list %s from the cache", r.adaptation.GVK.Kind)
+			return out, errors.Wrapf(err, "cannot list %s from the cache", r.adaptation.GVK.Kind)
 		}
 		for i := range l.Items {
 			refs, _, _ := unstructured.NestedSlice(l.Items[i].Object, "spec", "crossplane", "resourceRefs")

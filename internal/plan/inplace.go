@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
@@ -80,9 +81,12 @@ type inPlaceRule struct {
 // updatesInPlace reports whether ms's Machines are updated in place to
 // md's template, and why (CAPXP's answer, or why CAPI does not ask); an
 // error is what plan could not read or ask.
-func (r *inPlaceRule) updatesInPlace(ctx context.Context, md *clusterv1.MachineDeployment, ms *clusterv1.MachineSet, result mdutil.UpToDateResult) (bool, string, error) {
+func (r *inPlaceRule) updatesInPlace(ctx context.Context, md *clusterv1.MachineDeployment, ms, newMS *clusterv1.MachineSet, result mdutil.UpToDateResult) (bool, string, error) {
 	if r == nil {
 		return false, "", nil
+	}
+	if newMS != nil && ptr.Deref(newMS.Spec.Replicas, 0) >= ptr.Deref(md.Spec.Replicas, 0) {
+		return false, "the new MachineSet has every replica already: CAPI scales the old ones down", nil
 	}
 	if t := md.Spec.Rollout.Strategy.Type; t != "" && t != clusterv1.RollingUpdateMachineDeploymentStrategyType {
 		return false, fmt.Sprintf("CAPI updates in place only in a rolling update, not %s", t), nil
@@ -96,21 +100,24 @@ func (r *inPlaceRule) updatesInPlace(ctx context.Context, md *clusterv1.MachineD
 		Current: runtimehooksv1.CanUpdateMachineSetRequestObjects{MachineSet: *ms.DeepCopy()},
 		Desired: runtimehooksv1.CanUpdateMachineSetRequestObjects{MachineSet: *desired},
 	}
-	var err error
-	if req.Current.InfrastructureMachineTemplate, err = r.template(ctx, ms.Namespace, ms.Spec.Template.Spec.InfrastructureRef); err != nil {
-		return false, "", err
-	}
-	if req.Desired.InfrastructureMachineTemplate, err = r.template(ctx, ms.Namespace, md.Spec.Template.Spec.InfrastructureRef); err != nil {
-		return false, "", err
-	}
-	if req.Current.InfrastructureMachineTemplate.Object == nil || req.Desired.InfrastructureMachineTemplate.Object == nil {
-		return false, "CAPI does not update in place without both infrastructure templates", nil
-	}
-	if req.Current.BootstrapConfigTemplate, err = r.template(ctx, ms.Namespace, ms.Spec.Template.Spec.Bootstrap.ConfigRef); err != nil {
-		return false, "", err
-	}
-	if req.Desired.BootstrapConfigTemplate, err = r.template(ctx, ms.Namespace, md.Spec.Template.Spec.Bootstrap.ConfigRef); err != nil {
-		return false, "", err
+	for _, t := range []struct {
+		into *runtime.RawExtension
+		ref  clusterv1.ContractVersionedObjectReference
+	}{
+		{&req.Current.InfrastructureMachineTemplate, ms.Spec.Template.Spec.InfrastructureRef},
+		{&req.Desired.InfrastructureMachineTemplate, md.Spec.Template.Spec.InfrastructureRef},
+		{&req.Current.BootstrapConfigTemplate, ms.Spec.Template.Spec.Bootstrap.ConfigRef},
+		{&req.Desired.BootstrapConfigTemplate, md.Spec.Template.Spec.Bootstrap.ConfigRef},
+	} {
+		raw, found, err := r.template(ctx, ms.Namespace, t.ref)
+		if err != nil {
+			return false, "", err
+		}
+		if !found {
+			// CAPI's in-place rule fails on it, and the rollout waits.
+			return false, fmt.Sprintf("CAPI's rollout waits: %s %s is not found", t.ref.Kind, t.ref.Name), nil
+		}
+		*t.into = raw
 	}
 	if (req.Current.BootstrapConfigTemplate.Object == nil) != (req.Desired.BootstrapConfigTemplate.Object == nil) {
 		return false, "CAPI does not update in place a bootstrap template added or removed", nil
@@ -128,29 +135,30 @@ func (r *inPlaceRule) updatesInPlace(ctx context.Context, md *clusterv1.MachineD
 }
 
 // template reads the template a reference names, as CAPI sends it to the
-// hooks; an undefined reference, or a template gone, is none.
-func (r *inPlaceRule) template(ctx context.Context, ns string, ref clusterv1.ContractVersionedObjectReference) (runtime.RawExtension, error) {
+// hooks: none for an undefined reference, and not found for a template
+// that does not exist.
+func (r *inPlaceRule) template(ctx context.Context, ns string, ref clusterv1.ContractVersionedObjectReference) (runtime.RawExtension, bool, error) {
 	if !ref.IsDefined() {
-		return runtime.RawExtension{}, nil
+		return runtime.RawExtension{}, true, nil
 	}
 	gv, err := groupVersion(r.reader, ref.APIGroup, ref.Kind)
 	if err != nil {
-		return runtime.RawExtension{}, err
+		return runtime.RawExtension{}, false, err
 	}
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(gv)
 	u.SetKind(ref.Kind)
 	if err := r.reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, u); err != nil {
 		if apierrors.IsNotFound(err) {
-			return runtime.RawExtension{}, nil
+			return runtime.RawExtension{}, false, nil
 		}
-		return runtime.RawExtension{}, errors.Wrapf(err, "cannot get %s %s/%s", ref.Kind, ns, ref.Name)
+		return runtime.RawExtension{}, false, errors.Wrapf(err, "cannot get %s %s/%s", ref.Kind, ns, ref.Name)
 	}
 	raw, err := json.Marshal(u.Object)
 	if err != nil {
-		return runtime.RawExtension{}, errors.Wrapf(err, "cannot encode %s %s", ref.Kind, ref.Name)
+		return runtime.RawExtension{}, false, errors.Wrapf(err, "cannot encode %s %s", ref.Kind, ref.Name)
 	}
-	return runtime.RawExtension{Raw: raw, Object: u}, nil
+	return runtime.RawExtension{Raw: raw, Object: u}, true, nil
 }
 
 // matchesAfter applies the hook's patches to the current objects and

@@ -69,13 +69,16 @@ func TestUpdatesInPlace(t *testing.T) {
 	}
 	eligible := mdutil.UpToDateResult{EligibleForInPlaceUpdate: true}
 	cases := map[string]struct {
-		desired   clusterv1.MachineSpec
-		strategy  clusterv1.MachineDeploymentRolloutStrategyType
-		result    mdutil.UpToDateResult
-		resp      runtimehooksv1.CanUpdateMachineSetResponse
-		want      bool
-		wantCalls int
-		wantErr   bool
+		desired  clusterv1.MachineSpec
+		strategy clusterv1.MachineDeploymentRolloutStrategyType
+		// newReplicas, when set, are the replicas of a new MachineSet
+		// that exists already.
+		newReplicas *int32
+		result      mdutil.UpToDateResult
+		resp        runtimehooksv1.CanUpdateMachineSetResponse
+		want        bool
+		wantCalls   int
+		wantErr     bool
 	}{
 		"the hook patches the size in: updated in place": {
 			desired: spec("large", "kct", "v1.36.5"), result: eligible, resp: answered(sizePatch, "in place: spec.parameters.size"),
@@ -111,6 +114,13 @@ func TestUpdatesInPlace(t *testing.T) {
 		"the new template does not exist: CAPI never asks": {
 			desired: spec("missing", "kct", "v1.36.5"), result: eligible, resp: answered(sizePatch, "in place"),
 		},
+		"the new MachineSet has every replica already: CAPI never asks": {
+			desired: spec("large", "kct", "v1.36.5"), result: eligible, resp: answered(sizePatch, "in place"), newReplicas: ptr.To[int32](2),
+		},
+		"the new MachineSet has some replicas: updated in place": {
+			desired: spec("large", "kct", "v1.36.5"), result: eligible, resp: answered(sizePatch, "in place"), newReplicas: ptr.To[int32](1),
+			want: true, wantCalls: 1,
+		},
 		"the hook fails: an error": {
 			desired: spec("large", "kct", "v1.36.5"), result: eligible,
 			resp:      runtimehooksv1.CanUpdateMachineSetResponse{CommonResponse: runtimehooksv1.CommonResponse{Status: runtimehooksv1.ResponseStatusFailure, Message: "cannot list"}},
@@ -129,11 +139,15 @@ func TestUpdatesInPlace(t *testing.T) {
 			hook := &stubHook{resp: tc.resp}
 			rule := &inPlaceRule{hook: hook, reader: c}
 			md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "workers"},
-				Spec: clusterv1.MachineDeploymentSpec{Template: clusterv1.MachineTemplateSpec{Spec: tc.desired}}}
+				Spec: clusterv1.MachineDeploymentSpec{Replicas: ptr.To[int32](2), Template: clusterv1.MachineTemplateSpec{Spec: tc.desired}}}
 			md.Spec.Rollout.Strategy.Type = tc.strategy
 			ms := &clusterv1.MachineSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "workers-abc"},
 				Spec: clusterv1.MachineSetSpec{Template: clusterv1.MachineTemplateSpec{Spec: spec("small", "kct", "v1.36.5")}}}
-			got, _, err := rule.updatesInPlace(context.Background(), md, ms, tc.result)
+			var newMS *clusterv1.MachineSet
+			if tc.newReplicas != nil {
+				newMS = &clusterv1.MachineSet{Spec: clusterv1.MachineSetSpec{Replicas: tc.newReplicas}}
+			}
+			got, _, err := rule.updatesInPlace(context.Background(), md, ms, newMS, tc.result)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("updatesInPlace: error %v, want an error: %t", err, tc.wantErr)
 			}
@@ -147,7 +161,7 @@ func TestUpdatesInPlace(t *testing.T) {
 // Without CAPI's discovery of CAPXP's hooks, nothing is predicted in place.
 func TestUpdatesInPlaceWithoutTheHooks(t *testing.T) {
 	var rule *inPlaceRule
-	got, _, err := rule.updatesInPlace(context.Background(), &clusterv1.MachineDeployment{}, &clusterv1.MachineSet{}, mdutil.UpToDateResult{EligibleForInPlaceUpdate: true})
+	got, _, err := rule.updatesInPlace(context.Background(), &clusterv1.MachineDeployment{}, &clusterv1.MachineSet{}, nil, mdutil.UpToDateResult{EligibleForInPlaceUpdate: true})
 	if got || err != nil {
 		t.Errorf("updatesInPlace without the hooks = %t, %v; want false, nil", got, err)
 	}
@@ -236,5 +250,17 @@ func TestObserveInPlace(t *testing.T) {
 				t.Errorf("ObserveInPlace = %+v, want discovered %t, a note %t", got, tc.want, tc.wantNote)
 			}
 		})
+	}
+}
+
+// A plan predicting an in-place update exits as one that replaces: plan
+// cannot read CAPI's InPlaceUpdates feature gate, and with it off CAPI
+// replaces those Machines.
+func TestReplacesCountsInPlace(t *testing.T) {
+	for verdict, want := range map[Verdict]bool{Kept: false, Outdated: false, Replaced: true, UpdatedInPlace: true} {
+		p := &Plan{Clusters: []Cluster{{Machines: []Machine{{Name: "m", Verdict: verdict}}}}}
+		if got := p.Replaces(); got != want {
+			t.Errorf("Replaces() with a Machine %s = %t, want %t", verdict, got, want)
+		}
 	}
 }

@@ -29,6 +29,7 @@ import (
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	kcpfilters "sigs.k8s.io/cluster-api/controlplane/kubeadm/pkg"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment/mdutil"
+	"sigs.k8s.io/cluster-api/util/collections"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -118,11 +119,15 @@ type Plan struct {
 }
 
 // Replaces reports whether the change replaces or deletes any Machine or
-// composed resource, or has one refused for its credentials.
+// composed resource (or may: a Machine predicted updated in place is
+// replaced where CAPI's InPlaceUpdates feature is off), or has one refused
+// for its credentials.
 func (p *Plan) Replaces() bool {
 	for _, c := range p.Clusters {
 		for _, m := range c.Machines {
-			if m.Verdict == Replaced {
+			// UpdatedInPlace too: plan cannot read CAPI's InPlaceUpdates
+			// feature gate, and with it off CAPI replaces the Machine.
+			if m.Verdict == Replaced || m.Verdict == UpdatedInPlace {
 				return true
 			}
 		}
@@ -692,7 +697,7 @@ func predictMachineDeployment(ctx context.Context, rule *inPlaceRule, o *Observe
 		inPlace, answer := false, ""
 		if old && slices.ContainsFunc(o.Machines, func(m clusterv1.Machine) bool { return metav1.IsControlledBy(&m, ms) }) {
 			var err error
-			if inPlace, answer, err = rule.updatesInPlace(ctx, md, ms, results[ms.Name]); err != nil {
+			if inPlace, answer, err = rule.updatesInPlace(ctx, md, ms, newMS, results[ms.Name]); err != nil {
 				return nil, nil, errors.Wrapf(err, "MachineDeployment %s", md.Name)
 			}
 		}
@@ -705,6 +710,10 @@ func predictMachineDeployment(ctx context.Context, rule *inPlaceRule, o *Observe
 			pm := Machine{Name: m.Name, Owner: owner, Verdict: Kept}
 			switch {
 			case !old:
+			case inPlace && collections.IsUnhealthyAndOwnerRemediated(m):
+				// CAPI deletes it rather than move it; its MachineSet's
+				// replacement comes from the new one.
+				pm.Verdict, pm.Reasons = Replaced, []string{"unhealthy, and remediated by its owner: CAPI deletes it rather than update it in place"}
 			case inPlace:
 				pm.Verdict = UpdatedInPlace
 				pm.Reasons = append(slices.Clone(results[ms.Name].ConditionMessages), inPlaceReason(answer)...)

@@ -45,6 +45,26 @@ func (r proposedFirst) Get(ctx context.Context, key client.ObjectKey, obj client
 	return errors.Wrapf(runtime.DefaultUnstructuredConverter.FromUnstructured(p.DeepCopy().Object, obj), "cannot read the proposed %s %s", gvk.Kind, key)
 }
 
+// List lists live, with each listed object the change proposes in its
+// proposed form (an object the change creates is not added: a list is
+// what the hooks read of objects that exist).
+func (r proposedFirst) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := r.Client.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	l, ok := list.(*unstructured.UnstructuredList)
+	if !ok {
+		return nil
+	}
+	for i := range l.Items {
+		item := &l.Items[i]
+		if p, ok := r.proposed[item.GroupVersionKind().GroupKind()][client.ObjectKeyFromObject(item)]; ok {
+			item.Object = p.DeepCopy().Object
+		}
+	}
+	return nil
+}
+
 func (proposedFirst) Create(context.Context, client.Object, ...client.CreateOption) error {
 	return errWrite
 }

@@ -60,3 +60,40 @@ func TestProposedFirst(t *testing.T) {
 		})
 	}
 }
+
+// A list holds the proposed form of each listed object the change holds,
+// as the in-place update hooks read a MachineSet's XRs.
+func TestProposedFirstList(t *testing.T) {
+	live := func(name string) *clusterv1.ClusterClass {
+		c := &clusterv1.ClusterClass{}
+		c.SetNamespace(ns)
+		c.SetName(name)
+		c.Spec.Infrastructure.TemplateRef = clusterv1.ClusterClassTemplateReference{APIVersion: "infrastructure.cluster.x-k8s.io/v1alpha1", Kind: "CrossplaneClusterTemplate", Name: "old"}
+		return c
+	}
+	proposed := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"infrastructure": map[string]any{"templateRef": map[string]any{
+		"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "CrossplaneClusterTemplate", "name": "new"}}}}}
+	proposed.SetGroupVersionKind(clusterv1.GroupVersion.WithKind("ClusterClass"))
+	proposed.SetNamespace(ns)
+	proposed.SetName("edited")
+	created := proposed.DeepCopy()
+	created.SetName("created")
+	r := proposedFirst{
+		Client: fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(live("edited"), live("kept")).Build(),
+		proposed: map[schema.GroupKind]map[client.ObjectKey]*unstructured.Unstructured{proposed.GroupVersionKind().GroupKind(): {
+			client.ObjectKeyFromObject(proposed): proposed, client.ObjectKeyFromObject(created): created}},
+	}
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(clusterv1.GroupVersion.WithKind("ClusterClassList"))
+	if err := r.List(context.Background(), l, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, u := range l.Items {
+		got[u.GetName()], _, _ = unstructured.NestedString(u.Object, "spec", "infrastructure", "templateRef", "name")
+	}
+	want := map[string]string{"edited": "new", "kept": "old"}
+	if len(got) != len(want) || got["edited"] != want["edited"] || got["kept"] != want["kept"] {
+		t.Errorf("listed %v, want %v: the proposed form of what exists, nothing the change creates", got, want)
+	}
+}

@@ -72,9 +72,8 @@ func TestBenchInPlace(t *testing.T) {
 	if err := p.WaitForExampleAvailable(ctx, e.Cluster, controlPlane+n, 20*time.Minute, func(plane.Status) {}); err != nil {
 		t.Fatal(err)
 	}
-	if err := fleetIs(ctx, c, n, "small"); err != nil {
-		t.Fatal(err)
-	}
+	// Available counts Machines; their MachineDeployment's status follows.
+	waitFor(t, "every worker of size small", 5*time.Minute, func() error { return fleetIs(ctx, c, n, "small") })
 	t.Logf("%d workers provisioned in %s", n, time.Since(start).Round(time.Second))
 	registered(t, c)
 
