@@ -143,7 +143,7 @@ lint: ## Run golangci-lint v2 (.golangci.yml: the linters, go vet among them, an
 test: ## Run unit, integration, composition, end-to-end, install and capxp-dev tests on real components (builds them on first use), then fuzz each target for 30000 executions. CI runs this.
 	$(ENSURE_TOOLS) $(PLANE_TOOLS) $(INSTALL_TOOLS) $(MONITORING_TOOLS) >/dev/null
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) $(PKGS)
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 30m ./test/e2e/ ./test/inplace/ ./test/install/ ./test/dev/
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 45m ./test/e2e/ ./test/inplace/ ./test/install/ ./test/dev/
 	$(MAKE) --no-print-directory fuzz
 
 .PHONY: test-all
@@ -170,7 +170,7 @@ fuzz: ## Fuzz output mapping, readiness, the gate, the XRD check, the grant chec
 .PHONY: test-install
 test-install: ## Install the release with the real clusterctl and with Crossplane's package manager (from a TLS registry) on the local plane; provision, describe, trace and delete; move a cluster between two planes with clusterctl move and back.
 	$(ENSURE_TOOLS) $(PLANE_TOOLS) $(INSTALL_TOOLS) >/dev/null
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -timeout 30m -v ./test/install/
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -timeout 45m -v ./test/install/
 
 .PHONY: test-chaos
 test-chaos: ## Run CAPXP under faults on the local plane: the manager killed outright 20 times, two replicas losing their leader, capxp-dev ended every way; counts what is left, orphaned or duplicated.
