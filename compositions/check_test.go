@@ -150,6 +150,24 @@ func TestCompositionCheck(t *testing.T) {
 			},
 			failing: []string{compcheck.FieldProviderID},
 		},
+		"InPlaceFieldNotInSchema": {
+			reason:      "a machine Composition that declares in place a field its XRD does not have",
+			composition: "local/machine.yaml", xr: "local-machine.yaml",
+			breaks:  annotate(infrav1.InPlaceFieldsAnnotation, "spec.parameters.rack"),
+			failing: []string{compcheck.FieldInPlace},
+		},
+		"InPlaceCredentials": {
+			reason:      "a machine Composition that declares its credentials change in place",
+			composition: "local/machine.yaml", xr: "local-machine.yaml",
+			breaks:  annotate(infrav1.InPlaceFieldsAnnotation, "spec.parameters.size,spec.providerConfigRef"),
+			failing: []string{compcheck.FieldInPlace},
+		},
+		"InPlaceBootstrapNotSpec": {
+			reason:      "a machine Composition that declares its hosts apply a bootstrap config's metadata",
+			composition: "local/machine.yaml", xr: "local-machine.yaml",
+			breaks:  annotate(infrav1.InPlaceBootstrapFieldsAnnotation, "spec.files,metadata.labels"),
+			failing: []string{compcheck.FieldInPlaceBootstrap},
+		},
 		"InvalidForItsCRD": {
 			reason:      "a managed resource with a field its CRD does not define",
 			composition: "local/machine.yaml", xr: "local-machine.yaml",
@@ -237,6 +255,19 @@ func TestCompositionCheck(t *testing.T) {
 
 // dropPatchesTo drops every patch, of a resource or of a patch set, that
 // writes path.
+// annotate sets one annotation of the Composition, keeping the others.
+func annotate(key, value string) func(*testing.T, *unstructured.Unstructured) {
+	return func(t *testing.T, comp *unstructured.Unstructured) {
+		t.Helper()
+		a := comp.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[key] = value
+		comp.SetAnnotations(a)
+	}
+}
+
 func dropPatchesTo(path string) func(*testing.T, *unstructured.Unstructured) {
 	return func(t *testing.T, comp *unstructured.Unstructured) {
 		t.Helper()

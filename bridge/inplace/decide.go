@@ -10,15 +10,20 @@ import (
 	"strings"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 )
 
 // A Revision is the CompositionRevision a running machine is pinned to,
-// and what it declares. Err is why its declaration could not be read
-// (malformed, or the revision not found); such a revision covers nothing.
+// and what it declares: the XR's fields its composed resources take in
+// place, and the bootstrap config's fields its hosts apply. Err is why its
+// declarations could not be read (malformed, or the revision not found);
+// such a revision covers nothing.
 type Revision struct {
-	Name   string
-	Fields Fields
-	Err    error
+	Name      string
+	Fields    Fields
+	Bootstrap Fields
+	Err       error
 }
 
 // A Decision says which of a machine's changed fields it takes in place
@@ -47,15 +52,30 @@ func (d Decision) Updatable() bool {
 // taken in place when it is none of the fields that never change in place
 // and every revision declares it.
 func Decide(current, desired map[string]any, revisions []Revision) Decision {
+	return decide(current, desired, revisions, func(r Revision) Fields { return r.Fields }, infrav1.InPlaceFieldsAnnotation, true)
+}
+
+// DecideBootstrap judges a change of a machine's bootstrap config spec
+// (a KubeadmConfig's spec, or a template's spec.template.spec) against the
+// revisions its running machines are pinned to: a field is taken in place
+// when every revision declares its hosts apply it.
+func DecideBootstrap(current, desired map[string]any, revisions []Revision) Decision {
+	return decide(current, desired, revisions, func(r Revision) Fields { return r.Bootstrap }, infrav1.InPlaceBootstrapFieldsAnnotation, false)
+}
+
+// decide judges each changed field by what every revision declares in
+// annotation (declared picks it); xr applies the XR fields that never
+// change in place.
+func decide(current, desired map[string]any, revisions []Revision, declared func(Revision) Fields, annotation string, xr bool) Decision {
 	var d Decision
 	for _, path := range Changes(current, desired) {
 		name := strings.Join(path, ".")
 		d.Changed = append(d.Changed, name)
-		if why := neverWhy(path); why != "" {
+		if why := neverWhy(path); xr && why != "" {
 			d.Refused = append(d.Refused, why)
 			continue
 		}
-		if why := uncovered(path, revisions); why != "" {
+		if why := uncovered(path, revisions, declared, annotation); why != "" {
 			d.Refused = append(d.Refused, why)
 			continue
 		}
@@ -66,7 +86,7 @@ func Decide(current, desired map[string]any, revisions []Revision) Decision {
 
 // uncovered says which revision does not declare a changed field; "" when
 // all do.
-func uncovered(path []string, revisions []Revision) string {
+func uncovered(path []string, revisions []Revision, declared func(Revision) Fields, annotation string) string {
 	name := strings.Join(path, ".")
 	if len(revisions) == 0 {
 		return fmt.Sprintf("%s: no running machine's Composition revision is known", name)
@@ -75,8 +95,8 @@ func uncovered(path []string, revisions []Revision) string {
 		switch {
 		case r.Err != nil:
 			return fmt.Sprintf("%s: CompositionRevision %s: %v", name, r.Name, r.Err)
-		case !r.Fields.covers(path):
-			return fmt.Sprintf("%s: CompositionRevision %s does not declare it in place", name, r.Name)
+		case !declared(r).covers(path):
+			return fmt.Sprintf("%s: CompositionRevision %s does not declare it in place (%s)", name, r.Name, annotation)
 		}
 	}
 	return ""

@@ -43,27 +43,43 @@ type Fields struct {
 // annotation declares none. A malformed one is an error naming the path,
 // and declares none.
 func Declared(annotations map[string]string) (Fields, error) {
-	raw := strings.TrimSpace(annotations[infrav1.InPlaceFieldsAnnotation])
+	return declared(infrav1.InPlaceFieldsAnnotation, annotations, "the XR's spec (spec.parameters.size, say)", true)
+}
+
+// DeclaredBootstrap reads the fields of a Machine's bootstrap config spec a
+// Composition or CompositionRevision declares its hosts apply on a running
+// machine, in its capxp.dev/in-place-bootstrap-fields annotation: paths as
+// Declared's, of the bootstrap config's spec (a KubeadmConfig's, or what a
+// KubeadmConfigTemplate stamps).
+func DeclaredBootstrap(annotations map[string]string) (Fields, error) {
+	return declared(infrav1.InPlaceBootstrapFieldsAnnotation, annotations, "the bootstrap config's spec (spec.files, say)", false)
+}
+
+// declared parses the paths an annotation lists. of says whose spec they
+// are; xr applies the fields of a machine XR's spec that never change in
+// place.
+func declared(annotation string, annotations map[string]string, of string, xr bool) (Fields, error) {
+	raw := strings.TrimSpace(annotations[annotation])
 	if raw == "" {
 		return Fields{}, nil
 	}
 	parts := strings.Split(raw, ",")
 	if len(parts) > maxFields {
-		return Fields{}, errors.Errorf("%s lists %d fields, more than %d", infrav1.InPlaceFieldsAnnotation, len(parts), maxFields)
+		return Fields{}, errors.Errorf("%s lists %d fields, more than %d", annotation, len(parts), maxFields)
 	}
 	var f Fields
 	for _, p := range parts {
 		p = strings.TrimSpace(p)
 		segs, err := segments(p)
 		if err != nil {
-			return Fields{}, errors.Wrapf(err, "%s: %q", infrav1.InPlaceFieldsAnnotation, p)
+			return Fields{}, errors.Wrapf(err, "%s: %q", annotation, p)
 		}
 		if len(segs) < 2 || segs[0] != spec {
-			return Fields{}, errors.Errorf("%s: %q is not a field of the XR's spec (spec.parameters.size, say)", infrav1.InPlaceFieldsAnnotation, p)
+			return Fields{}, errors.Errorf("%s: %q is not a field of %s", annotation, p, of)
 		}
 		for _, n := range never {
-			if within(segs, n.path) || within(n.path, segs) {
-				return Fields{}, errors.Errorf("%s: %s never changes in place: %s", infrav1.InPlaceFieldsAnnotation, p, n.why)
+			if xr && (within(segs, n.path) || within(n.path, segs)) {
+				return Fields{}, errors.Errorf("%s: %s never changes in place: %s", annotation, p, n.why)
 			}
 		}
 		f.paths = append(f.paths, segs)

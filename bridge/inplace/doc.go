@@ -13,6 +13,10 @@
 // the bridge writes. Anything else is refused with a reason, and CAPI
 // rolls the machines as it always has.
 //
+// A change of a Machine's bootstrap config (a KubeadmConfig's files, say)
+// is judged the same way, by what the Composition declares its hosts
+// apply on a running machine (capxp.dev/in-place-bootstrap-fields).
+//
 // Every function here is pure: the extension's handlers read the objects
 // and answer with what these decide.
 package inplace

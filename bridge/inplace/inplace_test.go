@@ -15,11 +15,36 @@ import (
 
 func TestDeclared(t *testing.T) {
 	cases := map[string]struct {
-		reason  string
-		value   string
-		want    []string
-		wantErr string
+		reason string
+		// bootstrap reads the bootstrap declaration, with the XR's beside
+		// it, instead of the XR's.
+		bootstrap bool
+		value     string
+		want      []string
+		wantErr   string
 	}{
+		"BootstrapFiles": {
+			reason:    "the bootstrap config's files, read from their own annotation",
+			bootstrap: true,
+			value:     "spec.files, spec.ntp",
+			want:      []string{"spec.files", "spec.ntp"},
+		},
+		"BootstrapNoXRExclusions": {
+			reason:    "the XR's fields that never change in place are not the bootstrap config's: its spec.bootstrap is a field like any other",
+			bootstrap: true,
+			value:     "spec.bootstrap",
+			want:      []string{"spec.bootstrap"},
+		},
+		"BootstrapNotSpec": {
+			reason:    "only the bootstrap config's spec is declared",
+			bootstrap: true,
+			value:     "metadata.annotations",
+			wantErr:   "is not a field of the bootstrap config's spec",
+		},
+		"BootstrapNone": {
+			reason:    "a Composition that declares the XR's fields only declares no bootstrap field",
+			bootstrap: true,
+		},
 		"None": {
 			reason: "a Composition without the annotation declares nothing in place",
 		},
@@ -67,6 +92,12 @@ func TestDeclared(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			f, err := Declared(map[string]string{infrav1.InPlaceFieldsAnnotation: tc.value})
+			if tc.bootstrap {
+				f, err = DeclaredBootstrap(map[string]string{
+					infrav1.InPlaceBootstrapFieldsAnnotation: tc.value,
+					infrav1.InPlaceFieldsAnnotation:          "spec.parameters.size",
+				})
+			}
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("%s\nDeclared(%q): error %v, want one containing %q", tc.reason, tc.value, err, tc.wantErr)
@@ -135,7 +166,7 @@ func TestDecide(t *testing.T) {
 			desired:   sized("large"),
 			revisions: []Revision{declares("m-1", "spec.parameters.size"), declares("m-0", "")},
 			want: Decision{Changed: []string{"spec.parameters.size"},
-				Refused: []string{"spec.parameters.size: CompositionRevision m-0 does not declare it in place"}},
+				Refused: []string{"spec.parameters.size: CompositionRevision m-0 does not declare it in place (capxp.dev/in-place-fields)"}},
 		},
 		"Undeclared": {
 			reason:    "a field no revision declares is refused, and the declared one beside it still listed",
@@ -143,7 +174,7 @@ func TestDecide(t *testing.T) {
 			desired:   with(sized("large"), "parameters.image", "ami-2"),
 			revisions: []Revision{declares("m-1", "spec.parameters.size")},
 			want: Decision{Changed: []string{"spec.parameters.image", "spec.parameters.size"}, InPlace: []string{"spec.parameters.size"},
-				Refused: []string{"spec.parameters.image: CompositionRevision m-1 does not declare it in place"}},
+				Refused: []string{"spec.parameters.image: CompositionRevision m-1 does not declare it in place (capxp.dev/in-place-fields)"}},
 		},
 		"Credentials": {
 			reason:    "moving a machine to other credentials replaces it",
@@ -204,6 +235,79 @@ func TestDecide(t *testing.T) {
 			}
 			if got.Updatable() != tc.updatable {
 				t.Errorf("%s\nUpdatable(): %t, want %t", tc.reason, got.Updatable(), tc.updatable)
+			}
+		})
+	}
+}
+
+func TestDecideBootstrap(t *testing.T) {
+	files := func(content string) map[string]any {
+		return map[string]any{
+			"files":              []any{map[string]any{"path": "/tmp/test", "content": content}},
+			"joinConfiguration":  map[string]any{"nodeRegistration": map[string]any{"kubeletExtraArgs": []any{}}},
+			"preKubeadmCommands": []any{"echo hi"},
+		}
+	}
+	revision := func(name, infra, bootstrap string) Revision {
+		f, err := Declared(map[string]string{infrav1.InPlaceFieldsAnnotation: infra})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := DeclaredBootstrap(map[string]string{infrav1.InPlaceBootstrapFieldsAnnotation: bootstrap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Revision{Name: name, Fields: f, Bootstrap: b}
+	}
+	cases := map[string]struct {
+		reason           string
+		current, desired map[string]any
+		revisions        []Revision
+		want             Decision
+	}{
+		"Files": {
+			reason:    "a file every revision's hosts apply is taken in place",
+			current:   files("first"),
+			desired:   files("second"),
+			revisions: []Revision{revision("m-1", "spec.parameters.size", "spec.files"), revision("m-2", "", "spec.files")},
+			want:      Decision{Changed: []string{"spec.files"}, InPlace: []string{"spec.files"}},
+		},
+		"InfraDeclarationIsNotBootstrap": {
+			reason:    "what the XR's annotation declares says nothing of the hosts",
+			current:   files("first"),
+			desired:   files("second"),
+			revisions: []Revision{revision("m-1", "spec.parameters.size", "")},
+			want: Decision{Changed: []string{"spec.files"},
+				Refused: []string{"spec.files: CompositionRevision m-1 does not declare it in place (capxp.dev/in-place-bootstrap-fields)"}},
+		},
+		"Commands": {
+			reason:    "a bootstrap field the hosts are not declared to apply replaces the machine",
+			current:   files("first"),
+			desired:   map[string]any{"files": files("first")["files"], "preKubeadmCommands": []any{"echo bye"}, "joinConfiguration": files("first")["joinConfiguration"]},
+			revisions: []Revision{revision("m-1", "", "spec.files")},
+			want: Decision{Changed: []string{"spec.preKubeadmCommands"},
+				Refused: []string{"spec.preKubeadmCommands: CompositionRevision m-1 does not declare it in place (capxp.dev/in-place-bootstrap-fields)"}},
+		},
+		"Nothing": {
+			reason:    "no bootstrap change is nothing to judge",
+			current:   files("first"),
+			desired:   files("first"),
+			revisions: []Revision{revision("m-1", "", "")},
+		},
+		"BrokenRevision": {
+			reason:    "a revision whose declarations cannot be read covers no bootstrap field either",
+			current:   files("first"),
+			desired:   files("second"),
+			revisions: []Revision{{Name: "m-1", Err: errTest}},
+			want: Decision{Changed: []string{"spec.files"},
+				Refused: []string{"spec.files: CompositionRevision m-1: " + errTest.Error()}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := DecideBootstrap(tc.current, tc.desired, tc.revisions)
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s\nDecideBootstrap(): -want, +got:\n%s", tc.reason, diff)
 			}
 		})
 	}

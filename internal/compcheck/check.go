@@ -185,7 +185,7 @@ func Check(ctx context.Context, e *render.Engine, in Input) (*Result, error) {
 	}
 	r.Verdicts = append(r.Verdicts, deletion(r.Last.Composed))
 	if in.Contract == contractInfraMachine {
-		r.Verdicts = append(r.Verdicts, inPlace(ctx, e, in, r))
+		r.Verdicts = append(r.Verdicts, inPlace(ctx, e, in, r), inPlaceBootstrap(in))
 	}
 	if in.CRDs != nil {
 		r.Verdicts = append(r.Verdicts, validForCRDs(ctx, in.CRDs, r.Last.Composed))

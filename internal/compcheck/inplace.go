@@ -19,6 +19,25 @@ import (
 // composed resources take in place.
 const FieldInPlace = "in-place fields"
 
+// FieldInPlaceBootstrap is the verdict on what a machine Composition
+// declares its hosts apply of a bootstrap config's change.
+const FieldInPlaceBootstrap = "in-place bootstrap fields"
+
+// inPlaceBootstrap judges an InfraMachine Composition's
+// capxp.dev/in-place-bootstrap-fields: well formed. What a host applies on
+// a running machine is not something a render shows; the declaration is
+// its author's word, and the verdict says so.
+func inPlaceBootstrap(in Input) Verdict {
+	f, err := inplace.DeclaredBootstrap(in.Composition.GetAnnotations())
+	switch {
+	case err != nil:
+		return Verdict{Field: FieldInPlaceBootstrap, Reason: err.Error()}
+	case len(f.Paths()) == 0:
+		return Verdict{Field: FieldInPlaceBootstrap, OK: true, Reason: fmt.Sprintf("none declared (%s): every change of a machine's bootstrap config replaces it", infrav1.InPlaceBootstrapFieldsAnnotation)}
+	}
+	return Verdict{Field: FieldInPlaceBootstrap, OK: true, Reason: strings.Join(f.Paths(), ", ") + " of the bootstrap config, which the Composition's hosts apply on a running machine (declared, not rendered)"}
+}
+
 // inPlace judges an InfraMachine Composition's capxp.dev/in-place-fields:
 // well formed, each path in the XRD's schema, and, for each path the
 // example XR sets, a change of its value renders the same composed

@@ -5,13 +5,15 @@
 //
 // The hooks read the objects they judge from the API server, never from
 // the request alone: a request says which Machine or MachineSet it is
-// about, and what CAPI would change. CanUpdate* answer with a patch of the
+// about, and what CAPI would change. CanUpdate* answer with patches of the
 // infrastructure template or XR covering the fields every running
-// machine's CompositionRevision declares it takes in place
-// (bridge/inplace); anything else is left unpatched, and CAPI rolls the
-// machines. UpdateMachine writes nothing: CAPI has already applied the
-// change to the XR, Crossplane composes it, and the hook reports progress
-// until the XR and everything it composed have taken it.
+// machine's CompositionRevision declares it takes in place, and of the
+// bootstrap config or template covering the fields the revision declares
+// its hosts apply (bridge/inplace); when anything is refused nothing is
+// patched, and CAPI rolls the machines. UpdateMachine writes nothing: CAPI
+// has already applied the change to the XR and the bootstrap config,
+// Crossplane composes the XR's, and the hook reports progress until the XR
+// and everything it composed have taken it.
 //
 // State: none. Each call reads what it needs; the handlers hold only their
 // clients.
@@ -80,9 +82,9 @@ func NewExtension(cached, live client.Reader, mapper kmeta.RESTMapper) *Extensio
 
 // CanUpdateMachineSet answers whether a MachineDeployment's machines can
 // move from one MachineSet's template to another's in place: the
-// infrastructure template's change is patched where every running
-// machine's revision declares it. The MachineSet's own spec and the
-// bootstrap template are never patched: a change there rolls the machines.
+// infrastructure and bootstrap templates' changes are patched where every
+// running machine's revision declares them. The MachineSet's own spec is
+// never patched: a change there rolls the machines.
 func (e *Extension) CanUpdateMachineSet(ctx context.Context, req *runtimehooksv1.CanUpdateMachineSetRequest, resp *runtimehooksv1.CanUpdateMachineSetResponse) {
 	ms := &req.Current.MachineSet
 	log := ctrl.LoggerFrom(ctx).WithValues("MachineSet", klog.KObj(ms))
@@ -95,9 +97,11 @@ func (e *Extension) CanUpdateMachineSet(ctx context.Context, req *runtimehooksv1
 		resp.Message = "replace: the Machines take their bootstrap data Secret by name (spec.template.spec.bootstrap.dataSecretName), and CAPI updates in place only Machines of a bootstrap config"
 		return
 	}
-	current, desired, err := templateSpecs(req.Current.InfrastructureMachineTemplate.Raw, req.Desired.InfrastructureMachineTemplate.Raw)
-	if err != nil {
-		fail(resp, err)
+	sp, ok := decode(resp,
+		[2][]byte{req.Current.InfrastructureMachineTemplate.Raw, req.Desired.InfrastructureMachineTemplate.Raw},
+		[2][]byte{req.Current.BootstrapConfigTemplate.Raw, req.Desired.BootstrapConfigTemplate.Raw},
+		"spec", "template", "spec")
+	if !ok {
 		return
 	}
 	machines := &clusterv1.MachineList{}
@@ -125,30 +129,34 @@ func (e *Extension) CanUpdateMachineSet(ctx context.Context, req *runtimehooksv1
 		}
 		revisions = append(revisions, r)
 	}
-	d := inplace.Decide(current, desired, revisions)
+	a := sp.judge(revisions)
 	resp.Status = runtimehooksv1.ResponseStatusSuccess
-	resp.Message = summary(d)
-	log.V(4).Info("CanUpdateMachineSet", "changed", d.Changed, "inPlace", d.InPlace, "refused", d.Refused)
-	if !d.Updatable() || len(d.InPlace) == 0 {
+	resp.Message = a.summary()
+	log.V(4).Info("CanUpdateMachineSet", "changed", a.infra.Changed, "inPlace", a.infra.InPlace, "refused", a.infra.Refused,
+		"bootstrapChanged", a.bootstrap.Changed, "bootstrapInPlace", a.bootstrap.InPlace, "bootstrapRefused", a.bootstrap.Refused)
+	if !a.updatable() {
 		return
 	}
-	p, err := inplace.MergePatch([]string{"spec", "template", "spec"}, desired, d.InPlace)
+	infra, bootstrap, err := a.patches([]string{"spec", "template", "spec"}, sp)
 	if err != nil {
 		fail(resp, err)
 		return
 	}
-	resp.InfrastructureMachineTemplatePatch = runtimehooksv1.Patch{PatchType: runtimehooksv1.JSONMergePatchType, Patch: p}
+	resp.InfrastructureMachineTemplatePatch = infra
+	resp.BootstrapConfigTemplatePatch = bootstrap
 }
 
 // CanUpdateMachine answers whether one Machine (of a KubeadmControlPlane)
-// can take a change of its XR in place, by the revision the live XR is
-// pinned to. The Machine and its bootstrap config are never patched.
+// can take a change of its XR and its bootstrap config in place, by the
+// revision the live XR is pinned to. The Machine itself is never patched.
 func (e *Extension) CanUpdateMachine(ctx context.Context, req *runtimehooksv1.CanUpdateMachineRequest, resp *runtimehooksv1.CanUpdateMachineResponse) {
 	m := &req.Current.Machine
 	log := ctrl.LoggerFrom(ctx).WithValues("Machine", klog.KObj(m))
-	current, desired, err := objectSpecs(req.Current.InfrastructureMachine.Raw, req.Desired.InfrastructureMachine.Raw)
-	if err != nil {
-		fail(resp, err)
+	sp, ok := decode(resp,
+		[2][]byte{req.Current.InfrastructureMachine.Raw, req.Desired.InfrastructureMachine.Raw},
+		[2][]byte{req.Current.BootstrapConfig.Raw, req.Desired.BootstrapConfig.Raw},
+		"spec")
+	if !ok {
 		return
 	}
 	live := &clusterv1.Machine{}
@@ -161,19 +169,21 @@ func (e *Extension) CanUpdateMachine(ctx context.Context, req *runtimehooksv1.Ca
 		fail(resp, err)
 		return
 	}
-	d := inplace.Decide(current, desired, []inplace.Revision{r})
+	a := sp.judge([]inplace.Revision{r})
 	resp.Status = runtimehooksv1.ResponseStatusSuccess
-	resp.Message = summary(d)
-	log.V(4).Info("CanUpdateMachine", "changed", d.Changed, "inPlace", d.InPlace, "refused", d.Refused)
-	if !d.Updatable() || len(d.InPlace) == 0 {
+	resp.Message = a.summary()
+	log.V(4).Info("CanUpdateMachine", "changed", a.infra.Changed, "inPlace", a.infra.InPlace, "refused", a.infra.Refused,
+		"bootstrapChanged", a.bootstrap.Changed, "bootstrapInPlace", a.bootstrap.InPlace, "bootstrapRefused", a.bootstrap.Refused)
+	if !a.updatable() {
 		return
 	}
-	p, err := inplace.MergePatch([]string{"spec"}, desired, d.InPlace)
+	infra, bootstrap, err := a.patches([]string{"spec"}, sp)
 	if err != nil {
 		fail(resp, err)
 		return
 	}
-	resp.InfrastructureMachinePatch = runtimehooksv1.Patch{PatchType: runtimehooksv1.JSONMergePatchType, Patch: p}
+	resp.InfrastructureMachinePatch = infra
+	resp.BootstrapConfigPatch = bootstrap
 }
 
 // UpdateMachine reports how an in-place update of a Machine is going. CAPI
@@ -330,8 +340,16 @@ func (e *Extension) revision(ctx context.Context, name, composition string) (inp
 	if of := rev.GetLabels()[compositionNameLabel]; of == "" || of != composition {
 		return inplace.Revision{Name: name, Err: errors.Errorf("not a revision of the XR's Composition %q", composition)}, nil
 	}
-	f, err := inplace.Declared(rev.GetAnnotations())
-	return inplace.Revision{Name: name, Fields: f, Err: err}, nil
+	// A declaration that cannot be read is the revision's verdict, not
+	// the call's error: the revision declares nothing, and says why.
+	r := inplace.Revision{Name: name}
+	if r.Fields, r.Err = inplace.Declared(rev.GetAnnotations()); r.Err == nil {
+		r.Bootstrap, r.Err = inplace.DeclaredBootstrap(rev.GetAnnotations())
+	}
+	if r.Err != nil {
+		r.Fields, r.Bootstrap = inplace.Fields{}, inplace.Fields{}
+	}
+	return r, nil
 }
 
 // composedBy reads, live, the namespaced resources an XR references (at
@@ -376,42 +394,121 @@ func (e *Extension) composedBy(ctx context.Context, xr *composite.Unstructured) 
 	return composed, missing, nil
 }
 
-// templateSpecs decodes two infrastructure templates and returns the spec
-// each stamps onto an XR (spec.template.spec).
-func templateSpecs(current, desired []byte) (map[string]any, map[string]any, error) {
-	return specsAt(current, desired, "spec", "template", "spec")
+// specs are what a request changes: the infrastructure's spec and the
+// bootstrap config's, current and desired.
+type specs struct {
+	current, desired   map[string]any
+	bCurrent, bDesired map[string]any
 }
 
-// objectSpecs decodes two XRs and returns their specs.
-func objectSpecs(current, desired []byte) (map[string]any, map[string]any, error) {
-	return specsAt(current, desired, "spec")
+// decode reads a request's infrastructure and bootstrap objects (current,
+// desired) and returns the spec at path of each: spec.template.spec of
+// templates, spec of objects. A request without bootstrap objects changes
+// no bootstrap field. When it cannot read them, decode has answered resp
+// and returns false: a bootstrap config added or removed is not a change
+// CAPXP makes in place, answered as a replacement; a malformed object is
+// a failure.
+func decode(resp response, infra, bootstrap [2][]byte, path ...string) (specs, bool) {
+	var sp specs
+	var err error
+	if sp.current, sp.desired, err = specsAt("infrastructure", infra[0], infra[1], path...); err != nil {
+		fail(resp, err)
+		return sp, false
+	}
+	switch {
+	case len(bootstrap[0]) == 0 && len(bootstrap[1]) == 0:
+		return sp, true
+	case len(bootstrap[0]) == 0 || len(bootstrap[1]) == 0:
+		resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
+		resp.SetMessage("replace: a bootstrap config added or removed is not a change of its fields")
+		return sp, false
+	}
+	if sp.bCurrent, sp.bDesired, err = specsAt("bootstrap", bootstrap[0], bootstrap[1], path...); err != nil {
+		fail(resp, err)
+		return sp, false
+	}
+	return sp, true
 }
 
-func specsAt(current, desired []byte, path ...string) (map[string]any, map[string]any, error) {
+// specsAt decodes two objects of the request, the what (infrastructure or
+// bootstrap) object each, and returns the spec at path of each.
+func specsAt(what string, current, desired []byte, path ...string) (map[string]any, map[string]any, error) {
 	var out [2]map[string]any
 	for i, raw := range [][]byte{current, desired} {
 		obj := map[string]any{}
 		if err := json.Unmarshal(raw, &obj); err != nil {
-			return nil, nil, errors.Wrap(err, "cannot decode the infrastructure object of the request")
+			return nil, nil, errors.Wrapf(err, "cannot decode the %s object of the request", what)
 		}
 		spec, _, err := unstructured.NestedMap(obj, path...)
 		if err != nil {
-			return nil, nil, errors.Wrapf(err, "cannot read %s of the request's infrastructure object", strings.Join(path, "."))
+			return nil, nil, errors.Wrapf(err, "cannot read %s of the request's %s object", strings.Join(path, "."), what)
 		}
 		out[i] = spec
 	}
 	return out[0], out[1], nil
 }
 
-// summary is a decision as CAPI logs it.
-func summary(d inplace.Decision) string {
-	switch {
-	case len(d.Refused) > 0:
-		return "replace: " + strings.Join(d.Refused, "; ")
-	case len(d.InPlace) > 0:
-		return "in place: " + strings.Join(d.InPlace, ", ")
+// An answer is what the hooks decided of a change: of the infrastructure,
+// and of the bootstrap config.
+type answer struct {
+	infra, bootstrap inplace.Decision
+}
+
+// judge decides both halves of a change against the running machines'
+// revisions.
+func (sp specs) judge(revisions []inplace.Revision) answer {
+	return answer{
+		infra:     inplace.Decide(sp.current, sp.desired, revisions),
+		bootstrap: inplace.DecideBootstrap(sp.bCurrent, sp.bDesired, revisions),
 	}
-	return "no change of the infrastructure"
+}
+
+// updatable reports whether the change is taken in place as a whole:
+// nothing refused, and something patched.
+func (a answer) updatable() bool {
+	return a.infra.Updatable() && a.bootstrap.Updatable() && len(a.infra.InPlace)+len(a.bootstrap.InPlace) > 0
+}
+
+// patches returns the merge patches of what is taken in place: the
+// infrastructure object's and the bootstrap object's, each where at says
+// (a template's spec.template.spec, or an object's spec). A half with
+// nothing taken in place has no patch.
+func (a answer) patches(at []string, sp specs) (runtimehooksv1.Patch, runtimehooksv1.Patch, error) {
+	var out [2]runtimehooksv1.Patch
+	for i, half := range []struct {
+		fields  []string
+		desired map[string]any
+	}{{a.infra.InPlace, sp.desired}, {a.bootstrap.InPlace, sp.bDesired}} {
+		if len(half.fields) == 0 {
+			continue
+		}
+		p, err := inplace.MergePatch(at, half.desired, half.fields)
+		if err != nil {
+			return out[0], out[1], err
+		}
+		out[i] = runtimehooksv1.Patch{PatchType: runtimehooksv1.JSONMergePatchType, Patch: p}
+	}
+	return out[0], out[1], nil
+}
+
+// summary is an answer as CAPI logs it.
+func (a answer) summary() string {
+	var refused, inPlace []string
+	refused = append(refused, a.infra.Refused...)
+	for _, r := range a.bootstrap.Refused {
+		refused = append(refused, "bootstrap config "+r)
+	}
+	inPlace = append(inPlace, a.infra.InPlace...)
+	for _, f := range a.bootstrap.InPlace {
+		inPlace = append(inPlace, "bootstrap config "+f)
+	}
+	switch {
+	case len(refused) > 0:
+		return "replace: " + strings.Join(refused, "; ")
+	case len(inPlace) > 0:
+		return "in place: " + strings.Join(inPlace, ", ")
+	}
+	return "no change of the infrastructure or the bootstrap config's spec"
 }
 
 // response is what every hook's response lets the handlers set.

@@ -102,6 +102,19 @@ func revision(name, declared string) *unstructured.Unstructured {
 	return revisionOf("crossplanemachine-local", name, declared)
 }
 
+// revisionBootstrap is revision rev-1, also declaring the bootstrap fields its
+// hosts apply.
+func revisionBootstrap(declared, bootstrap string) *unstructured.Unstructured {
+	u := revision("rev-1", declared)
+	a := u.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[infrav1.InPlaceBootstrapFieldsAnnotation] = bootstrap
+	u.SetAnnotations(a)
+	return u
+}
+
 func revisionOf(composition, name, declared string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(compositionRevision)
@@ -146,6 +159,30 @@ func template(t *testing.T, size string) runtime.RawExtension {
 	return runtime.RawExtension{Raw: raw}
 }
 
+// kubeadmConfig is a bootstrap config with one file of the given content,
+// as CAPI sends it: a KubeadmConfigTemplate's spec.template.spec when
+// template, else a KubeadmConfig's spec. An empty content is no object.
+func kubeadmConfig(t *testing.T, content string, template bool) runtime.RawExtension {
+	t.Helper()
+	if content == "" {
+		return runtime.RawExtension{}
+	}
+	spec := map[string]any{
+		"files":             []any{map[string]any{"path": "/tmp/test", "content": content}},
+		"joinConfiguration": map[string]any{"nodeRegistration": map[string]any{"name": "n"}},
+	}
+	obj := map[string]any{"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfig", "metadata": map[string]any{"namespace": ns, "name": "m"}, "spec": spec}
+	if template {
+		obj["kind"] = "KubeadmConfigTemplate"
+		obj["spec"] = map[string]any{"template": map[string]any{"spec": spec}}
+	}
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runtime.RawExtension{Raw: raw}
+}
+
 func TestCanUpdateMachineSet(t *testing.T) {
 	cases := map[string]struct {
 		reason    string
@@ -154,9 +191,44 @@ func TestCanUpdateMachineSet(t *testing.T) {
 		bootstrap clusterv1.Bootstrap
 		// dataSecret leaves the Machines' bootstrap a data Secret by name.
 		dataSecret bool
-		wantPatch  string
-		wantMsg    string
+		// files are the bootstrap templates' file contents, current and
+		// desired; none sends no bootstrap template.
+		files              [2]string
+		wantPatch          string
+		wantBootstrapPatch string
+		wantMsg            string
 	}{
+		"BootstrapFiles": {
+			reason:             "a file every running machine's hosts apply is patched into the bootstrap template",
+			objs:               []client.Object{machine("m1", "ms-old"), xr("m1", "rev-1", 1, 1, nil), revisionBootstrap("spec.parameters.size", "spec.files")},
+			desired:            "small",
+			files:              [2]string{"first", "second"},
+			wantBootstrapPatch: `{"spec":{"template":{"spec":{"files":[{"content":"second","path":"/tmp/test"}]}}}}`,
+			wantMsg:            "in place: bootstrap config spec.files",
+		},
+		"BootstrapAndInfrastructure": {
+			reason:             "both halves are patched when both are declared",
+			objs:               []client.Object{machine("m1", "ms-old"), xr("m1", "rev-1", 1, 1, nil), revisionBootstrap("spec.parameters.size", "spec.files")},
+			desired:            "large",
+			files:              [2]string{"first", "second"},
+			wantPatch:          `{"spec":{"template":{"spec":{"parameters":{"size":"large"}}}}}`,
+			wantBootstrapPatch: `{"spec":{"template":{"spec":{"files":[{"content":"second","path":"/tmp/test"}]}}}}`,
+			wantMsg:            "in place: spec.parameters.size, bootstrap config spec.files",
+		},
+		"BootstrapUndeclared": {
+			reason:  "a bootstrap change the hosts are not declared to apply rolls the machines, and nothing is patched",
+			objs:    []client.Object{machine("m1", "ms-old"), xr("m1", "rev-1", 1, 1, nil), revision("rev-1", "spec.parameters.size")},
+			desired: "large",
+			files:   [2]string{"first", "second"},
+			wantMsg: "replace: bootstrap config spec.files: CompositionRevision rev-1 does not declare it in place (capxp.dev/in-place-bootstrap-fields)",
+		},
+		"BootstrapAdded": {
+			reason:  "a bootstrap template that appears is not a change CAPXP makes in place",
+			objs:    []client.Object{machine("m1", "ms-old"), xr("m1", "rev-1", 1, 1, nil), revisionBootstrap("", "spec.files")},
+			desired: "small",
+			files:   [2]string{"", "second"},
+			wantMsg: "replace: a bootstrap config added or removed is not a change of its fields",
+		},
 		"Declared": {
 			reason: "every running machine's revision declares the size: the template's change is patched",
 			objs: []client.Object{machine("m1", "ms-old"), machine("m2", "ms-old"), machine("other", "ms-other"),
@@ -172,7 +244,7 @@ func TestCanUpdateMachineSet(t *testing.T) {
 				xr("m1", "rev-1", 1, 1, nil), xr("m2", "rev-0", 1, 1, nil),
 				revision("rev-1", "spec.parameters.size"), revision("rev-0", "")},
 			desired: "large",
-			wantMsg: "replace: spec.parameters.size: CompositionRevision rev-0 does not declare it in place",
+			wantMsg: "replace: spec.parameters.size: CompositionRevision rev-0 does not declare it in place (capxp.dev/in-place-fields)",
 		},
 		"NotComposedYet": {
 			reason:  "a machine whose XR has no revision yet cannot be judged, and rolls",
@@ -210,7 +282,7 @@ func TestCanUpdateMachineSet(t *testing.T) {
 			reason:  "a template with the same spec needs no patch",
 			objs:    []client.Object{machine("m1", "ms-old"), xr("m1", "rev-1", 1, 1, nil), revision("rev-1", "")},
 			desired: "small",
-			wantMsg: "no change of the infrastructure",
+			wantMsg: "no change of the infrastructure or the bootstrap config's spec",
 		},
 	}
 	for name, tc := range cases {
@@ -224,6 +296,8 @@ func TestCanUpdateMachineSet(t *testing.T) {
 			}
 			req.Current.InfrastructureMachineTemplate = template(t, "small")
 			req.Desired.InfrastructureMachineTemplate = template(t, tc.desired)
+			req.Current.BootstrapConfigTemplate = kubeadmConfig(t, tc.files[0], true)
+			req.Desired.BootstrapConfigTemplate = kubeadmConfig(t, tc.files[1], true)
 			resp := &runtimehooksv1.CanUpdateMachineSetResponse{}
 			e.CanUpdateMachineSet(context.Background(), req, resp)
 			if resp.Status != runtimehooksv1.ResponseStatusSuccess {
@@ -235,8 +309,11 @@ func TestCanUpdateMachineSet(t *testing.T) {
 			if tc.wantPatch != "" && resp.InfrastructureMachineTemplatePatch.PatchType != runtimehooksv1.JSONMergePatchType {
 				t.Errorf("%s\nCanUpdateMachineSet(): patch type %q", tc.reason, resp.InfrastructureMachineTemplatePatch.PatchType)
 			}
-			if resp.MachineSetPatch.IsDefined() || resp.BootstrapConfigTemplatePatch.IsDefined() {
-				t.Errorf("%s\nCanUpdateMachineSet(): patched the MachineSet or the bootstrap template", tc.reason)
+			if diff := cmp.Diff(tc.wantBootstrapPatch, string(resp.BootstrapConfigTemplatePatch.Patch)); diff != "" {
+				t.Errorf("%s\nCanUpdateMachineSet(): bootstrap patch -want, +got:\n%s", tc.reason, diff)
+			}
+			if resp.MachineSetPatch.IsDefined() {
+				t.Errorf("%s\nCanUpdateMachineSet(): patched the MachineSet", tc.reason)
 			}
 			if resp.Message != tc.wantMsg {
 				t.Errorf("%s\nCanUpdateMachineSet(): message %q, want %q", tc.reason, resp.Message, tc.wantMsg)
@@ -275,6 +352,91 @@ func TestCanUpdateMachineSetListsTheXRs(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"m3"}, gets); diff != "" {
 		t.Errorf("CanUpdateMachineSet() read these XRs by name (-want +got):\n%s", diff)
+	}
+}
+
+// object is a CrossplaneMachine of the given size, as CAPI sends it.
+func object(t *testing.T, size string) runtime.RawExtension {
+	t.Helper()
+	raw, err := json.Marshal(map[string]any{
+		"apiVersion": infrav1.GroupVersion.String(), "kind": infrav1.CrossplaneMachineKind,
+		"metadata": map[string]any{"namespace": ns, "name": "m1"},
+		"spec":     map[string]any{"parameters": map[string]any{"size": size}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runtime.RawExtension{Raw: raw}
+}
+
+func TestCanUpdateMachine(t *testing.T) {
+	cases := map[string]struct {
+		reason             string
+		objs               []client.Object
+		desired            string
+		files              [2]string
+		wantPatch          string
+		wantBootstrapPatch string
+		wantMsg            string
+	}{
+		"ControlPlaneFiles": {
+			reason:             "a control-plane Machine's file, which its revision's hosts apply, is patched into its KubeadmConfig",
+			objs:               []client.Object{machine("m1", ""), xr("m1", "rev-1", 1, 1, nil), revisionBootstrap("spec.parameters.size", "spec.files")},
+			desired:            "small",
+			files:              [2]string{"first", "second"},
+			wantBootstrapPatch: `{"spec":{"files":[{"content":"second","path":"/tmp/test"}]}}`,
+			wantMsg:            "in place: bootstrap config spec.files",
+		},
+		"Size": {
+			reason:    "the XR's declared field is patched into the XR, the bootstrap config unchanged",
+			objs:      []client.Object{machine("m1", ""), xr("m1", "rev-1", 1, 1, nil), revisionBootstrap("spec.parameters.size", "spec.files")},
+			desired:   "large",
+			files:     [2]string{"first", "first"},
+			wantPatch: `{"spec":{"parameters":{"size":"large"}}}`,
+			wantMsg:   "in place: spec.parameters.size",
+		},
+		"FilesUndeclared": {
+			reason:  "a revision that declares no bootstrap field replaces the Machine on a file's change",
+			objs:    []client.Object{machine("m1", ""), xr("m1", "rev-1", 1, 1, nil), revision("rev-1", "spec.parameters.size")},
+			desired: "large",
+			files:   [2]string{"first", "second"},
+			wantMsg: "replace: bootstrap config spec.files: CompositionRevision rev-1 does not declare it in place (capxp.dev/in-place-bootstrap-fields)",
+		},
+		"MalformedBootstrapDeclaration": {
+			reason:  "a malformed bootstrap declaration makes the revision declare nothing, the XR's fields included",
+			objs:    []client.Object{machine("m1", ""), xr("m1", "rev-1", 1, 1, nil), revisionBootstrap("spec.parameters.size", "metadata")},
+			desired: "large",
+			files:   [2]string{"first", "first"},
+			wantMsg: "replace: spec.parameters.size: CompositionRevision rev-1: capxp.dev/in-place-bootstrap-fields: \"metadata\" is not a field of the bootstrap config's spec (spec.files, say)",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := newExtension(t, tc.objs...)
+			req := &runtimehooksv1.CanUpdateMachineRequest{}
+			req.Current.Machine.Namespace, req.Current.Machine.Name = ns, "m1"
+			req.Current.InfrastructureMachine = object(t, "small")
+			req.Desired.InfrastructureMachine = object(t, tc.desired)
+			req.Current.BootstrapConfig = kubeadmConfig(t, tc.files[0], false)
+			req.Desired.BootstrapConfig = kubeadmConfig(t, tc.files[1], false)
+			resp := &runtimehooksv1.CanUpdateMachineResponse{}
+			e.CanUpdateMachine(context.Background(), req, resp)
+			if resp.Status != runtimehooksv1.ResponseStatusSuccess {
+				t.Fatalf("%s\nCanUpdateMachine(): %s: %s", tc.reason, resp.Status, resp.Message)
+			}
+			if diff := cmp.Diff(tc.wantPatch, string(resp.InfrastructureMachinePatch.Patch)); diff != "" {
+				t.Errorf("%s\nCanUpdateMachine(): patch -want, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.wantBootstrapPatch, string(resp.BootstrapConfigPatch.Patch)); diff != "" {
+				t.Errorf("%s\nCanUpdateMachine(): bootstrap patch -want, +got:\n%s", tc.reason, diff)
+			}
+			if resp.MachinePatch.IsDefined() {
+				t.Errorf("%s\nCanUpdateMachine(): patched the Machine", tc.reason)
+			}
+			if resp.Message != tc.wantMsg {
+				t.Errorf("%s\nCanUpdateMachine(): message %q, want %q", tc.reason, resp.Message, tc.wantMsg)
+			}
+		})
 	}
 }
 

@@ -117,6 +117,15 @@ const (
 	// in place only when every field that changes is listed; any other
 	// change replaces it. See docs/composition-authors.md.
 	InPlaceFieldsAnnotation = "capxp.dev/in-place-fields"
+
+	// InPlaceBootstrapFieldsAnnotation, on a Composition of an
+	// InfraMachine kind, lists the fields of a Machine's bootstrap config
+	// spec (comma-separated paths, such as "spec.files") whose change the
+	// Composition's hosts apply on a running machine. Like
+	// InPlaceFieldsAnnotation it is read from the CompositionRevision each
+	// machine is pinned to; a bootstrap change it does not list replaces
+	// the machine. See docs/composition-authors.md.
+	InPlaceBootstrapFieldsAnnotation = "capxp.dev/in-place-bootstrap-fields"
 )
 
 // ContractLabels returns the labels CAPXP's template CRDs and XRDs carry so
