@@ -37,7 +37,7 @@ help: ## Show the targets.
 
 # What the local management plane (bin/capxp-dev, the e2e tests) needs in
 # the tools cache: binaries, plus CAPI's and Crossplane's CRDs ("crds").
-PLANE_TOOLS := etcd kube-apiserver kube-controller-manager crossplane crossplane-cli capi-core function-patch-and-transform function-auto-ready provider-kubernetes kwok provider-aws crds
+PLANE_TOOLS := etcd kube-apiserver kube-controller-manager crossplane crossplane-cli capi-core capi-kcp function-patch-and-transform function-auto-ready provider-kubernetes kwok provider-aws crds
 # What `capxp composition check` runs and reads, which the release's
 # command-line archive carries.
 CHECK_TOOLS := crossplane function-patch-and-transform function-auto-ready provider-kubernetes provider-aws
@@ -143,11 +143,20 @@ lint: ## Run golangci-lint v2 (.golangci.yml: the linters, go vet among them, an
 test: ## Run unit, integration, composition, end-to-end, install and capxp-dev tests on real components (builds them on first use), then fuzz each target for 30000 executions. CI runs this.
 	$(ENSURE_TOOLS) $(PLANE_TOOLS) $(INSTALL_TOOLS) $(MONITORING_TOOLS) >/dev/null
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) $(PKGS)
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 45m ./test/e2e/ ./test/inplace/ ./test/install/ ./test/dev/
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 45m -skip '$(INSTALL_TEST_ALL_ONLY)' ./test/e2e/ ./test/inplace/ ./test/install/ ./test/dev/
 	$(MAKE) --no-print-directory fuzz
 
+# The install tests only make test-all runs, as CAPI runs its clusterctl
+# upgrade and self-hosted specs periodically rather than on every change:
+# clusterctl move between two planes and back (two planes, about 6 minutes;
+# the aws backend's move test, make test-aws, covers it too) and the upgrade
+# from the previous release on both install paths (four planes, 6 to 12
+# minutes).
+INSTALL_TEST_ALL_ONLY := ^(TestClusterctlMove|TestUpgrade)$$
+
 .PHONY: test-all
-test-all: test ## Run make test, then the fault tests (test/chaos, ~13 min), the aws backend's (make test-aws) and CAPI's own e2e specs (make test-capi-e2e, ~21 min), which a cold CI run has no room for.
+test-all: test ## Run make test, then clusterctl move between two planes and the upgrade from the previous release (test/install TestClusterctlMove and TestUpgrade, ~15 min), the fault tests (test/chaos, ~13 min), the aws backend's (make test-aws) and CAPI's own e2e specs (make test-capi-e2e, ~21 min), which a CI run has no room for.
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -timeout 45m -run '$(INSTALL_TEST_ALL_ONLY)' ./test/install/
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 30m ./test/chaos/
 	$(MAKE) --no-print-directory test-aws
 	$(MAKE) --no-print-directory test-capi-e2e

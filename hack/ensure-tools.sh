@@ -253,7 +253,7 @@ crossplane_cli_ldflags="-X github.com/crossplane/crossplane-runtime/v2/pkg/versi
 clusterctl_ldflags="-X sigs.k8s.io/cluster-api/version.gitVersion=$clusterctl_version -X sigs.k8s.io/cluster-api/version.gitMajor=1 -X sigs.k8s.io/cluster-api/version.gitMinor=14 -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
 
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager kubectl crane controller-gen golangci-lint crossplane crossplane-cli clusterctl capi-core function-patch-and-transform function-auto-ready provider-kubernetes provider-aws kwok prometheus crds)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager kubectl crane controller-gen golangci-lint crossplane crossplane-cli clusterctl capi-core capi-kcp function-patch-and-transform function-auto-ready provider-kubernetes provider-aws kwok prometheus crds)
 for t in "${tools[@]}"; do
   case $t in
     etcd) build etcd "$etcd_version" hack/tools/etcd . ;;
@@ -276,6 +276,10 @@ for t in "${tools[@]}"; do
     # CAPI's core controller manager, as CAPI ships it: the plane runs it
     # for in-place updates (its Runtime SDK client is internal to CAPI).
     capi-core) build capi-core "$clusterctl_version" hack/tools/clusterctl sigs.k8s.io/cluster-api/core "$clusterctl_ldflags" ;;
+    # KubeadmControlPlane's controller manager, as CAPI ships it: the plane
+    # runs it for control-plane machines' in-place updates (its Runtime SDK
+    # client is internal to CAPI too).
+    capi-kcp) build capi-kcp "$clusterctl_version" hack/tools/clusterctl sigs.k8s.io/cluster-api/controlplane/kubeadm "$clusterctl_ldflags" ;;
     function-patch-and-transform)
       build function-patch-and-transform "$pat_version" hack/tools/function-patch-and-transform github.com/crossplane-contrib/function-patch-and-transform
       stage_package function-patch-and-transform "$pat_version" hack/tools/function-patch-and-transform github.com/crossplane-contrib/function-patch-and-transform ;;

@@ -64,7 +64,10 @@ type CAPIOption func(*capiOptions)
 
 type capiOptions struct {
 	topology, kubeadm, noCore bool
-	gates                     []string
+	// noKubeadmControlPlane leaves KubeadmControlPlane's reconciler to a
+	// process of its own (WithKubeadmBootstrap).
+	noKubeadmControlPlane bool
+	gates                 []string
 }
 
 // WithClusterTopology enables CAPI's ClusterTopology feature gate (for the
@@ -88,6 +91,13 @@ func WithoutCore() CAPIOption { return func(o *capiOptions) { o.noCore = true } 
 // (KubeadmControlPlane) providers, each in a manager of its own as each
 // runs in a Deployment of its own; their CRDs must be installed.
 func WithKubeadm() CAPIOption { return func(o *capiOptions) { o.kubeadm = true } }
+
+// WithKubeadmBootstrap runs the kubeadm bootstrap provider (KubeadmConfig)
+// alone, for a KubeadmControlPlane controller that runs as a process of its
+// own; the kubeadm CRDs must be installed.
+func WithKubeadmBootstrap() CAPIOption {
+	return func(o *capiOptions) { o.kubeadm, o.noKubeadmControlPlane = true, true }
+}
 
 // cacheOptions are a provider's manager cache options (setup's
 // ManagerCacheOptions of each).
@@ -141,7 +151,10 @@ func (e *Environment) StartCAPI(ctx context.Context, opts ...CAPIOption) (*CAPI,
 	if o.kubeadm {
 		providers = append(providers,
 			provider{name: "capi-kubeadm-bootstrap-manager", cache: kubeadmbootstrapsetup.ManagerCacheOptions, client: kubeadmbootstrapsetup.ManagerClientOptions(),
-				clusterCache: kubeadmbootstrapsetup.ClusterCacheCacheOptions(), setup: setupKubeadmBootstrap},
+				clusterCache: kubeadmbootstrapsetup.ClusterCacheCacheOptions(), setup: setupKubeadmBootstrap})
+	}
+	if o.kubeadm && !o.noKubeadmControlPlane {
+		providers = append(providers,
 			provider{name: "capi-kubeadm-control-plane-manager", cache: kubeadmcontrolplanesetup.ManagerCacheOptions, client: kubeadmcontrolplanesetup.ManagerClientOptions(),
 				clusterCache: kubeadmcontrolplanesetup.ClusterCacheCacheOptions(), setup: setupKubeadmControlPlane})
 	}

@@ -142,10 +142,10 @@ func (p *Plane) startCAPI(ctx context.Context) error {
 	ctrllog.SetLogger(zap.New(zap.WriteTo(f)))
 	opts := []localkube.CAPIOption{localkube.WithClusterTopology(), localkube.WithKubeadm(), localkube.WithFeatureGates(p.opts.CAPIFeatureGates...)}
 	if p.opts.InPlaceUpdates {
-		if err := p.startCAPICore(ctx); err != nil {
+		if err := p.startCAPIProcesses(ctx); err != nil {
 			return err
 		}
-		opts = []localkube.CAPIOption{localkube.WithoutCore(), localkube.WithKubeadm()}
+		opts = []localkube.CAPIOption{localkube.WithoutCore(), localkube.WithKubeadmBootstrap()}
 	}
 	if p.capi, err = p.mgmt.StartCAPI(ctx, opts...); err != nil {
 		return err
@@ -159,25 +159,51 @@ func (p *Plane) startCAPI(ctx context.Context) error {
 	return p.standInForKubeadm(p.capi.Manager)
 }
 
-// capiCoreProcess names CAPI's core controller manager process.
-const capiCoreProcess = "capi-controller-manager"
+// The processes of CAPI's controller managers the plane runs from CAPI's
+// binaries.
+const (
+	capiCoreProcess = "capi-controller-manager"
+	capiKCPProcess  = "capi-kubeadm-control-plane-controller-manager"
+)
 
-// startCAPICore runs CAPI's core controller manager binary against the
-// management cluster, with the ClusterTopology, MachinePool, RuntimeSDK and
-// InPlaceUpdates features and those of Options.CAPIFeatureGates, and waits
+// startCAPIProcesses runs CAPI's core and KubeadmControlPlane controller
+// managers from CAPI's binaries, with the RuntimeSDK and InPlaceUpdates
+// features, so that both call CAPXP's in-place update hooks: the core's
+// MachineDeployments ask CanUpdateMachineSet, KubeadmControlPlane asks
+// CanUpdateMachine, and the core's Machines call UpdateMachine.
+func (p *Plane) startCAPIProcesses(ctx context.Context) error {
+	gates := []string{"ClusterTopology=true", "MachinePool=true", "RuntimeSDK=true", "InPlaceUpdates=true"}
+	for _, g := range p.opts.CAPIFeatureGates {
+		gates = append(gates, g+"=true")
+	}
+	if err := p.startCAPIProcess(ctx, capiCoreProcess, p.inputs.capiCore, p.inputs.capiCoreErr, gates,
+		"--machine-concurrency=2", "--machineset-concurrency=2", "--machinedeployment-concurrency=2",
+		"--cluster-concurrency=2", "--clustertopology-concurrency=2"); err != nil {
+		return err
+	}
+	if err := p.startCAPIProcess(ctx, capiKCPProcess, p.inputs.capiKCP, p.inputs.capiKCPErr, gates,
+		"--kubeadmcontrolplane-concurrency=2"); err != nil {
+		return err
+	}
+	p.progress("CAPI's core and KubeadmControlPlane controllers run as their own processes, with in-place updates")
+	return nil
+}
+
+// startCAPIProcess runs one of CAPI's controller manager binaries against
+// the management cluster with the given feature gates and flags, and waits
 // until it is ready. Its webhooks are served (its readiness waits for
 // them) but registered nowhere, as in-process. It migrates no CRD: the
 // plane installs CAPI's CRDs at the version it runs.
-func (p *Plane) startCAPICore(ctx context.Context) error {
-	if p.inputs.capiCoreErr != nil {
-		return p.inputs.capiCoreErr
+func (p *Plane) startCAPIProcess(ctx context.Context, name, binary string, missing error, gates []string, flags ...string) error {
+	if missing != nil {
+		return missing
 	}
-	ca, err := newAuthority("capi-webhook")
+	ca, err := newAuthority(name + "-webhook")
 	if err != nil {
 		return err
 	}
-	certs := filepath.Join(p.dir, "tls", capiCoreProcess)
-	if err := ca.serve(certs, capiCoreProcess); err != nil {
+	certs := filepath.Join(p.dir, "tls", name)
+	if err := ca.serve(certs, name); err != nil {
 		return err
 	}
 	var ports [3]int
@@ -187,19 +213,15 @@ func (p *Plane) startCAPICore(ctx context.Context) error {
 		}
 	}
 	health, diagnostics, webhook := ports[0], ports[1], ports[2]
-	gates := []string{"ClusterTopology=true", "MachinePool=true", "RuntimeSDK=true", "InPlaceUpdates=true"}
-	for _, g := range p.opts.CAPIFeatureGates {
-		gates = append(gates, g+"=true")
-	}
-	proc, err := startProcess(p.dir, capiCoreProcess, p.inputs.capiCore, []string{"KUBECONFIG=" + p.kubeconfig},
-		"--leader-elect=false",
-		"--health-addr="+hostPort(health),
-		"--diagnostics-address="+hostPort(diagnostics), "--insecure-diagnostics=true",
-		fmt.Sprintf("--webhook-port=%d", webhook), "--webhook-cert-dir="+certs,
-		"--feature-gates="+strings.Join(gates, ","),
-		"--skip-crd-migration-phases=StorageVersionMigration,CleanupManagedFields",
-		"--machine-concurrency=2", "--machineset-concurrency=2", "--machinedeployment-concurrency=2",
-		"--cluster-concurrency=2", "--clustertopology-concurrency=2")
+	proc, err := startProcess(p.dir, name, binary, []string{"KUBECONFIG=" + p.kubeconfig},
+		append([]string{
+			"--leader-elect=false",
+			"--health-addr=" + hostPort(health),
+			"--diagnostics-address=" + hostPort(diagnostics), "--insecure-diagnostics=true",
+			fmt.Sprintf("--webhook-port=%d", webhook), "--webhook-cert-dir=" + certs,
+			"--feature-gates=" + strings.Join(gates, ","),
+			"--skip-crd-migration-phases=StorageVersionMigration,CleanupManagedFields",
+		}, flags...)...)
 	if err != nil {
 		return err
 	}
@@ -208,7 +230,6 @@ func (p *Plane) startCAPICore(ctx context.Context) error {
 		return err
 	}
 	p.procs = append(p.procs, proc)
-	p.progress("CAPI's core controllers run as their own process, with in-place updates")
 	return nil
 }
 

@@ -61,10 +61,11 @@ type inputs struct {
 	providerKubernetesCRDs []string
 	// kwok runs the workload cluster's Nodes with the stages in kwokStages.
 	kwok, kwokStages string
-	// capiCore is CAPI's core controller manager binary
-	// (Options.InPlaceUpdates), or capiCoreErr why it is missing.
-	capiCore    string
-	capiCoreErr error
+	// capiCore and capiKCP are CAPI's core and KubeadmControlPlane
+	// controller manager binaries (Options.InPlaceUpdates), or capiCoreErr
+	// and capiKCPErr why each is missing.
+	capiCore, capiKCP       string
+	capiCoreErr, capiKCPErr error
 	// awsCRDs are the AWS kinds' CRDs (Options.AWSCRDs).
 	awsCRDs []string
 	// awsRuntimes are the AWS family's provider binaries by package name,
@@ -132,6 +133,7 @@ func resolveInputs(d tools.Dir) (inputs, error) {
 			errs = append(errs, err)
 		}
 		in.capiCore, in.capiCoreErr = d.Binary("capi-core", capi)
+		in.capiKCP, in.capiKCPErr = d.Binary("capi-kcp", capi)
 	}
 	if in.certManagerCRDs, err = d.CRDs("cert-manager", CertManagerVersion); err != nil {
 		errs = append(errs, err)

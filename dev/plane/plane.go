@@ -130,13 +130,13 @@ type Options struct {
 	// example MachineTaintPropagation), as clusterctl's EXP_* variables
 	// enable them for CAPI's managers.
 	CAPIFeatureGates []string
-	// InPlaceUpdates runs CAPI's core controller as CAPI ships it, its
-	// own process (hack/ensure-tools.sh capi-core), with its RuntimeSDK
-	// and InPlaceUpdates features on, so that it calls runtime extensions:
-	// CAPXP's in-place update hooks, which the manager registers. CAPI's
-	// Runtime SDK client is internal to CAPI's module, so the in-process
-	// controllers cannot call extensions. The kubeadm providers stay
-	// in-process and roll control planes as before.
+	// InPlaceUpdates runs CAPI's core and KubeadmControlPlane controllers
+	// as CAPI ships them, each its own process (hack/ensure-tools.sh
+	// capi-core capi-kcp), with their RuntimeSDK and InPlaceUpdates
+	// features on, so that they call runtime extensions: CAPXP's in-place
+	// update hooks, which the manager registers. CAPI's Runtime SDK client
+	// is internal to CAPI's module, so the in-process controllers cannot
+	// call extensions. The kubeadm bootstrap provider stays in-process.
 	InPlaceUpdates bool
 	// Progress receives a line per step; nil discards them.
 	Progress func(format string, args ...any)

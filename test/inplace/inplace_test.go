@@ -1,6 +1,7 @@
 // Package inplace runs CAPI's in-place updates against CAPXP's extension on
-// a plane whose CAPI core controller runs as CAPI ships it, with its
-// RuntimeSDK and InPlaceUpdates features on (plane.Options.InPlaceUpdates).
+// a plane whose CAPI core and KubeadmControlPlane controllers run as CAPI
+// ships them, with their RuntimeSDK and InPlaceUpdates features on
+// (plane.Options.InPlaceUpdates).
 package inplace
 
 import (
@@ -64,17 +65,7 @@ const (
 func TestClusterClassChangeInPlace(t *testing.T) {
 	ctx := t.Context()
 	c := p.Management().Client
-	e, err := plane.ExampleNamed("topology")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.ApplyNamedExample(ctx, e); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.WaitForExampleAvailable(ctx, e.Cluster, e.Machines, 5*time.Minute, func(st plane.Status) { t.Log(strings.Join(st.Lines, "\n")) }); err != nil {
-		t.Fatal(err)
-	}
-	registered(t, c)
+	available(t, "topology")
 
 	// Updated in place only when a worker may go: CAPI otherwise surges
 	// one new machine first.
@@ -285,6 +276,23 @@ func setVariable(t *testing.T, cl *clusterv1.Cluster, name string, value any) {
 	cl.Spec.Topology.Variables = append(cl.Spec.Topology.Variables, clusterv1.ClusterVariable{Name: name, Value: extv1.JSON{Raw: raw}})
 }
 
+// available applies the named example, waits until it is Available, and
+// until CAPI has discovered CAPXP's hooks.
+func available(t *testing.T, name string) {
+	t.Helper()
+	e, err := plane.ExampleNamed(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ApplyNamedExample(t.Context(), e); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitForExampleAvailable(t.Context(), e.Cluster, e.Machines, 5*time.Minute, func(st plane.Status) { t.Log(strings.Join(st.Lines, "\n")) }); err != nil {
+		t.Fatal(err)
+	}
+	registered(t, p.Management().Client)
+}
+
 // registered waits for CAPI to have discovered CAPXP's hooks through the
 // ExtensionConfig the manager registers.
 func registered(t *testing.T, c client.Client) {
@@ -341,32 +349,42 @@ func workersAre(ctx context.Context, c client.Client, machines []string, size, i
 		return fmt.Errorf("MachineDeployment %s: %d Machines, %d up to date, %d available, want %d", md.Name, len(machines), ptrValue(md.Status.UpToDateReplicas), ptrValue(md.Status.AvailableReplicas), want)
 	}
 	for _, name := range machines {
-		m := &clusterv1.Machine{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, m); err != nil {
+		if _, err := machineIs(ctx, c, ns, name, size, image); err != nil {
 			return err
-		}
-		if _, updating := m.Annotations[clusterv1.UpdateInProgressAnnotation]; updating {
-			return fmt.Errorf("Machine %s is being updated in place: %s", name, updatingMessage(m))
-		}
-		xr := &infrav1.CrossplaneMachine{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: m.Spec.InfrastructureRef.Name}, xr); err != nil {
-			return err
-		}
-		if xr.Spec.Parameters.Size != size || xr.Spec.Parameters.Image != image {
-			return fmt.Errorf("CrossplaneMachine %s is of size %q and image %q, want %q and %q", xr.Name, xr.Spec.Parameters.Size, xr.Spec.Parameters.Image, size, image)
-		}
-		if !m.Status.NodeRef.IsDefined() {
-			return fmt.Errorf("Machine %s has no Node", name)
-		}
-		node := &corev1.Node{}
-		if err := p.Workload.Client.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, node); err != nil {
-			return err
-		}
-		if got := node.Labels[instanceType]; got != size {
-			return fmt.Errorf("Node %s is labelled %s=%q, want %q", node.Name, instanceType, got, size)
 		}
 	}
 	return nil
+}
+
+// machineIs says what keeps a Machine from being done, and returns it: not
+// updating, its XR of the size and image, and its Node labelled with the
+// size.
+func machineIs(ctx context.Context, c client.Client, namespace, name, size, image string) (*clusterv1.Machine, error) {
+	m := &clusterv1.Machine{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, m); err != nil {
+		return nil, err
+	}
+	if _, updating := m.Annotations[clusterv1.UpdateInProgressAnnotation]; updating {
+		return nil, fmt.Errorf("Machine %s is being updated in place: %s", name, updatingMessage(m))
+	}
+	xr := &infrav1.CrossplaneMachine{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: m.Spec.InfrastructureRef.Name}, xr); err != nil {
+		return nil, err
+	}
+	if xr.Spec.Parameters.Size != size || xr.Spec.Parameters.Image != image {
+		return nil, fmt.Errorf("CrossplaneMachine %s is of size %q and image %q, want %q and %q", xr.Name, xr.Spec.Parameters.Size, xr.Spec.Parameters.Image, size, image)
+	}
+	if !m.Status.NodeRef.IsDefined() {
+		return nil, fmt.Errorf("Machine %s has no Node", name)
+	}
+	node := &corev1.Node{}
+	if err := p.Workload.Client.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, node); err != nil {
+		return nil, err
+	}
+	if got := node.Labels[instanceType]; got != size {
+		return nil, fmt.Errorf("Node %s is labelled %s=%q, want %q", node.Name, instanceType, got, size)
+	}
+	return m, nil
 }
 
 // updatingMessage is the message of a Machine's Updating condition, where
