@@ -233,3 +233,23 @@ func withoutEngineMetadata(o client.Object) clusterv1.ObjectMeta {
 	}
 	return clusterv1.ObjectMeta{Labels: keep(o.GetLabels()), Annotations: keep(o.GetAnnotations())}
 }
+
+// Runs on a plane of its own, with CAPI's in-place updates on
+// (-capxp.in-place-updates -ginkgo.label-filter=in-place): CAPXP's hooks
+// answer the files the spec writes through the ClusterClass, which the
+// local Composition declares its hosts apply, and the machines are kept.
+var _ = ginkgo.Describe("When testing in-place updates [e2e-in-place]", ginkgo.Label("in-place"), func() {
+	capie2e.ClusterInPlaceUpdateSpec(ctx, func() capie2e.ClusterInPlaceUpdateSpecInput {
+		return capie2e.ClusterInPlaceUpdateSpecInput{
+			E2EConfig:              e2eConfig,
+			ClusterctlConfigPath:   clusterctlConfigPath,
+			BootstrapClusterProxy:  bootstrapClusterProxy,
+			ArtifactFolder:         artifactFolder,
+			SkipCleanup:            *skipCleanup,
+			InfrastructureProvider: ptr.To("crossplane"),
+			Flavor:                 ptr.To("e2e-in-place"),
+			// CAPXP's manager registers its own ExtensionConfig: the spec
+			// deploys no test extension.
+		}
+	})
+})

@@ -52,6 +52,7 @@ var (
 	artifactFolder        string
 	p                     *plane.Plane
 	skipCleanup           = flag.Bool("capxp.skip-cleanup", false, "leave each spec's cluster in place after the spec (the plane stops when the suite ends)")
+	inPlaceUpdates        = flag.Bool("capxp.in-place-updates", false, "run CAPI's core and KubeadmControlPlane controllers as CAPI's binaries with their InPlaceUpdates feature, for the specs labelled in-place (-ginkgo.label-filter=in-place)")
 )
 
 func TestMain(m *testing.M) {
@@ -108,7 +109,11 @@ func TestCAPIE2E(t *testing.T) {
 		// CAPI's rollout specs check that Machines' taints reach their
 		// Nodes, as CAPI's own e2e configuration enables it.
 		CAPIFeatureGates: []string{"MachineTaintPropagation"},
-		Progress:         func(f string, a ...any) { t.Logf("plane: "+f, a...) },
+		// The in-place specs run on a plane of their own, whose CAPI runs
+		// as CAPI's binaries with its InPlaceUpdates feature (make
+		// test-capi-e2e runs the suite twice).
+		InPlaceUpdates: *inPlaceUpdates,
+		Progress:       func(f string, a ...any) { t.Logf("plane: "+f, a...) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -213,11 +218,17 @@ func addFlavors(dir string, variables map[string]string) error {
 	if err != nil || len(versions) != 1 {
 		return fmt.Errorf("want one version of the crossplane provider in the repository, found %v (%v)", versions, err)
 	}
+	// The flavors, and the ClusterClasses they name that the release does
+	// not ship: clusterctl takes a flavor's class from the repository.
 	flavors, err := filepath.Glob(filepath.Join("data", "cluster-template-*.yaml"))
 	if err != nil {
 		return err
 	}
-	for _, f := range flavors {
+	classes, err := filepath.Glob(filepath.Join("data", "clusterclass-*.yaml"))
+	if err != nil {
+		return err
+	}
+	for _, f := range append(flavors, classes...) {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return err
