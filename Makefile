@@ -37,7 +37,7 @@ help: ## Show the targets.
 
 # What the local management plane (bin/capxp-dev, the e2e tests) needs in
 # the tools cache: binaries, plus CAPI's and Crossplane's CRDs ("crds").
-PLANE_TOOLS := etcd kube-apiserver kube-controller-manager crossplane crossplane-cli capi-core capi-kcp function-patch-and-transform function-auto-ready provider-kubernetes kwok provider-aws crds
+PLANE_TOOLS := etcd kube-apiserver kube-controller-manager kube-scheduler crossplane crossplane-cli capi-core capi-kcp function-patch-and-transform function-auto-ready provider-kubernetes kwok provider-aws crds
 # What `capxp composition check` runs and reads, which the release's
 # command-line archive carries.
 CHECK_TOOLS := crossplane function-patch-and-transform function-auto-ready provider-kubernetes provider-aws
@@ -58,7 +58,7 @@ dev-bare: release ## Run the local management plane with Crossplane and CAPI but
 	bin/capxp-dev --tools-dir=$(TOOLS_CACHE) --release=$(RELEASE_DIR) --bare
 
 .PHONY: tools
-tools: ## Build etcd, kube-apiserver, kube-controller-manager, controller-gen, crossplane and the functions into .cache/tools (cold: ~16 min).
+tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, controller-gen, crossplane and the functions into .cache/tools (cold: ~16 min).
 	$(ENSURE_TOOLS)
 
 .PHONY: generate

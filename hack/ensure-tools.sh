@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the real components the tests run (etcd, kube-apiserver,
-# kube-controller-manager, kubectl, crane, controller-gen, golangci-lint, crossplane, kwok, the
+# kube-controller-manager, kube-scheduler, kubectl, crane, controller-gen, golangci-lint, crossplane, kwok, the
 # composition functions, CAPI's core controller manager, and the clients clusterctl and the crossplane CLI) from the Go module proxy into a
 # git-ignored cache keyed by tool and version, and skips what already exists.
 # Nothing here downloads a release binary: each tool has its own module under
@@ -253,12 +253,13 @@ crossplane_cli_ldflags="-X github.com/crossplane/crossplane-runtime/v2/pkg/versi
 clusterctl_ldflags="-X sigs.k8s.io/cluster-api/version.gitVersion=$clusterctl_version -X sigs.k8s.io/cluster-api/version.gitMajor=1 -X sigs.k8s.io/cluster-api/version.gitMinor=14 -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
 
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager kubectl crane controller-gen golangci-lint crossplane crossplane-cli clusterctl capi-core capi-kcp function-patch-and-transform function-auto-ready provider-kubernetes provider-aws kwok prometheus crds)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl crane controller-gen golangci-lint crossplane crossplane-cli clusterctl capi-core capi-kcp function-patch-and-transform function-auto-ready provider-kubernetes provider-aws kwok prometheus crds)
 for t in "${tools[@]}"; do
   case $t in
     etcd) build etcd "$etcd_version" hack/tools/etcd . ;;
     kube-apiserver) build kube-apiserver "$kube_version" hack/tools/kube ./kube-apiserver "$kube_ldflags" ;;
     kube-controller-manager) build kube-controller-manager "$kube_version" hack/tools/kube ./kube-controller-manager "$kube_ldflags" ;;
+    kube-scheduler) build kube-scheduler "$kube_version" hack/tools/kube ./kube-scheduler "$kube_ldflags" ;;
     kubectl) build kubectl "$kube_version" hack/tools/kube ./kubectl "$kube_ldflags" ;;
     crane) build crane "$crane_version" hack/tools/crane github.com/google/go-containerregistry/cmd/crane ;;
     controller-gen) build controller-gen "$controller_gen_version" hack/tools/controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen ;;
@@ -312,8 +313,8 @@ for t in "${tools[@]}"; do
 done
 
 # envtest wants etcd and kube-apiserver side by side in one directory; the
-# local plane finds kube-controller-manager there too.
+# local plane finds kube-controller-manager and kube-scheduler there too.
 mkdir -p "$cache/assets"
-for bin in etcd-$etcd_version/etcd kube-apiserver-$kube_version/kube-apiserver kube-controller-manager-$kube_version/kube-controller-manager; do
+for bin in etcd-$etcd_version/etcd kube-apiserver-$kube_version/kube-apiserver kube-controller-manager-$kube_version/kube-controller-manager kube-scheduler-$kube_version/kube-scheduler; do
   if [[ -x $cache/$bin ]]; then ln -sfn "$cache/$bin" "$cache/assets/$(basename "$bin")"; fi
 done

@@ -2,6 +2,7 @@ package plane
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"maps"
 	"net"
@@ -482,6 +483,15 @@ func (p *Plane) Crashed() []string {
 // kwokProcess is kwok's name among the plane's processes.
 const kwokProcess = "kwok"
 
+// podDeleteStages are the plane's stages for deleted Pods (kwok/pod-delete.yaml).
+//
+//go:embed kwok/pod-delete.yaml
+var podDeleteStages []byte
+
+// planeStages are the kwok stages the plane runs in place of kwok's own of
+// the same file name.
+var planeStages = map[string][]byte{"pod-delete.yaml": podDeleteStages}
+
 // startKwok runs kwok against the workload cluster's API server, in place of
 // the kubelets its Nodes stand for: every Node there is simulated, so kwok
 // manages them all. Nodes initialize and go Ready, heartbeat, and run the
@@ -489,7 +499,9 @@ const kwokProcess = "kwok"
 // "true" goes NotReady (kwok's chaos stage), as a failed host would. Nodes
 // get kwok's server as their kubelet (address 127.0.0.1, its port), so the
 // workload API server's port-forwards to their Pods reach kwok, which
-// forwards the kube-apiserver Pods' port (serveAPIServerPods). A plane
+// forwards the kube-apiserver Pods' port (serveAPIServerPods). A deleted
+// Pod that a finalizer holds terminates (Succeeded) and stays until the
+// finalizer goes (the plane's pod-delete stages, planeStages). A plane
 // given another's workload cluster (Options.Workload) leaves its Nodes to
 // the kwok of the plane that started it.
 func (p *Plane) startKwok(ctx context.Context) error {
@@ -517,7 +529,17 @@ func (p *Plane) startKwok(ctx context.Context) error {
 		"--config=" + forward,
 	}
 	for _, s := range stages {
-		args = append(args, "--config="+s)
+		// The plane's own stages replace kwok's of the same file name.
+		if _, ok := planeStages[filepath.Base(s)]; !ok {
+			args = append(args, "--config="+s)
+		}
+	}
+	for name, stage := range planeStages {
+		f := filepath.Join(p.dir, "kwok-"+name)
+		if err := os.WriteFile(f, stage, 0o600); err != nil {
+			return errors.Wrap(err, "cannot write the plane's kwok stages")
+		}
+		args = append(args, "--config="+f)
 	}
 	proc, err := startProcess(p.dir, kwokProcess, p.inputs.kwok, []string{"HOME=" + p.dir}, args...)
 	if err != nil {

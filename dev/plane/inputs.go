@@ -47,7 +47,7 @@ const providerKubernetes = "xpkg.crossplane.io/crossplane-contrib/provider-kuber
 // inputs are the paths of everything the plane reads from outside this
 // binary.
 type inputs struct {
-	// assets holds etcd, kube-apiserver and kube-controller-manager.
+	// assets holds etcd, kube-apiserver, kube-controller-manager and kube-scheduler.
 	assets string
 	// capiCRDs is CAPI's core CRD directory, kubeadmCRDs those of its
 	// kubeadm bootstrap and control plane providers, clusterctlCRDs

@@ -18,11 +18,11 @@ func TestCheckSaysEverythingMissing(t *testing.T) {
 	}
 	msg := err.Error()
 	for _, want := range []string{
-		"etcd, kube-apiserver, kube-controller-manager",
+		"etcd, kube-apiserver, kube-controller-manager, kube-scheduler",
 		"crds/cluster-api-v", "crds/crossplane-v",
 		"crossplane-v", "provider-kubernetes-v", "function-patch-and-transform-v", "function-auto-ready-v",
 		"package/crossplane.yaml",
-		"hack/ensure-tools.sh etcd kube-apiserver kube-controller-manager crds provider-kubernetes kwok crossplane function-patch-and-transform function-auto-ready`",
+		"hack/ensure-tools.sh etcd kube-apiserver kube-controller-manager kube-scheduler crds provider-kubernetes kwok crossplane function-patch-and-transform function-auto-ready`",
 		"--tools-dir",
 		"the capxp binary " + dir + "/capxp",
 	} {

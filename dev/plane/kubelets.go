@@ -31,6 +31,13 @@ const controlPlaneRole = "node-role.kubernetes.io/control-plane"
 
 var controlPlaneTaint = corev1.Taint{Key: controlPlaneRole, Effect: corev1.TaintEffectNoSchedule}
 
+// isControlPlaneNode reports whether a Node has the role and taint kubeadm
+// marks a control-plane Node with.
+func isControlPlaneNode(n *corev1.Node) bool {
+	_, ok := n.Labels[controlPlaneRole]
+	return ok && hasTaint(n.Spec.Taints, controlPlaneTaint)
+}
+
 // hasTaint reports whether taints hold t (by key and effect).
 func hasTaint(taints []corev1.Taint, t corev1.Taint) bool {
 	for _, have := range taints {
@@ -45,7 +52,8 @@ func hasTaint(taints []corev1.Taint, t corev1.Taint) bool {
 // simulates: the version it runs, which is the Machine's (the bootstrap data
 // installs the kubelet of spec.version), and, on a control-plane host, the
 // mirror pods of the static pods kubeadm wrote, which kwok then runs on the
-// Node, and the role and taint kubeadm marks the Node with. kwok keeps a
+// Node, the hostname label a kubelet sets, and the role and taint kubeadm
+// marks a control-plane Node with. kwok keeps a
 // Node's reported versions once they are set.
 //
 // With the AWS API emulator (Options.AWS), it also stands in for the kubelet
@@ -99,7 +107,7 @@ func (k *poolKubelets) Reconcile(ctx context.Context, req reconcile.Request) (re
 		if !ok {
 			continue
 		}
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: instance, Labels: map[string]string{zoneLabel: zone}},
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: instance, Labels: map[string]string{zoneLabel: zone, corev1.LabelHostname: instance}},
 			Spec: corev1.NodeSpec{ProviderID: id}}
 		if err := k.workload.Create(ctx, n); err != nil {
 			if apierrors.IsAlreadyExists(err) {
@@ -125,7 +133,7 @@ func (k *kubelets) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	}
 	if k.aws && m.DeletionTimestamp.IsZero() && !m.Status.NodeRef.IsDefined() {
 		if zone, instance, ok := awsInstance(m.Spec.ProviderID); ok {
-			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: instance, Labels: map[string]string{zoneLabel: zone}},
+			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: instance, Labels: map[string]string{zoneLabel: zone, corev1.LabelHostname: instance}},
 				Spec: corev1.NodeSpec{ProviderID: m.Spec.ProviderID}}
 			return reconcile.Result{}, errors.Wrapf(client.IgnoreAlreadyExists(k.workload.Create(ctx, n)), "cannot register the Node of instance %s", instance)
 		}
@@ -145,20 +153,25 @@ func (k *kubelets) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 			return reconcile.Result{}, errors.Wrapf(err, "cannot report the kubelet version of Node %s", node.Name)
 		}
 	}
-	if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; !ok {
-		return reconcile.Result{}, nil
-	}
-	// kubeadm marks a control-plane Node with its role and keeps workloads
-	// off it.
-	if _, ok := node.Labels[controlPlaneRole]; !ok || !hasTaint(node.Spec.Taints, controlPlaneTaint) {
+	// A kubelet labels its Node with its hostname (the Node's name), which
+	// Pods' topology spread and anti-affinity key on; kubeadm marks a
+	// control-plane Node with its role and keeps workloads off it.
+	_, controlPlane := m.Labels[clusterv1.MachineControlPlaneLabel]
+	if node.Labels[corev1.LabelHostname] != node.Name || controlPlane && !isControlPlaneNode(node) {
 		patch := client.MergeFrom(node.DeepCopy())
-		metav1.SetMetaDataLabel(&node.ObjectMeta, controlPlaneRole, "")
-		if !hasTaint(node.Spec.Taints, controlPlaneTaint) {
-			node.Spec.Taints = append(node.Spec.Taints, controlPlaneTaint)
+		metav1.SetMetaDataLabel(&node.ObjectMeta, corev1.LabelHostname, node.Name)
+		if controlPlane {
+			metav1.SetMetaDataLabel(&node.ObjectMeta, controlPlaneRole, "")
+			if !hasTaint(node.Spec.Taints, controlPlaneTaint) {
+				node.Spec.Taints = append(node.Spec.Taints, controlPlaneTaint)
+			}
 		}
 		if err := k.workload.Patch(ctx, node, patch); err != nil {
-			return reconcile.Result{}, errors.Wrapf(err, "cannot mark Node %s as a control-plane Node", node.Name)
+			return reconcile.Result{}, errors.Wrapf(err, "cannot label Node %s as its kubelet and kubeadm would", node.Name)
 		}
+	}
+	if !controlPlane {
+		return reconcile.Result{}, nil
 	}
 	for _, c := range controlPlaneComponents {
 		if err := k.workload.Create(ctx, mirrorPod(c, node)); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -1,7 +1,8 @@
 // Package plane runs CAPXP's local management plane, with nothing faked:
 // etcd and kube-apiserver for the management cluster and a second API server
 // as the local workload cluster, kube-controller-manager for garbage
-// collection, Crossplane core with the composition functions as local
+// collection (and the workload cluster's controllers and scheduler),
+// Crossplane core with the composition functions as local
 // processes behind mutual TLS, provider-kubernetes for the local backend,
 // CAPI's core controllers, and the CAPXP manager binary. Everything listens on
 // loopback, starts in dependency order with readiness checks, and stops in
@@ -326,7 +327,7 @@ func (p *Plane) start(ctx context.Context) error {
 		{"the management cluster (etcd, kube-apiserver)", p.startManagement},
 		{"the workload cluster (etcd, kube-apiserver)", p.startWorkload},
 		{"kwok (the workload cluster's Nodes)", p.startKwok},
-		{"kube-controller-manager (garbage collection, the workload's node lifecycle)", p.startControllerManager},
+		{"kube-controller-manager (garbage collection; the workload's Nodes, Deployments and disruption budgets) and the workload's kube-scheduler", p.startControllerManager},
 		// provider-kubernetes before the functions: it cannot move its
 		// metrics listener off :8080, where the functions' SDK also tries
 		// (and, unlike the provider, tolerates failing).
@@ -538,10 +539,14 @@ func clusterctlLabelled(dir string, provider func(*extv1.CustomResourceDefinitio
 // startControllerManager runs kube-controller-manager's garbage collector
 // (composed resources are owned by their XRs), namespace controller, and
 // ClusterRole aggregation (the manager's aggregated role, when it runs with
-// the shipped RBAC); and, on the workload cluster the plane started, its
-// node lifecycle controller: the API server taints every new Node
-// not-ready (TaintNodesByCondition) and only that controller lifts the
-// taint once the Node is Ready, as on any real cluster.
+// the shipped RBAC). On the workload cluster the plane started, it runs the
+// controllers a workload cluster needs for the Nodes and the workloads on
+// them, and kube-scheduler: node lifecycle (the API server taints every new
+// Node not-ready, TaintNodesByCondition, and only that controller lifts the
+// taint once the Node is Ready, as on any real cluster), Deployments and
+// ReplicaSets, PodDisruptionBudgets' status (which eviction, and so CAPI's
+// drain, obeys), the default ServiceAccount a Pod needs to be admitted, and
+// garbage collection of Pods and of what owners left.
 func (p *Plane) startControllerManager(ctx context.Context) error {
 	if err := p.runControllerManager(ctx, "kube-controller-manager", p.kubeconfig,
 		"garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller"); err != nil {
@@ -550,23 +555,48 @@ func (p *Plane) startControllerManager(ctx context.Context) error {
 	if p.opts.Workload != nil {
 		return nil
 	}
-	return p.runControllerManager(ctx, "kube-controller-manager-workload", filepath.Join(p.dir, "workload.kubeconfig"), "node-lifecycle-controller")
+	workload := filepath.Join(p.dir, "workload.kubeconfig")
+	if err := p.runControllerManager(ctx, "kube-controller-manager-workload", workload, workloadControllers); err != nil {
+		return err
+	}
+	return p.runScheduler(ctx, workload)
+}
+
+// workloadControllers are the kube-controller-manager controllers the
+// plane's workload cluster runs.
+const workloadControllers = "node-lifecycle-controller,deployment-controller,replicaset-controller," +
+	"disruption-controller,serviceaccount-controller,garbage-collector-controller,pod-garbage-collector-controller," +
+	"namespace-controller"
+
+// runScheduler runs kube-scheduler against the API server of a kubeconfig,
+// so that Pods are placed on the simulated Nodes.
+func (p *Plane) runScheduler(ctx context.Context, kubeconfig string) error {
+	return p.runKubeComponent(ctx, "kube-scheduler-workload", "kube-scheduler", kubeconfig)
 }
 
 // runControllerManager runs kube-controller-manager, under a name of the
 // plane's processes, with the controllers named, against the API server of
 // a kubeconfig.
 func (p *Plane) runControllerManager(ctx context.Context, name, kubeconfig, controllers string) error {
+	return p.runKubeComponent(ctx, name, "kube-controller-manager", kubeconfig,
+		"--controllers="+controllers, "--use-service-account-credentials=false")
+}
+
+// runKubeComponent runs a Kubernetes component of the assets directory
+// (kube-controller-manager, kube-scheduler), under a name of the plane's
+// processes, against the API server of a kubeconfig, serving on a free
+// loopback port, without leader election.
+func (p *Plane) runKubeComponent(ctx context.Context, name, binary, kubeconfig string, args ...string) error {
 	port, err := freePort()
 	if err != nil {
 		return err
 	}
-	proc, err := startProcess(p.dir, name, filepath.Join(p.inputs.assets, "kube-controller-manager"), nil,
-		"--kubeconfig="+kubeconfig, "--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
-		"--controllers="+controllers,
-		"--leader-elect=false", "--use-service-account-credentials=false",
+	proc, err := startProcess(p.dir, name, filepath.Join(p.inputs.assets, binary), nil, append([]string{
+		"--kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
+		"--leader-elect=false",
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
-		"--cert-dir="+filepath.Join(p.dir, name))
+		"--cert-dir=" + filepath.Join(p.dir, name),
+	}, args...)...)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@
 //	<dir>/<name>-<version>/<name>          a binary (crossplane-v2.3.4/crossplane)
 //	<dir>/<name>-<version>/package/        its package metadata and CRDs
 //	<dir>/crds/<name>-<version>/           a module's CRDs (cluster-api-v1.14.2)
-//	<dir>/assets/                          etcd, kube-apiserver, kube-controller-manager
+//	<dir>/assets/                          etcd, kube-apiserver, kube-controller-manager, kube-scheduler
 //
 // Nothing here needs a checkout or the Go toolchain: a binary built with
 // -trimpath and run anywhere finds its inputs given the directory.
@@ -50,13 +50,13 @@ func (d Dir) Binary(name, version string) (string, error) {
 	return p, nil
 }
 
-// Assets is the directory holding etcd, kube-apiserver and
-// kube-controller-manager side by side, as controller-runtime's envtest
-// wants them.
+// Assets is the directory holding etcd, kube-apiserver,
+// kube-controller-manager and kube-scheduler side by side, as
+// controller-runtime's envtest wants the first two.
 func (d Dir) Assets() (string, error) {
 	dir := filepath.Join(string(d), "assets")
 	var missing []string
-	for _, bin := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+	for _, bin := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		if err := executable(filepath.Join(dir, bin)); err != nil {
 			missing = append(missing, bin)
 		}

@@ -3,12 +3,15 @@
 package capie2e
 
 import (
+	"context"
 	"slices"
 	"strings"
 
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -213,6 +216,75 @@ var _ = ginkgo.Describe("When testing ClusterClass rollouts [e2e-topology-taints
 		}
 	})
 })
+
+// Its Deployments, disruption budgets and Pods held by finalizers run on the
+// workload cluster's simulated Nodes: the plane's kube-scheduler places them,
+// kube-controller-manager runs their Deployments and budgets, and kwok
+// terminates an evicted Pod a finalizer holds, as a kubelet would. As in
+// CAPI's own run, each Node of the cluster also gets an attached
+// VolumeAttachment, which holds its Machine's deletion until the spec lets
+// the wait for volume detachment time out.
+var _ = ginkgo.Describe("When testing Node drain [e2e-topology-local]", func() {
+	capie2e.NodeDrainTimeoutSpec(ctx, func() capie2e.NodeDrainTimeoutSpecInput {
+		return capie2e.NodeDrainTimeoutSpecInput{
+			E2EConfig:                 e2eConfig,
+			ClusterctlConfigPath:      clusterctlConfigPath,
+			BootstrapClusterProxy:     bootstrapClusterProxy,
+			ArtifactFolder:            artifactFolder,
+			SkipCleanup:               *skipCleanup,
+			InfrastructureProvider:    ptr.To("crossplane"),
+			Flavor:                    ptr.To(flavor),
+			VerifyNodeVolumeDetach:    true,
+			CreateAdditionalResources: attachVolumes,
+		}
+	})
+})
+
+// volumeAttachmentFinalizer holds the VolumeAttachments attachVolumes
+// creates.
+const volumeAttachmentFinalizer = "test.capxp.dev/attached"
+
+// attachVolumes creates an attached VolumeAttachment for the Node of each of
+// a cluster's Machines, held by a finalizer so that it outlives the Node, and
+// removes them when the spec ends: the workload cluster is the plane's, and
+// later specs' Nodes share it.
+func attachVolumes(ctx context.Context, mgmt framework.ClusterProxy, cluster *clusterv1.Cluster) {
+	workload := mgmt.GetWorkloadCluster(ctx, cluster.Namespace, cluster.Name).GetClient()
+	machines := &clusterv1.MachineList{}
+	gomega.Expect(mgmt.GetClient().List(ctx, machines, client.InNamespace(cluster.Namespace),
+		client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name})).To(gomega.Succeed())
+	var names []string
+	for i := range machines.Items {
+		m := &machines.Items[i]
+		gomega.Expect(m.Status.NodeRef.IsDefined()).To(gomega.BeTrue(), "Machine %s has no Node", m.Name)
+		va := &storagev1.VolumeAttachment{
+			ObjectMeta: metav1.ObjectMeta{Name: "capxp-e2e-" + m.Status.NodeRef.Name, Finalizers: []string{volumeAttachmentFinalizer}},
+			Spec: storagev1.VolumeAttachmentSpec{
+				Attacher: "e2e.capxp.dev",
+				NodeName: m.Status.NodeRef.Name,
+				Source:   storagev1.VolumeAttachmentSource{PersistentVolumeName: ptr.To("capxp-e2e")},
+			},
+		}
+		gomega.Expect(workload.Create(ctx, va)).To(gomega.Succeed())
+		va.Status.Attached = true
+		gomega.Expect(workload.Status().Update(ctx, va)).To(gomega.Succeed())
+		names = append(names, va.Name)
+	}
+	ginkgo.DeferCleanup(func(ctx context.Context) {
+		for _, name := range names {
+			va := &storagev1.VolumeAttachment{}
+			err := workload.Get(ctx, client.ObjectKey{Name: name}, va)
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			gomega.Expect(err).NotTo(gomega.HaveOccurred())
+			patch := client.MergeFrom(va.DeepCopy())
+			va.Finalizers = nil
+			gomega.Expect(workload.Patch(ctx, va, patch)).To(gomega.Succeed())
+			gomega.Expect(client.IgnoreNotFound(workload.Delete(ctx, va))).To(gomega.Succeed())
+		}
+	})
+}
 
 // withoutEngineMetadata is an object's labels and annotations without those
 // the composition engine writes on an XR (Crossplane's crossplane.io/ and
