@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,6 +31,18 @@ var controlPlaneComponents = []string{"kube-apiserver", "kube-controller-manager
 const controlPlaneRole = "node-role.kubernetes.io/control-plane"
 
 var controlPlaneTaint = corev1.Taint{Key: controlPlaneRole, Effect: corev1.TaintEffectNoSchedule}
+
+// hostnameOf is the hostname of the host a Node of a name runs on, as its
+// kubelet labels the Node: the name's first DNS label (a local Node is
+// named <machine>.<namespace>), at most 63 characters, as a host name and a
+// label value are.
+func hostnameOf(node string) string {
+	host, _, _ := strings.Cut(node, ".")
+	if len(host) > validation.DNS1123LabelMaxLength {
+		host = strings.TrimRight(host[:validation.DNS1123LabelMaxLength], "-")
+	}
+	return host
+}
 
 // isControlPlaneNode reports whether a Node has the role and taint kubeadm
 // marks a control-plane Node with.
@@ -153,13 +166,14 @@ func (k *kubelets) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 			return reconcile.Result{}, errors.Wrapf(err, "cannot report the kubelet version of Node %s", node.Name)
 		}
 	}
-	// A kubelet labels its Node with its hostname (the Node's name), which
+	// A kubelet labels its Node with its hostname, which
 	// Pods' topology spread and anti-affinity key on; kubeadm marks a
 	// control-plane Node with its role and keeps workloads off it.
 	_, controlPlane := m.Labels[clusterv1.MachineControlPlaneLabel]
-	if node.Labels[corev1.LabelHostname] != node.Name || controlPlane && !isControlPlaneNode(node) {
+	hostname := hostnameOf(node.Name)
+	if node.Labels[corev1.LabelHostname] != hostname || controlPlane && !isControlPlaneNode(node) {
 		patch := client.MergeFrom(node.DeepCopy())
-		metav1.SetMetaDataLabel(&node.ObjectMeta, corev1.LabelHostname, node.Name)
+		metav1.SetMetaDataLabel(&node.ObjectMeta, corev1.LabelHostname, hostname)
 		if controlPlane {
 			metav1.SetMetaDataLabel(&node.ObjectMeta, controlPlaneRole, "")
 			if !hasTaint(node.Spec.Taints, controlPlaneTaint) {
