@@ -218,17 +218,13 @@ func addFlavors(dir string, variables map[string]string) error {
 	if err != nil || len(versions) != 1 {
 		return fmt.Errorf("want one version of the crossplane provider in the repository, found %v (%v)", versions, err)
 	}
-	// The flavors, and the ClusterClasses they name that the release does
-	// not ship: clusterctl takes a flavor's class from the repository.
+	// The flavors, and the ClusterClass the in-place flavor names, made from
+	// the release's: clusterctl takes a flavor's class from the repository.
 	flavors, err := filepath.Glob(filepath.Join("data", "cluster-template-*.yaml"))
 	if err != nil {
 		return err
 	}
-	classes, err := filepath.Glob(filepath.Join("data", "clusterclass-*.yaml"))
-	if err != nil {
-		return err
-	}
-	for _, f := range append(flavors, classes...) {
+	for _, f := range flavors {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return err
@@ -236,6 +232,17 @@ func addFlavors(dir string, variables map[string]string) error {
 		if err := os.WriteFile(filepath.Join(versions[0], filepath.Base(f)), b, 0o600); err != nil {
 			return err
 		}
+	}
+	local, err := os.ReadFile(filepath.Join(versions[0], "clusterclass-crossplane-local.yaml"))
+	if err != nil {
+		return err
+	}
+	inPlace, err := inPlaceClass(local)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(versions[0], inPlaceClassFile), inPlace, 0o600); err != nil {
+		return err
 	}
 	vars, err := yaml.Marshal(variables)
 	if err != nil {
