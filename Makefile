@@ -155,7 +155,7 @@ test: ## Run unit, integration, composition, end-to-end, install and capxp-dev t
 INSTALL_TEST_ALL_ONLY := ^(TestClusterctlMove|TestUpgrade)$$
 
 .PHONY: test-all
-test-all: test ## Run make test, then clusterctl move between two planes and the upgrade from the previous release (test/install TestClusterctlMove and TestUpgrade, ~15 min), the fault tests (test/chaos, ~13 min), the aws backend's (make test-aws) and CAPI's own e2e specs (make test-capi-e2e, ~25 min), which a CI run has no room for.
+test-all: test ## Run make test, then clusterctl move between two planes and the upgrade from the previous release (test/install TestClusterctlMove and TestUpgrade, ~15 min), the fault tests (test/chaos, ~13 min), the aws backend's (make test-aws) and CAPI's own e2e specs (make test-capi-e2e, ~30 min), which a CI run has no room for.
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -timeout 45m -run '$(INSTALL_TEST_ALL_ONLY)' ./test/install/
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 30m ./test/chaos/
 	$(MAKE) --no-print-directory test-aws
