@@ -155,7 +155,7 @@ test: ## Run unit, integration, composition, end-to-end, install and capxp-dev t
 INSTALL_TEST_ALL_ONLY := ^(TestClusterctlMove|TestUpgrade)$$
 
 .PHONY: test-all
-test-all: test ## Run make test, then clusterctl move between two planes and the upgrade from the previous release (test/install TestClusterctlMove and TestUpgrade, ~15 min), the fault tests (test/chaos, ~13 min), the aws backend's (make test-aws) and CAPI's own e2e specs (make test-capi-e2e, ~30 min), which a CI run has no room for.
+test-all: test ## Run make test, then clusterctl move between two planes and the upgrade from the previous release (test/install TestClusterctlMove and TestUpgrade, ~15 min), the fault tests (test/chaos, ~13 min), the aws backend's (make test-aws) and CAPI's own e2e specs (make test-capi-e2e, ~40 min), which a CI run has no room for.
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -timeout 45m -run '$(INSTALL_TEST_ALL_ONLY)' ./test/install/
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test $(GO_TEST_FLAGS) -p 1 -timeout 30m ./test/chaos/
 	$(MAKE) --no-print-directory test-aws
@@ -193,9 +193,9 @@ test-aws: ## Provision, pause, roll out, scale a machine pool of, clusterctl-mov
 
 .PHONY: test-capi-e2e
 test-capi-e2e: ## Run Cluster API's own e2e specs (sigs.k8s.io/cluster-api/test, unchanged) against CAPXP installed with clusterctl on the local plane, then its in-place update spec on a plane of CAPI's binaries with InPlaceUpdates; prints Ginkgo's summary of each (Ran N of M Specs ... SUCCESS). ARTIFACTS=dir keeps what each spec dumped.
-	$(ENSURE_TOOLS) $(PLANE_TOOLS) $(INSTALL_TOOLS) >/dev/null
-	cd test/capi-e2e && KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test -tags e2e $(GO_TEST_FLAGS) -timeout 60m -v . -args -ginkgo.v -ginkgo.label-filter='!in-place'
-	cd test/capi-e2e && KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test -tags e2e $(GO_TEST_FLAGS) -timeout 30m -v . -args -ginkgo.v -ginkgo.label-filter='in-place' -capxp.in-place-updates
+	$(ENSURE_TOOLS) $(PLANE_TOOLS) $(INSTALL_TOOLS) capi-test-extension >/dev/null
+	cd test/capi-e2e && KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test -tags e2e $(GO_TEST_FLAGS) -timeout 60m -v . -args -ginkgo.v -ginkgo.label-filter='!in-place && !runtime-sdk'
+	cd test/capi-e2e && KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test -tags e2e $(GO_TEST_FLAGS) -timeout 30m -v . -args -ginkgo.v -ginkgo.label-filter='in-place || runtime-sdk' -capxp.in-place-updates
 
 .PHONY: test-e2e
 test-e2e: ## Run the end-to-end tests on the local management plane.

@@ -59,15 +59,17 @@ kwok_version=v0.8.0
 prometheus_deb_version=2.42.0+ds-5+b6
 prometheus_version=v2.42.0
 
-# build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS]: builds again when the
-# module's go.mod or go.sum changed since the cached binary was built (a
-# dependency bumped for a security fix reaches the binary), as recorded in
-# NAME.modsum beside it.
+# build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS [SOURCE...]]: builds again
+# when the module's go.mod or go.sum changed since the cached binary was
+# built (a dependency bumped for a security fix reaches the binary), or one
+# of the SOURCE files (relative to MODULE_DIR: a command of the project's
+# own), as recorded in NAME.modsum beside it.
 build() {
   local name=$1 version=$2 moddir=$3 pkg=$4 ldflags=${5:-}
+  local sources=("${@:6}")
   local out=$cache/$name-$version/$name
   local modsum
-  modsum=$(cat "$root/$moddir/go.mod" "$root/$moddir/go.sum" | sha256sum | cut -d' ' -f1)
+  modsum=$(cat "$root/$moddir/go.mod" "$root/$moddir/go.sum" "${sources[@]/#/$root/$moddir/}" | sha256sum | cut -d' ' -f1)
   if [[ ! -x $out ]] || [[ $(cat "$out.modsum" 2>/dev/null) != "$modsum" ]]; then
     echo "building $name $version (cold builds take minutes; later runs reuse $out)" >&2
     local start=$SECONDS
@@ -167,6 +169,27 @@ stage_kubeadm_crds() {
     echo "staged cluster-api $version's kubeadm CRDs in $out" >&2
   fi
   echo "crds/cluster-api-kubeadm=$out"
+}
+
+# CAPI's core and KubeadmControlPlane's webhook configurations, from the
+# same module: the plane that runs their binaries registers them, pointed at
+# each process's webhook server.
+stage_capi_webhooks() {
+  local version out dir
+  version=$(cd "$root" && go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)
+  out=$cache/crds/cluster-api-webhooks-$version
+  if [[ ! -f $out/core.yaml ]] || [[ ! -f $out/kubeadm-control-plane.yaml ]]; then
+    dir=$(module_dir . sigs.k8s.io/cluster-api)
+    rm -rf "$out.tmp"
+    mkdir -p "$out.tmp"
+    cp "$dir/core/config/webhook/manifests.yaml" "$out.tmp/core.yaml"
+    cp "$dir/controlplane/kubeadm/config/webhook/manifests.yaml" "$out.tmp/kubeadm-control-plane.yaml"
+    chmod -R u+w "$out.tmp"
+    rm -rf "$out"
+    mv "$out.tmp" "$out"
+    echo "staged cluster-api $version's webhook configurations in $out" >&2
+  fi
+  echo "crds/cluster-api-webhooks=$out"
 }
 
 # cert-manager's CRDs, from its module (deploy/crds holds plain manifests).
@@ -281,6 +304,11 @@ for t in "${tools[@]}"; do
     # runs it for control-plane machines' in-place updates (its Runtime SDK
     # client is internal to CAPI too).
     capi-kcp) build capi-kcp "$clusterctl_version" hack/tools/clusterctl sigs.k8s.io/cluster-api/controlplane/kubeadm "$clusterctl_ldflags" ;;
+    # CAPI's test extension's handlers (lifecycle hooks, external patches),
+    # for CAPI's ClusterUpgradeRuntimeSDKSpec (make test-capi-e2e only, so
+    # not in the default list): hack/tools/capi-test-extension says what
+    # its command changes of CAPI's.
+    capi-test-extension) build capi-test-extension "$clusterctl_version" hack/tools/capi-test-extension . "$clusterctl_ldflags" main.go ;;
     function-patch-and-transform)
       build function-patch-and-transform "$pat_version" hack/tools/function-patch-and-transform github.com/crossplane-contrib/function-patch-and-transform
       stage_package function-patch-and-transform "$pat_version" hack/tools/function-patch-and-transform github.com/crossplane-contrib/function-patch-and-transform ;;
@@ -304,6 +332,7 @@ for t in "${tools[@]}"; do
     crds)
       stage_capi_crds
       stage_kubeadm_crds
+      stage_capi_webhooks
       stage_clusterctl_crds
       stage_cert_manager_crds
       stage_prometheus_operator_crds

@@ -171,18 +171,28 @@ const (
 // managers from CAPI's binaries, with the RuntimeSDK and InPlaceUpdates
 // features, so that both call CAPXP's in-place update hooks: the core's
 // MachineDeployments ask CanUpdateMachineSet, KubeadmControlPlane asks
-// CanUpdateMachine, and the core's Machines call UpdateMachine.
+// CanUpdateMachine, and the core's Machines call UpdateMachine. They reach
+// an extension registered by Service through the plane's Services' proxy
+// (startServiceProxy), as they would through a cluster's DNS.
 func (p *Plane) startCAPIProcesses(ctx context.Context) error {
 	gates := []string{"ClusterTopology=true", "MachinePool=true", "RuntimeSDK=true", "InPlaceUpdates=true"}
 	for _, g := range p.opts.CAPIFeatureGates {
 		gates = append(gates, g+"=true")
 	}
-	if err := p.startCAPIProcess(ctx, capiCoreProcess, p.inputs.capiCore, p.inputs.capiCoreErr, gates,
+	proxy, err := p.startServiceProxy(ctx)
+	if err != nil {
+		return err
+	}
+	env := []string{"HTTPS_PROXY=" + proxy}
+	if p.inputs.capiWebhooksErr != nil {
+		return p.inputs.capiWebhooksErr
+	}
+	if err := p.startCAPIProcess(ctx, capiCoreProcess, p.inputs.capiCore, p.inputs.capiCoreErr, env, gates,
 		"--machine-concurrency=2", "--machineset-concurrency=2", "--machinedeployment-concurrency=2",
 		"--cluster-concurrency=2", "--clustertopology-concurrency=2"); err != nil {
 		return err
 	}
-	if err := p.startCAPIProcess(ctx, capiKCPProcess, p.inputs.capiKCP, p.inputs.capiKCPErr, gates,
+	if err := p.startCAPIProcess(ctx, capiKCPProcess, p.inputs.capiKCP, p.inputs.capiKCPErr, env, gates,
 		"--kubeadmcontrolplane-concurrency=2"); err != nil {
 		return err
 	}
@@ -191,11 +201,12 @@ func (p *Plane) startCAPIProcesses(ctx context.Context) error {
 }
 
 // startCAPIProcess runs one of CAPI's controller manager binaries against
-// the management cluster with the given feature gates and flags, and waits
-// until it is ready. Its webhooks are served (its readiness waits for
-// them) but registered nowhere, as in-process. It migrates no CRD: the
+// the management cluster with the given environment (beside its
+// kubeconfig), feature gates and flags, and waits
+// until it is ready. Its webhooks are registered as it ships them, pointed
+// at its webhook server (registerWebhooks). It migrates no CRD: the
 // plane installs CAPI's CRDs at the version it runs.
-func (p *Plane) startCAPIProcess(ctx context.Context, name, binary string, missing error, gates []string, flags ...string) error {
+func (p *Plane) startCAPIProcess(ctx context.Context, name, binary string, missing error, env, gates []string, flags ...string) error {
 	if missing != nil {
 		return missing
 	}
@@ -214,7 +225,7 @@ func (p *Plane) startCAPIProcess(ctx context.Context, name, binary string, missi
 		}
 	}
 	health, diagnostics, webhook := ports[0], ports[1], ports[2]
-	proc, err := startProcess(p.dir, name, binary, []string{"KUBECONFIG=" + p.kubeconfig},
+	proc, err := startProcess(p.dir, name, binary, append([]string{"KUBECONFIG=" + p.kubeconfig}, env...),
 		append([]string{
 			"--leader-elect=false",
 			"--health-addr=" + hostPort(health),
@@ -231,7 +242,21 @@ func (p *Plane) startCAPIProcess(ctx context.Context, name, binary string, missi
 		return err
 	}
 	p.procs = append(p.procs, proc)
+	if file, ok := capiWebhookFiles[name]; ok {
+		caPEM, err := os.ReadFile(filepath.Join(certs, tlsCA))
+		if err != nil {
+			return errors.Wrapf(err, "cannot read the CA of %s's webhooks", name)
+		}
+		return p.registerWebhooks(ctx, name, filepath.Join(p.inputs.capiWebhooks, file), "https://"+hostPort(webhook), caPEM)
+	}
 	return nil
+}
+
+// capiWebhookFiles are the webhook configurations of CAPI's processes, in
+// the staged folder (inputs.capiWebhooks).
+var capiWebhookFiles = map[string]string{
+	capiCoreProcess: "core.yaml",
+	capiKCPProcess:  "kubeadm-control-plane.yaml",
 }
 
 // startManager runs the capxp binary's manager against the management

@@ -54,6 +54,20 @@ import (
 // --webhook-url and --webhook-ca-bundle-file, which take precedence over
 // the shipped --webhook-service and CA injection).
 func (p *Plane) RunDeployment(ctx context.Context, namespace, name, binary string) error {
+	return p.runReplica(ctx, namespace, name, binary, func(proc *process) { p.manager = proc })
+}
+
+// RunDeploymentBeside runs a Deployment's replica as RunDeployment does,
+// beside the one RunDeployment runs (a runtime extension beside CAPXP's
+// manager): StopDeployment leaves it running, and it stops with its
+// Deployment or with the plane.
+func (p *Plane) RunDeploymentBeside(ctx context.Context, namespace, name, binary string) error {
+	return p.runReplica(ctx, namespace, name, binary, func(proc *process) { p.procs = append(p.procs, proc) })
+}
+
+// runReplica runs a Deployment's replica (RunDeployment), handing its
+// process to keep as soon as it starts.
+func (p *Plane) runReplica(ctx context.Context, namespace, name, binary string, keep func(*process)) error {
 	d := &appsv1.Deployment{}
 	if err := p.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, d); err != nil {
 		return errors.Wrapf(err, "cannot get Deployment %s/%s", namespace, name)
@@ -95,7 +109,13 @@ func (p *Plane) RunDeployment(ctx context.Context, namespace, name, binary strin
 		envList = append(envList, e.Name+"="+v)
 	}
 	args := make([]string, 0, len(c.Command)+len(c.Args))
-	for _, a := range append(append([]string{}, c.Command[1:]...), c.Args...) {
+	// The command's first word is the binary; a container without a
+	// command runs its image's entrypoint with its arguments.
+	words := c.Args
+	if len(c.Command) > 0 {
+		words = append(append([]string{}, c.Command[1:]...), c.Args...)
+	}
+	for _, a := range words {
 		args = append(args, expand(a, env))
 	}
 
@@ -154,7 +174,7 @@ func (p *Plane) RunDeployment(ctx context.Context, namespace, name, binary strin
 	if err != nil {
 		return err
 	}
-	p.manager = proc
+	keep(proc)
 	served := map[int32]string{}
 	for cp, free := range ports {
 		served[cp] = hostPort(free)

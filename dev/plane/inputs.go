@@ -66,6 +66,10 @@ type inputs struct {
 	// and capiKCPErr why each is missing.
 	capiCore, capiKCP       string
 	capiCoreErr, capiKCPErr error
+	// capiWebhooks is the folder of their webhook configurations (core.yaml,
+	// kubeadm-control-plane.yaml), or capiWebhooksErr why it is missing.
+	capiWebhooks    string
+	capiWebhooksErr error
 	// awsCRDs are the AWS kinds' CRDs (Options.AWSCRDs).
 	awsCRDs []string
 	// awsRuntimes are the AWS family's provider binaries by package name,
@@ -134,6 +138,7 @@ func resolveInputs(d tools.Dir) (inputs, error) {
 		}
 		in.capiCore, in.capiCoreErr = d.Binary("capi-core", capi)
 		in.capiKCP, in.capiKCPErr = d.Binary("capi-kcp", capi)
+		in.capiWebhooks, in.capiWebhooksErr = d.CRDs("cluster-api-webhooks", capi)
 	}
 	if in.certManagerCRDs, err = d.CRDs("cert-manager", CertManagerVersion); err != nil {
 		errs = append(errs, err)

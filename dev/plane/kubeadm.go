@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,14 +31,18 @@ const (
 	// kubeadmConfigFile is where the kubeadm bootstrap provider's cloud-init
 	// writes kubeadm's configuration on the host.
 	kubeadmConfigFile = "/run/kubeadm/kubeadm.yaml"
+	// kubeProxyName names kube-proxy's DaemonSet, its pods' label and its
+	// container, as kubeadm's addon does.
+	kubeProxyName = "kube-proxy"
 )
 
 // kubeadmHosts stands in for `kubeadm init` on the hosts of control-plane
 // Machines, as the local backend's Nodes stand in for their kubelets: once a
 // control-plane Machine has its infrastructure (a providerID) and bootstrap
 // data that runs `kubeadm init`, it uploads the ClusterConfiguration of that
-// data to the workload cluster's kube-system/kubeadm-config ConfigMap, as
-// kubeadm does. Nothing else of kubeadm runs: no static pods, no etcd
+// data to the workload cluster's kube-system/kubeadm-config ConfigMap and
+// installs kube-proxy's DaemonSet (kubeProxy), as kubeadm does. Nothing
+// else of kubeadm runs: no static pods, no etcd
 // members, which the kubeadm control plane provider reports as unhealthy.
 type kubeadmHosts struct {
 	mgmt     client.Client
@@ -82,7 +87,55 @@ func (k *kubeadmHosts) Reconcile(ctx context.Context, req reconcile.Request) (re
 	if err := k.workload.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
 		return reconcile.Result{}, errors.Wrapf(err, "cannot upload the kubeadm configuration of Machine %s", m.Name)
 	}
+	ds, err := kubeProxy(cfg, m.Spec.Version)
+	if err != nil {
+		return reconcile.Result{}, errors.Wrapf(err, "cannot read the kubeadm configuration of Machine %s", m.Name)
+	}
+	if err := k.workload.Create(ctx, ds); err != nil && !apierrors.IsAlreadyExists(err) {
+		return reconcile.Result{}, errors.Wrapf(err, "cannot install kube-proxy for Machine %s", m.Name)
+	}
 	return reconcile.Result{}, nil
+}
+
+// kubeProxy is the kube-proxy DaemonSet `kubeadm init` installs with its
+// kube-proxy addon, reduced to what the kubeadm control plane provider
+// reads and writes: its kube-proxy container's image, from the
+// ClusterConfiguration's imageRepository (registry.k8s.io by default) at
+// the version being initialized, which the provider moves to each new
+// version on an upgrade. The workload cluster's kube-controller-manager
+// runs no daemonset controller, so it makes no pods.
+func kubeProxy(clusterConfiguration, version string) (*appsv1.DaemonSet, error) {
+	var cfg struct {
+		ImageRepository string `json:"imageRepository"`
+	}
+	if err := yaml.Unmarshal([]byte(clusterConfiguration), &cfg); err != nil {
+		return nil, errors.Wrap(err, "cannot parse the ClusterConfiguration")
+	}
+	repo := cfg.ImageRepository
+	if repo == "" {
+		repo = "registry.k8s.io"
+	}
+	labels := map[string]string{"k8s-app": kubeProxyName}
+	return &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: kubeProxyName, Labels: labels},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					HostNetwork:       true,
+					PriorityClassName: "system-node-critical",
+					Tolerations:       []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+					Containers: []corev1.Container{{
+						Name: kubeProxyName,
+						// An image tag has no "+": kubeadm writes a version's build metadata with "_".
+						Image:   repo + "/" + kubeProxyName + ":" + strings.ReplaceAll(version, "+", "_"),
+						Command: []string{"/usr/local/bin/kube-proxy", "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=$(NODE_NAME)"},
+					}},
+				},
+			},
+		},
+	}, nil
 }
 
 // initClusterConfiguration finds, in cloud-init bootstrap data that runs

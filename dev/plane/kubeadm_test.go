@@ -43,3 +43,43 @@ func TestInitClusterConfiguration(t *testing.T) {
 		})
 	}
 }
+
+func TestKubeProxy(t *testing.T) {
+	cases := map[string]struct {
+		clusterConfiguration, version string
+		wantImage, wantErr            string
+	}{
+		"kubeadm's default registry": {
+			clusterConfiguration: "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n", version: "v1.35.4",
+			wantImage: "registry.k8s.io/kube-proxy:v1.35.4"},
+		"the configuration's image repository": {
+			clusterConfiguration: "kind: ClusterConfiguration\nimageRepository: mirror.example/k8s\n", version: "v1.36.5",
+			wantImage: "mirror.example/k8s/kube-proxy:v1.36.5"},
+		"build metadata in a tag": {
+			clusterConfiguration: "kind: ClusterConfiguration\n", version: "v1.36.5+build.1",
+			wantImage: "registry.k8s.io/kube-proxy:v1.36.5_build.1"},
+		"a configuration that is not YAML": {
+			clusterConfiguration: "imageRepository: [", version: "v1.36.5", wantErr: "cannot parse"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ds, err := kubeProxy(tc.clusterConfiguration, tc.version)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := ds.Spec.Template.Spec.Containers
+			if ds.Namespace != "kube-system" || ds.Name != "kube-proxy" || len(c) != 1 || c[0].Name != "kube-proxy" {
+				t.Fatalf("got DaemonSet %s/%s with containers %v, want kube-system/kube-proxy with one container kube-proxy", ds.Namespace, ds.Name, c)
+			}
+			if c[0].Image != tc.wantImage {
+				t.Errorf("image %q, want %q", c[0].Image, tc.wantImage)
+			}
+		})
+	}
+}

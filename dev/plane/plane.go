@@ -168,6 +168,9 @@ type Plane struct {
 	// pods are the pods the plane runs as local processes, for the
 	// Services that select them (ServiceAddress).
 	pods localPods
+	// serviceProxy takes the plane's processes to Services by their DNS
+	// names (startServiceProxy).
+	serviceProxy *http.Server
 	// registry serves the packages, runtime runs them (package mode).
 	registry *Registry
 	runtime  *packageRuntime
@@ -389,6 +392,9 @@ func (p *Plane) Stop() {
 	}
 	for i := len(p.procs) - 1; i >= 0; i-- {
 		p.procs[i].stop(30 * time.Second)
+	}
+	if p.serviceProxy != nil {
+		_ = p.serviceProxy.Close()
 	}
 	if p.registry != nil {
 		p.registry.Stop()

@@ -34,8 +34,23 @@ var localClassName = regexp.MustCompile(`(?m)^(\s*name: )crossplane-local\b`)
 // replace them. Made from the release's file, it follows every change of
 // the release's class.
 func inPlaceClass(release []byte) ([]byte, error) {
-	renamed := localClassName.ReplaceAll(release, []byte("${1}crossplane-local-in-place"))
-	out := bytes.NewBufferString("# Made by the e2e suite from the release's clusterclass-crossplane-local.yaml (inPlaceClass).\n")
+	return derivedClass(release, "crossplane-local-in-place", "inPlaceClass", func(u *unstructured.Unstructured) error {
+		switch u.GetKind() {
+		case "ClusterClass":
+			return addFilesVariable(u)
+		case "KubeadmControlPlaneTemplate":
+			return unstructured.SetNestedField(u.Object, int64(0), "spec", "template", "spec", "rollout", "strategy", "rollingUpdate", "maxSurge")
+		}
+		return nil
+	})
+}
+
+// derivedClass renames the release's ClusterClass crossplane-local and its
+// templates to name (maker, the function that calls it, is named in the
+// file's first line) and lets edit change each of their objects.
+func derivedClass(release []byte, name, maker string, edit func(*unstructured.Unstructured) error) ([]byte, error) {
+	renamed := localClassName.ReplaceAll(release, []byte("${1}"+name))
+	out := bytes.NewBufferString("# Made by the e2e suite from the release's clusterclass-crossplane-local.yaml (" + maker + ").\n")
 	for _, doc := range strings.Split(string(renamed), "\n---\n") {
 		u := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
@@ -44,15 +59,8 @@ func inPlaceClass(release []byte) ([]byte, error) {
 		if len(u.Object) == 0 {
 			continue
 		}
-		var err error
-		switch u.GetKind() {
-		case "ClusterClass":
-			err = addFilesVariable(u)
-		case "KubeadmControlPlaneTemplate":
-			err = unstructured.SetNestedField(u.Object, int64(0), "spec", "template", "spec", "rollout", "strategy", "rollingUpdate", "maxSurge")
-		}
-		if err != nil {
-			return nil, fmt.Errorf("cannot make the in-place %s: %w", u.GetKind(), err)
+		if err := edit(u); err != nil {
+			return nil, fmt.Errorf("cannot make the %s %s: %w", name, u.GetKind(), err)
 		}
 		b, err := yaml.Marshal(u.Object)
 		if err != nil {
@@ -124,16 +132,7 @@ func TestInPlaceClass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objects := map[string]*unstructured.Unstructured{}
-	for _, doc := range strings.Split(string(made), "\n---\n") {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		if len(u.Object) > 0 {
-			objects[u.GetKind()+"/"+u.GetName()] = u
-		}
-	}
+	objects := classObjects(t, made)
 	class := objects["ClusterClass/crossplane-local-in-place"]
 	if class == nil {
 		t.Fatalf("no ClusterClass crossplane-local-in-place among %v", slices.Sorted(maps.Keys(objects)))
@@ -179,4 +178,20 @@ func TestInPlaceClass(t *testing.T) {
 	if renamed != all || all != len(localClassName.FindAll(release, -1)) {
 		t.Errorf("%d of the %d names of the release's class are renamed in the in-place class, which has %d", renamed, len(localClassName.FindAll(release, -1)), all)
 	}
+}
+
+// classObjects reads a made class's objects, by kind/name.
+func classObjects(t *testing.T, made []byte) map[string]*unstructured.Unstructured {
+	t.Helper()
+	objects := map[string]*unstructured.Unstructured{}
+	for _, doc := range strings.Split(string(made), "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if len(u.Object) > 0 {
+			objects[u.GetKind()+"/"+u.GetName()] = u
+		}
+	}
+	return objects
 }

@@ -136,6 +136,12 @@ func TestCAPIE2E(t *testing.T) {
 	framework.TryAddDefaultSchemes(scheme)
 	bootstrapClusterProxy = framework.NewClusterProxy("capxp-plane", p.Kubeconfig(), scheme,
 		framework.WithMachineLogCollector(logCollector{}))
+	if *inPlaceUpdates {
+		// The RuntimeSDK spec's extension, on the plane whose CAPI can call it.
+		if err := runTestExtension(setupCtx, bootstrapClusterProxy); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	secretsCtx, stopSecrets := context.WithCancel(t.Context())
 	secretsDone := make(chan struct{})
@@ -242,6 +248,13 @@ func addFlavors(dir string, variables map[string]string) error {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(versions[0], inPlaceClassFile), inPlace, 0o600); err != nil {
+		return err
+	}
+	runtimeSDK, err := runtimeSDKClass(local)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(versions[0], runtimeSDKClassFile), runtimeSDK, 0o600); err != nil {
 		return err
 	}
 	vars, err := yaml.Marshal(variables)
