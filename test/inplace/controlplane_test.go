@@ -33,11 +33,16 @@ func TestControlPlaneInPlace(t *testing.T) {
 	ctx := t.Context()
 	c := p.Management().Client
 	available(t, "local")
-	running := controlPlaneMachines(t, c)
 
 	// KubeadmControlPlane updates in place only a Machine it would
-	// otherwise delete: with a surge, it first creates a new one.
-	patchKCP(t, c, `{"spec":{"rollout":{"strategy":{"rollingUpdate":{"maxSurge":0}}}}}`)
+	// otherwise delete: with a surge, it first creates a new one, and a
+	// control plane of one then has nothing left to update. CAPI's
+	// webhook takes a surge of 0 only with three replicas or more.
+	patchKCP(t, c, `{"spec":{"replicas":3,"rollout":{"strategy":{"rollingUpdate":{"maxSurge":0}}}}}`)
+	waitFor(t, "three control-plane Machines", 4*time.Minute, func() error {
+		return controlPlaneScaled(ctx, c, 3)
+	})
+	running := controlPlaneMachines(t, c)
 
 	large := &infrav1.CrossplaneMachineTemplate{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: cpNamespace, Name: kcp}, large); err != nil {
@@ -95,6 +100,23 @@ func listControlPlane(ctx context.Context, c client.Client) ([]string, error) {
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// controlPlaneScaled says what keeps the control plane from having n
+// Machines, all up to date and available.
+func controlPlaneScaled(ctx context.Context, c client.Client, n int32) error {
+	names, err := listControlPlane(ctx, c)
+	if err != nil {
+		return err
+	}
+	k := &controlplanev1.KubeadmControlPlane{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: cpNamespace, Name: kcp}, k); err != nil {
+		return err
+	}
+	if len(names) != int(n) || ptrValue(k.Status.UpToDateReplicas) != n || ptrValue(k.Status.AvailableReplicas) != n {
+		return fmt.Errorf("KubeadmControlPlane %s: %d Machines, %d up to date, %d available, want %d", kcp, len(names), ptrValue(k.Status.UpToDateReplicas), ptrValue(k.Status.AvailableReplicas), n)
+	}
+	return nil
 }
 
 // controlPlaneIs says what keeps the control plane from being done: the
