@@ -30,13 +30,6 @@ const (
 	testExtensionService   = "test-extension-webhook-service"
 )
 
-// runtimeSDKFrom is the version ClusterUpgradeRuntimeSDKSpec's cluster
-// starts at: one minor below KUBERNETES_VERSION_UPGRADE_TO, so that CAPI's
-// upgrade plan has a step and every upgrade hook is called. The plane's
-// simulated hosts run any version (their kubelet stand-in reports the
-// Machine's).
-const runtimeSDKFrom = "v1.35.4"
-
 // runtimeSDKClassFile is the ClusterClass the e2e-upgrades-runtimesdk
 // flavor names, which addFlavors makes from the release's crossplane-local.
 const runtimeSDKClassFile = "clusterclass-crossplane-local-runtimesdk.yaml"
@@ -106,7 +99,6 @@ var _ = ginkgo.Describe("When upgrading a workload cluster using ClusterClass wi
 			SkipCleanup:               *skipCleanup,
 			InfrastructureProvider:    ptr.To("crossplane"),
 			Flavor:                    ptr.To("e2e-upgrades-runtimesdk"),
-			KubernetesVersionFrom:     runtimeSDKFrom,
 			ExtensionServiceNamespace: testExtensionNamespace,
 			ExtensionServiceName:      testExtensionService,
 		}

@@ -89,10 +89,6 @@ var _ = ginkgo.Describe("When testing the scale of many clusters [e2e-scale]", f
 			ControlPlaneMachineCount:        ptr.To[int64](1),
 			MachineDeploymentCount:          ptr.To[int64](1),
 			WorkerPerMachineDeploymentCount: ptr.To[int64](1),
-			// The upgrade step waits for kube-proxy's DaemonSet to roll
-			// out on the workload cluster; the simulated hosts run no
-			// kube-proxy (docs/development.md).
-			SkipUpgrade: true,
 		}
 	})
 })
