@@ -81,6 +81,8 @@ func TestMistakes(t *testing.T) {
 		"manager, an argument":     {args: []string{"manager", "run"}, says: `capxp manager: takes no argument, got "run"`, hint: true},
 		"manager, bad webhook service": {args: []string{"manager", "--webhook-service=capxp-webhook"},
 			says: `capxp manager: --webhook-service must be namespace/name, not "capxp-webhook"`},
+		"manager, bad webhook service port": {args: []string{"manager", "--webhook-service=ns/svc", "--webhook-service-port=0"},
+			says: "capxp manager: --webhook-service-port must be a port number, not 0"},
 		"manager, bad credentials provider": {args: []string{"manager", "--credentials-provider=a:b"}, says: "capxp manager: --credentials-provider"},
 		"manager without a kubeconfig": {args: []string{"manager"}, env: map[string]string{"KUBECONFIG": "", "HOME": "/nonexistent"},
 			says: "capxp manager: no kubeconfig to reach a cluster with: pass --kubeconfig PATH, set $KUBECONFIG, or write ~/.kube/config"},

@@ -46,6 +46,7 @@ type managerFlags struct {
 	webhookCertDir             string
 	webhookURL                 string
 	webhookService             string
+	webhookServicePort         int
 	webhookCABundleFile        string
 	webhookCAInjectionFrom     string
 	webhookCASecret            string
@@ -77,6 +78,7 @@ func (f *managerFlags) add(fs *pflag.FlagSet) {
 	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on.")
 	fs.StringVar(&f.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding the webhook server's tls.crt and tls.key.")
 	fs.StringVar(&f.webhookService, "webhook-service", "", "namespace/name of the Service in front of the webhook server, for the API server to call (in-cluster).")
+	fs.IntVar(&f.webhookServicePort, "webhook-service-port", 443, "Port of --webhook-service that reaches the webhook server (9443 on the Service Crossplane gives a provider package).")
 	fs.StringVar(&f.webhookURL, "webhook-url", "", "Base URL the API server calls the webhook server at, instead of a Service (out of cluster).")
 	fs.StringVar(&f.webhookCABundleFile, "webhook-ca-bundle-file", "", "PEM CA bundle the API server trusts for the webhook; leave empty when a CA injector (cert-manager) fills it.")
 	fs.StringVar(&f.webhookCAInjectionFrom, "webhook-ca-injection-from", "",
@@ -202,7 +204,10 @@ func (f *managerFlags) webhookClientConfig() (*webhook.ClientConfig, error) {
 	if f.webhookService == "" && f.webhookURL == "" {
 		return nil, nil
 	}
-	wh := &webhook.ClientConfig{URL: f.webhookURL, ServicePort: 443}
+	if f.webhookServicePort < 1 || f.webhookServicePort > 65535 {
+		return nil, errors.Errorf("--webhook-service-port must be a port number, not %d", f.webhookServicePort)
+	}
+	wh := &webhook.ClientConfig{URL: f.webhookURL, ServicePort: int32(f.webhookServicePort)}
 	if f.webhookService != "" {
 		ns, name, ok := strings.Cut(f.webhookService, "/")
 		if !ok || ns == "" || name == "" {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,8 +20,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
@@ -294,7 +297,7 @@ func (r *packageRuntime) runBridge(ctx context.Context, rev *pkgv1.ProviderRevis
 		if err != nil {
 			return err
 		}
-		proc, metrics, err := r.p.runProviderPackage(ctx, rev, bin)
+		proc, metrics, err := r.p.runProviderPackage(ctx, rev, bin, filepath.Join(r.p.dir, "tls", release.ProviderPackageName))
 		if err != nil {
 			return err
 		}
@@ -346,6 +349,31 @@ func (p *Plane) runtimeConfig(ctx context.Context, rev *pkgv1.ProviderRevision) 
 // declares one of that name.
 const crossplaneMetricsPort = "metrics"
 
+// The webhook port Crossplane's runtime adds to a provider's pod and its
+// Service, and the label that Service selects the provider's pods by.
+const (
+	crossplaneWebhookPort       = "webhook"
+	crossplaneWebhookPortNumber = 9443
+	providerLabel               = "pkg.crossplane.io/provider"
+)
+
+// applyProviderService creates or updates the Service Crossplane's runtime
+// gives a provider package: named after the Provider, in Crossplane's
+// namespace, selecting the active revision's pods, its webhook port 9443.
+func (p *Plane) applyProviderService(ctx context.Context, rev *pkgv1.ProviderRevision, provider string) error {
+	if provider == "" {
+		return errors.Errorf("ProviderRevision %s has no %s label", rev.GetName(), pkgv1.LabelParentPackage)
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: crossplaneNamespace, Name: provider}}
+	_, err := controllerutil.CreateOrUpdate(ctx, p.client, svc, func() error {
+		svc.Spec.Selector = map[string]string{pkgv1.LabelRevision: rev.GetName(), providerLabel: provider}
+		svc.Spec.Ports = []corev1.ServicePort{{Name: crossplaneWebhookPort, Protocol: corev1.ProtocolTCP,
+			Port: crossplaneWebhookPortNumber, TargetPort: intstr.FromString(crossplaneWebhookPort)}}
+		return nil
+	})
+	return errors.Wrapf(err, "cannot apply the Service %s/%s of Provider %s", crossplaneNamespace, provider, provider)
+}
+
 // flagPort is the port of a --flag=[host]:port argument, else def.
 func flagPort(args []string, flag string, def int32) int32 {
 	for _, a := range args {
@@ -361,9 +389,13 @@ func flagPort(args []string, flag string, def int32) int32 {
 // runProviderPackage starts bin, the capxp binary of the bridge package's
 // image, as the package's pod, and returns its metrics endpoint (HTTPS, authenticated and authorized
 // with the API server, as the Deployment serves it).
-func (p *Plane) runProviderPackage(ctx context.Context, rev *pkgv1.ProviderRevision, bin string) (*process, string, error) {
+func (p *Plane) runProviderPackage(ctx context.Context, rev *pkgv1.ProviderRevision, bin, certs string) (*process, string, error) {
 	drc, err := p.runtimeConfig(ctx, rev)
 	if err != nil {
+		return nil, "", err
+	}
+	provider := rev.GetLabels()[pkgv1.LabelParentPackage]
+	if err := p.applyProviderService(ctx, rev, provider); err != nil {
 		return nil, "", err
 	}
 	// What Crossplane's Deployment runtime would create: the service
@@ -381,14 +413,18 @@ func (p *Plane) runProviderPackage(ctx context.Context, rev *pkgv1.ProviderRevis
 	if err != nil {
 		return nil, "", err
 	}
-	env := map[string]string{"POD_NAMESPACE": crossplaneNamespace}
+	// The environment Crossplane's runtime sets in a provider's container:
+	// its namespace, its Provider's name, and where its serving
+	// certificate (with Crossplane's CA) is mounted.
+	env := map[string]string{"POD_NAMESPACE": crossplaneNamespace, "PROVIDER_NAME": provider,
+		"TLS_SERVER_CERTS_DIR": certs, "WEBHOOK_TLS_CERT_DIR": certs}
 	var args []string
 	// The pod's labels, as Crossplane's runtime gives them: the runtime
-	// config's and its own revision label; its container's ports: the
-	// runtime config's, and Crossplane's metrics port unless one has its
-	// name.
-	podLabels := map[string]string{"pkg.crossplane.io/revision": rev.GetName()}
-	ports := map[string]int32{crossplaneMetricsPort: 8080}
+	// config's and its own revision and provider labels; its container's
+	// ports: the runtime config's, Crossplane's metrics port unless one has
+	// its name, and the webhook port its Service targets.
+	podLabels := map[string]string{pkgv1.LabelRevision: rev.GetName(), providerLabel: provider}
+	ports := map[string]int32{crossplaneMetricsPort: 8080, crossplaneWebhookPort: crossplaneWebhookPortNumber}
 	if t := drc.Spec.DeploymentTemplate; t != nil && t.Spec != nil {
 		maps.Copy(podLabels, t.Spec.Template.Labels)
 		for i := range t.Spec.Template.Spec.Containers {
@@ -429,12 +465,24 @@ func (p *Plane) runProviderPackage(ctx context.Context, rev *pkgv1.ProviderRevis
 	// its arguments', else its defaults.
 	healthPort, diagPort := flagPort(args, "--health-addr", 9440), flagPort(args, "--diagnostics-address", 8443)
 	args = append(args, "--health-addr="+hostPort(health), "--diagnostics-address="+hostPort(diag))
+	served := map[int32]string{healthPort: hostPort(health), diagPort: hostPort(diag)}
+	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--webhook-service=") }) {
+		// The webhook server behind the Service, stood in for as the
+		// Deployment runner does: by URL at the free port it serves on,
+		// with the CA of its certificate.
+		webhook, err := freePort()
+		if err != nil {
+			return nil, "", err
+		}
+		served[flagPort(args, "--webhook-port", crossplaneWebhookPortNumber)] = hostPort(webhook)
+		args = append(args, fmt.Sprintf("--webhook-port=%d", webhook), "--webhook-url=https://"+hostPort(webhook),
+			"--webhook-ca-bundle-file="+filepath.Join(certs, tlsCA))
+	}
 	proc, err := startProcess(p.dir, podName, bin, append(envList, "KUBECONFIG="+kubeconfig), args...)
 	if err != nil {
 		return nil, "", err
 	}
-	p.pods.add(localPod{namespace: crossplaneNamespace, name: podName, labels: podLabels, ports: ports,
-		served: map[int32]string{healthPort: hostPort(health), diagPort: hostPort(diag)}})
+	p.pods.add(localPod{namespace: crossplaneNamespace, name: podName, labels: podLabels, ports: ports, served: served})
 	if err := proc.waitHealthy(ctx, fmt.Sprintf("http://%s/readyz", hostPort(health)), 2*time.Minute); err != nil {
 		proc.stop(10 * time.Second)
 		return nil, "", err

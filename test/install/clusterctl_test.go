@@ -338,7 +338,6 @@ func provisionManaged(ctx context.Context, t *testing.T, p *plane.Plane, cluster
 
 func ptrTrue(b *bool) bool { return b != nil && *b }
 
-// leftovers lists what carries the provider's label, or its namespace.
 // extensionRegistered checks that the manager registered its in-place
 // update hooks with CAPI where the API server reaches its credentials
 // webhook: the same Service (CAPI injecting the CA from the certificate's
@@ -379,6 +378,7 @@ func extensionRegistered(ctx context.Context, t *testing.T, c client.Client, ns 
 	})
 }
 
+// leftovers lists what carries the provider's label, or its namespace.
 func leftovers(ctx context.Context, c client.Client) error {
 	var left []string
 	sel := client.MatchingLabels{clusterv1.ProviderNameLabel: release.Provider}

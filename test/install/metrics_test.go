@@ -61,19 +61,21 @@ func scrapeMetrics(ctx context.Context, t *testing.T, p *plane.Plane) {
 	}
 	// A verdict to count: the example's cluster switched to shared
 	// credentials its namespace was not granted, until its Cluster says
-	// so, then back.
-	setRef := func(kind, name string) {
+	// so, then back. Legacy cluster-scoped credentials: the credentials
+	// webhook refuses an ungranted ClusterProviderConfig outright, and the
+	// policies admit and hold these.
+	setRef := func(group, kind, name string) {
 		t.Helper()
 		xr := &unstructured.Unstructured{}
 		xr.SetGroupVersionKind(infrav1.GroupVersion.WithKind("CrossplaneCluster"))
 		xr.SetNamespace(plane.ExampleNamespace)
 		xr.SetName(plane.ExampleCluster)
-		raw := fmt.Sprintf(`{"spec":{"providerConfigRef":{"apiGroup":%q,"kind":%q,"name":%q}}}`, k8sGroup, kind, name)
+		raw := fmt.Sprintf(`{"spec":{"providerConfigRef":{"apiGroup":%q,"kind":%q,"name":%q}}}`, group, kind, name)
 		if err := admin.Patch(ctx, xr, client.RawPatch(types.MergePatchType, []byte(raw))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	setRef("ClusterProviderConfig", sharedConfig)
+	setRef(k8sLegacyGroup, "ProviderConfig", legacyConfig)
 	eventually(t, "the Cluster says its credentials are not granted", time.Minute, func() error {
 		c := &clusterv1.Cluster{}
 		if err := admin.Get(ctx, client.ObjectKey{Namespace: plane.ExampleNamespace, Name: plane.ExampleCluster}, c); err != nil {
@@ -84,12 +86,12 @@ func scrapeMetrics(ctx context.Context, t *testing.T, p *plane.Plane) {
 		}
 		return nil
 	})
-	setRef("ProviderConfig", "workload")
+	setRef(k8sGroup, "ProviderConfig", "workload")
 	// An XR that waits: one of a cluster's (CAPI's cluster-name label, as
 	// CAPI's clones carry before CAPI owns them), held for credentials its
 	// namespace was not granted.
 	held := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-		"providerConfigRef": map[string]any{"apiGroup": k8sGroup, "kind": "ClusterProviderConfig", "name": sharedConfig},
+		"providerConfigRef": map[string]any{"apiGroup": k8sLegacyGroup, "kind": "ProviderConfig", "name": legacyConfig},
 	}}}
 	held.SetGroupVersionKind(infrav1.GroupVersion.WithKind("CrossplaneCluster"))
 	held.SetNamespace(ns)

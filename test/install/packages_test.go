@@ -2,15 +2,22 @@ package install
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	pkgv1 "github.com/crossplane/crossplane/apis/v2/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/capxp/cluster-api-provider-crossplane/controllers/inplace"
 	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/internal/release"
 	"github.com/capxp/cluster-api-provider-crossplane/packages"
@@ -43,6 +50,9 @@ func TestCrossplanePackages(t *testing.T) {
 		Release:         rel,
 		ManagerBinary:   bin,
 		AuditManagement: true,
+		// CAPI's own binaries, with its RuntimeSDK gate: they discover
+		// the in-place update extension the bridge registers.
+		InPlaceUpdates: true,
 		InstallConfiguration: func(ctx context.Context, in plane.PackageInstall) (string, error) {
 			runDocWith(ctx, t, in.Kubeconfig, "docs/install.md", "packages-install", work,
 				append(registryEnv(in.Registry), "CLUSTERCTL_DISABLE_VERSIONCHECK=true")...)
@@ -71,8 +81,10 @@ func TestCrossplanePackages(t *testing.T) {
 	if err := c.List(ctx, pl); err != nil {
 		t.Fatal(err)
 	}
+	bridge := ""
 	for _, pr := range pl.Items {
 		if strings.Contains(pr.Spec.Package, release.ProviderPackageName) {
+			bridge = pr.Name
 			if h := pr.GetCondition(pkgv1.TypeHealthy); h.Status != corev1.ConditionTrue {
 				t.Errorf("the bridge's Provider %s is not healthy: %s", pr.Name, h.Message)
 			}
@@ -81,6 +93,40 @@ func TestCrossplanePackages(t *testing.T) {
 			}
 		}
 	}
+
+	// The bridge serves its webhook server on the Service Crossplane gives
+	// its Provider: the credentials webhook and the in-place update
+	// extension are registered where that Service's webhook port reaches.
+	extensionRegistered(ctx, t, c, "crossplane-system")
+	addr, err := p.ServiceAddress(ctx, "crossplane-system", bridge, "webhook")
+	if err != nil {
+		t.Fatalf("the bridge's Provider Service: %v", err)
+	}
+	ec := &runtimev1.ExtensionConfig{}
+	if err := c.Get(ctx, client.ObjectKey{Name: inplace.ExtensionConfigName}, ec); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ec.Spec.ClientConfig.URL, "https://"+addr; got != want {
+		t.Errorf("the ExtensionConfig names %q, where the Service %s's webhook port reaches %q", got, bridge, want)
+	}
+	// CAPI calls it: its discovery lists the three in-place hooks.
+	eventually(t, "CAPI discovers the bridge's in-place update hooks", time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKey{Name: inplace.ExtensionConfigName}, ec); err != nil {
+			return err
+		}
+		if c := conditions.Get(ec, runtimev1.ExtensionConfigDiscoveredCondition); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("%s: %v", runtimev1.ExtensionConfigDiscoveredCondition, c)
+		}
+		var hooks []string
+		for _, h := range ec.Status.Handlers {
+			hooks = append(hooks, h.RequestHook.Hook)
+		}
+		slices.Sort(hooks)
+		if want := []string{"CanUpdateMachine", "CanUpdateMachineSet", "UpdateMachine"}; !slices.Equal(hooks, want) {
+			return fmt.Errorf("CAPI discovered the hooks %v, want %v", hooks, want)
+		}
+		return nil
+	})
 
 	// The bridge adapts what the packages brought: the local example
 	// provisions.
