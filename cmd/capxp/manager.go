@@ -4,6 +4,7 @@ import (
 	"flag"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -77,8 +78,8 @@ func (f *managerFlags) add(fs *pflag.FlagSet) {
 		"A provider whose namespaced managed resources are admitted only with credentials their namespace owns or was granted: CONFIG_GROUP for a shipped backend's (aws.m.upbound.io, kubernetes.m.crossplane.io), or CONFIG_GROUP:MANAGED_GROUP:SECRET_FORMAT (format kubeconfig, aws or static). Repeatable; the shipped backends' when unset. See docs/tenancy.md.")
 	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on.")
 	fs.StringVar(&f.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding the webhook server's tls.crt and tls.key.")
-	fs.StringVar(&f.webhookService, "webhook-service", "", "namespace/name of the Service in front of the webhook server, for the API server to call (in-cluster).")
-	fs.IntVar(&f.webhookServicePort, "webhook-service-port", 443, "Port of --webhook-service that reaches the webhook server (9443 on the Service Crossplane gives a provider package).")
+	fs.StringVar(&f.webhookService, "webhook-service", "", "namespace/name of the Service in front of the webhook server, for the API server to call (in-cluster). Where Crossplane runs the manager as a provider package, the Service Crossplane gives its Provider, with Crossplane's certificate and CA, unless --webhook-url or this is given.")
+	fs.IntVar(&f.webhookServicePort, "webhook-service-port", 443, "Port of --webhook-service that reaches the webhook server; 9443 (the Service Crossplane gives a provider package) where Crossplane runs the manager.")
 	fs.StringVar(&f.webhookURL, "webhook-url", "", "Base URL the API server calls the webhook server at, instead of a Service (out of cluster).")
 	fs.StringVar(&f.webhookCABundleFile, "webhook-ca-bundle-file", "", "PEM CA bundle the API server trusts for the webhook; leave empty when a CA injector (cert-manager) fills it.")
 	fs.StringVar(&f.webhookCAInjectionFrom, "webhook-ca-injection-from", "",
@@ -125,6 +126,7 @@ func runManager(args []string, stdout, stderr io.Writer) int {
 	}
 	ctrl.SetLogger(klog.Background())
 
+	f.fromCrossplaneRuntime(os.Getenv, fs.Changed)
 	wh, err := f.webhookClientConfig()
 	if err != nil {
 		return c.badInput(err)
@@ -196,6 +198,44 @@ func start(cfg *rest.Config, f *managerFlags, providers []credentials.Provider, 
 		return errors.Wrap(err, "cannot add readiness check")
 	}
 	return errors.Wrap(mgr.Start(ctrl.SetupSignalHandler()), "manager stopped")
+}
+
+// What Crossplane's provider runtime sets in a provider package's
+// container: its namespace, its Provider's name (which names the Service
+// Crossplane gives the package) and where it mounts the serving
+// certificate Crossplane signs for that Service, with its CA beside it.
+const (
+	envPodNamespace       = "POD_NAMESPACE"
+	envProviderName       = "PROVIDER_NAME"
+	envTLSServerCertsDir  = "TLS_SERVER_CERTS_DIR"
+	crossplaneWebhookPort = 9443
+)
+
+// fromCrossplaneRuntime serves the webhook server where Crossplane's
+// provider runtime runs the manager (its environment names a Provider, a
+// namespace and a certificate directory): on the Provider's Service, port
+// 9443, with the certificate Crossplane mounted and its CA. A flag given
+// keeps its value; a --webhook-url keeps the Service unused. Read from the
+// environment rather than passed as flags, so that the runtime
+// configuration of every release is the same and a bridge of any release
+// runs with any release's configuration.
+func (f *managerFlags) fromCrossplaneRuntime(getenv func(string) string, changed func(string) bool) {
+	ns, provider, certs := getenv(envPodNamespace), getenv(envProviderName), getenv(envTLSServerCertsDir)
+	if ns == "" || provider == "" || certs == "" {
+		return
+	}
+	if !changed("webhook-service") && !changed("webhook-url") {
+		f.webhookService = ns + "/" + provider
+	}
+	if !changed("webhook-service-port") {
+		f.webhookServicePort = crossplaneWebhookPort
+	}
+	if !changed("webhook-cert-dir") {
+		f.webhookCertDir = certs
+	}
+	if !changed("webhook-ca-bundle-file") && !changed("webhook-ca-injection-from") && !changed("webhook-ca-secret") {
+		f.webhookCABundleFile = filepath.Join(certs, "ca.crt")
+	}
 }
 
 // webhookClientConfig says how the API server reaches the credentials

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -357,6 +357,15 @@ const (
 	providerLabel               = "pkg.crossplane.io/provider"
 )
 
+// servesOnProviderService says whether a capxp binary serves its webhook
+// server on the Service Crossplane gives its Provider: releases that do
+// have the --webhook-service-port flag, added with it. An earlier release
+// (the one an upgrade starts from) serves none there, and gets no URL.
+func servesOnProviderService(ctx context.Context, bin string) bool {
+	out, err := exec.CommandContext(ctx, bin, "manager", "--help").Output()
+	return err == nil && strings.Contains(string(out), "--webhook-service-port")
+}
+
 // applyProviderService creates or updates the Service Crossplane's runtime
 // gives a provider package: named after the Provider, in Crossplane's
 // namespace, selecting the active revision's pods, its webhook port 9443.
@@ -466,17 +475,17 @@ func (p *Plane) runProviderPackage(ctx context.Context, rev *pkgv1.ProviderRevis
 	healthPort, diagPort := flagPort(args, "--health-addr", 9440), flagPort(args, "--diagnostics-address", 8443)
 	args = append(args, "--health-addr="+hostPort(health), "--diagnostics-address="+hostPort(diag))
 	served := map[int32]string{healthPort: hostPort(health), diagPort: hostPort(diag)}
-	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--webhook-service=") }) {
-		// The webhook server behind the Service, stood in for as the
-		// Deployment runner does: by URL at the free port it serves on,
-		// with the CA of its certificate.
+	if servesOnProviderService(ctx, bin) {
+		// The webhook server behind the Provider's Service, stood in for
+		// as the Deployment runner does: by URL at the free port it
+		// serves on (its certificate and CA are Crossplane's, from the
+		// environment above).
 		webhook, err := freePort()
 		if err != nil {
 			return nil, "", err
 		}
 		served[flagPort(args, "--webhook-port", crossplaneWebhookPortNumber)] = hostPort(webhook)
-		args = append(args, fmt.Sprintf("--webhook-port=%d", webhook), "--webhook-url=https://"+hostPort(webhook),
-			"--webhook-ca-bundle-file="+filepath.Join(certs, tlsCA))
+		args = append(args, fmt.Sprintf("--webhook-port=%d", webhook), "--webhook-url=https://"+hostPort(webhook))
 	}
 	proc, err := startProcess(p.dir, podName, bin, append(envList, "KUBECONFIG="+kubeconfig), args...)
 	if err != nil {
