@@ -40,7 +40,29 @@ const (
 	// "watch events RESOURCE".
 	verbCount   = "verb "
 	watchEvents = "watch events"
+	// the API server's time handling writes (create, update, patch,
+	// apply, delete: admission, storage and all) and their count, by
+	// kind of object written: "write seconds RESOURCE", "write count
+	// RESOURCE", the resource group-qualified, with its subresource.
+	writeSeconds = "write seconds "
+	writeCount   = "write count "
 )
+
+// writeVerbs are the verbs of apiserver_request_duration_seconds that
+// write.
+var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "APPLY": true, "DELETE": true}
+
+// writtenKind names what a request wrote: resource.group[/subresource].
+func writtenKind(m *dto.Metric) string {
+	k := label(m, "resource")
+	if g := label(m, "group"); g != "" {
+		k += "." + g
+	}
+	if s := label(m, "subresource"); s != "" {
+		k += "/" + s
+	}
+	return k
+}
 
 // scrapeServer reads the API server's metrics.
 func scrapeServer(ctx context.Context, cfg *rest.Config) (serverMetrics, error) {
@@ -82,6 +104,14 @@ func readServer(families map[string]*dto.MetricFamily) serverMetrics {
 	histogram("apiserver_validating_admission_policy_check_duration_seconds", "policy", checkSeconds, checkCount)
 	histogram("apiserver_mutating_admission_policy_check_duration_seconds", "policy", checkSeconds, checkCount)
 	histogram("apiserver_admission_match_condition_evaluation_seconds", "name", matchSeconds, matchCount)
+	for _, m := range families["apiserver_request_duration_seconds"].GetMetric() {
+		if !writeVerbs[label(m, "verb")] {
+			continue
+		}
+		h := m.GetHistogram()
+		out[writeSeconds+writtenKind(m)] += h.GetSampleSum()
+		out[writeCount+writtenKind(m)] += float64(h.GetSampleCount())
+	}
 	for _, m := range families["apiserver_request_total"].GetMetric() {
 		out[verbCount+strings.ToLower(label(m, "verb"))] += m.GetCounter().GetValue()
 	}
@@ -143,6 +173,27 @@ func (s serverMetrics) watchLines(machines int) []string {
 	out := make([]string, 0, len(resources))
 	for _, r := range resources {
 		out = append(out, fmt.Sprintf("%s=%.1f", r, s[watchEvents+" "+r]/float64(machines)))
+	}
+	return out
+}
+
+// writeLines are the writes per Machine by kind of object written, with
+// the API server's time handling them per Machine, the most time first.
+func (s serverMetrics) writeLines(machines int) []string {
+	kinds := s.names(writeSeconds)
+	slices.SortStableFunc(kinds, func(a, b string) int {
+		switch x, y := s[writeSeconds+a], s[writeSeconds+b]; {
+		case x > y:
+			return -1
+		case x < y:
+			return 1
+		}
+		return 0
+	})
+	n := float64(machines)
+	out := make([]string, 0, len(kinds))
+	for _, k := range kinds {
+		out = append(out, fmt.Sprintf("%s %.1f (%.2f ms)", k, s[writeCount+k]/n, 1000*s[writeSeconds+k]/n))
 	}
 	return out
 }

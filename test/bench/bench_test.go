@@ -513,6 +513,7 @@ func report(t *testing.T, rs []result) {
 		fmt.Fprintf(&b, "%s reconciles per Machine: %s\n", r.level, strings.Join(recs, " "))
 		fmt.Fprintf(&b, "%s admission per Machine: %s\n", r.level, strings.Join(r.server.admissionLines(r.machines), "; "))
 		fmt.Fprintf(&b, "%s watch events per Machine: %s\n", r.level, strings.Join(r.server.watchLines(r.machines), " "))
+		fmt.Fprintf(&b, "%s writes per Machine by kind, with the API server's time handling them: %s\n", r.level, strings.Join(r.server.writeLines(r.machines), "; "))
 	}
 	t.Log(b.String())
 	_ = corev1.SchemeGroupVersion
