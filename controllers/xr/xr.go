@@ -318,7 +318,11 @@ func (r *xrReconciler) act(ctx context.Context, s *scope, p lifecycle.Plan, m *m
 	}
 	s.edit(p.After)
 	if p.Forget {
-		log.Info("Every composed resource is gone; releasing the composite resource")
+		if s.tree != nil && len(s.tree.Foreign) > 0 {
+			log.Info("Every composed resource it controls is gone; releasing the composite resource", "notControlled", s.tree.Foreign)
+		} else {
+			log.Info("Every composed resource is gone; releasing the composite resource")
+		}
 		r.forget(s.XR.GetUID())
 		if s.Owner != nil {
 			r.forget(s.Owner.GetUID())

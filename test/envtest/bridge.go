@@ -168,7 +168,7 @@ func (e *Environment) StartBridgeAs(ctx context.Context, cfg *rest.Config, o con
 	logs := &Logs{}
 	serving, webhookClient := e.webhookServing()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Logger:                 funcr.New(logs.add, funcr.Options{Verbosity: logs.verbosity()}),
+		Logger:                 funcr.New(logs.add, funcr.Options{Verbosity: logs.verbosity(), LogTimestamp: true}),
 		WebhookServer:          webhook.NewServer(serving),
 		Scheme:                 controllers.NewScheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -271,6 +271,13 @@ func (l *Logs) verbosity() int {
 		}
 	}
 	return 0
+}
+
+// WriteFile writes the lines kept to path, one per line.
+func (l *Logs) WriteFile(path string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return os.WriteFile(path, []byte(strings.Join(l.lines, "\n")+"\n"), 0o600)
 }
 
 // Containing returns the lines that contain every one of the strings.

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -44,8 +45,23 @@ func stackWith(t *testing.T, o controllers.Options) *envtest.Manager {
 	t.Cleanup(func() {
 		g.Expect(bridge.Stop()).To(Succeed())
 		g.Expect(capi.Stop()).To(Succeed())
+		keepLogs(t, bridge)
 	})
 	return bridge
+}
+
+// keepLogs writes the bridge's log lines beside Crossplane's when the test
+// failed: what it decided is the first thing a failure asks.
+func keepLogs(t *testing.T, bridge *envtest.Manager) {
+	if !t.Failed() || bridge.Logs == nil {
+		return
+	}
+	path := filepath.Join(logDir, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+".bridge.log")
+	if err := bridge.Logs.WriteFile(path); err != nil {
+		t.Logf("cannot keep the bridge's logs: %v", err)
+		return
+	}
+	t.Logf("the bridge's logs are in %s", path)
 }
 
 // script is what the provider observes for an XR once its Stub is ready,

@@ -26,6 +26,8 @@ import (
 var (
 	env *envtest.Environment
 	ctx context.Context
+	// logDir keeps Crossplane's logs, and the bridge's of failed tests.
+	logDir string
 )
 
 // timeout bounds every wait. Generous: a passing test never waits it out,
@@ -50,12 +52,14 @@ func run(m *testing.M) int {
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 
-	// Crossplane's and the functions' logs stay here when a test fails.
+	// Crossplane's and the functions' logs stay here when a test fails,
+	// and the bridge's of each failed test (stackWith).
 	dir, err := os.MkdirTemp("", "capxp-integration-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cannot create a directory for Crossplane:", err)
 		return 1
 	}
+	logDir = dir
 	env, err = envtest.StartWithCrossplane(ctx, dir, providerDelay)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cannot start the test API server and Crossplane:", err)
@@ -73,7 +77,7 @@ func run(m *testing.M) int {
 		code = 1
 	}
 	if code != 0 {
-		fmt.Fprintln(os.Stderr, "Crossplane's logs are in", dir)
+		fmt.Fprintln(os.Stderr, "Crossplane's logs, and the bridge's of each failed test, are in", dir)
 		return code
 	}
 	_ = os.RemoveAll(dir)
