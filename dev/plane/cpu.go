@@ -86,3 +86,47 @@ func (p *Plane) CPU() map[string]time.Duration {
 	}
 	return out
 }
+
+// MachineCPU is what the kernel counted of the whole machine's CPU time, all
+// cores together: busy (in any process or the kernel), idle (waiting for
+// input and output included) and stolen (the hypervisor ran something else
+// while a core of this machine wanted to run).
+type MachineCPU struct {
+	Busy, Idle, Stolen time.Duration
+}
+
+// Sub is what m counted since before.
+func (m MachineCPU) Sub(before MachineCPU) MachineCPU {
+	return MachineCPU{Busy: m.Busy - before.Busy, Idle: m.Idle - before.Idle, Stolen: m.Stolen - before.Stolen}
+}
+
+// ReadMachineCPU reads the machine's CPU counters from /proc/stat (Linux).
+func ReadMachineCPU() (MachineCPU, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return MachineCPU{}, errors.Wrap(err, "cannot read the machine's CPU counters")
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return parseMachineCPU(line)
+}
+
+// parseMachineCPU parses the first line of /proc/stat: "cpu" then user,
+// nice, system, idle, iowait, irq, softirq and steal, in USER_HZ (guest time
+// is counted in user already, and left out).
+func parseMachineCPU(line string) (MachineCPU, error) {
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return MachineCPU{}, errors.Errorf("cannot parse the machine's CPU counters %q", line)
+	}
+	var ticks [8]int64
+	for i := range ticks {
+		n, err := strconv.ParseInt(f[i+1], 10, 64)
+		if err != nil {
+			return MachineCPU{}, errors.Wrapf(err, "cannot parse the machine's CPU counters %q", line)
+		}
+		ticks[i] = n
+	}
+	d := func(t int64) time.Duration { return time.Duration(t) * time.Second / userHz }
+	user, nice, system, idle, iowait, irq, softirq, steal := ticks[0], ticks[1], ticks[2], ticks[3], ticks[4], ticks[5], ticks[6], ticks[7]
+	return MachineCPU{Busy: d(user + nice + system + irq + softirq), Idle: d(idle + iowait), Stolen: d(steal)}, nil
+}

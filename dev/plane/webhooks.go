@@ -81,38 +81,46 @@ func webhookConfigurations(file, process, url string, caPEM []byte) ([]client.Ob
 		if err := yaml.Unmarshal(doc, &tm); err != nil {
 			return nil, errors.Wrapf(err, "cannot parse %s", file)
 		}
+		var c client.Object
 		switch tm.Kind {
 		case "MutatingWebhookConfiguration":
-			c := &admissionv1.MutatingWebhookConfiguration{}
-			if err := yaml.Unmarshal(doc, c); err != nil {
-				return nil, errors.Wrapf(err, "cannot parse %s", file)
-			}
-			for i := range c.Webhooks {
-				if err := point(c.Webhooks[i].Name, &c.Webhooks[i].ClientConfig); err != nil {
-					return nil, err
-				}
-			}
-			c.Name = process + "-" + c.Name
-			out = append(out, c)
+			m := &admissionv1.MutatingWebhookConfiguration{}
+			c, err = pointed(file, doc, m, &m.Webhooks, func(w *admissionv1.MutatingWebhook) (string, *admissionv1.WebhookClientConfig) {
+				return w.Name, &w.ClientConfig
+			}, point)
 		case "ValidatingWebhookConfiguration":
-			c := &admissionv1.ValidatingWebhookConfiguration{}
-			if err := yaml.Unmarshal(doc, c); err != nil {
-				return nil, errors.Wrapf(err, "cannot parse %s", file)
-			}
-			for i := range c.Webhooks {
-				if err := point(c.Webhooks[i].Name, &c.Webhooks[i].ClientConfig); err != nil {
-					return nil, err
-				}
-			}
-			c.Name = process + "-" + c.Name
-			out = append(out, c)
+			v := &admissionv1.ValidatingWebhookConfiguration{}
+			c, err = pointed(file, doc, v, &v.Webhooks, func(w *admissionv1.ValidatingWebhook) (string, *admissionv1.WebhookClientConfig) {
+				return w.Name, &w.ClientConfig
+			}, point)
 		case "":
+			continue
 		default:
 			return nil, errors.Errorf("%s holds a %s, not a webhook configuration", file, tm.Kind)
 		}
+		if err != nil {
+			return nil, err
+		}
+		c.SetName(process + "-" + c.GetName())
+		out = append(out, c)
 	}
 	if len(out) == 0 {
 		return nil, errors.Errorf("%s holds no webhook configuration", file)
 	}
 	return out, nil
+}
+
+// pointed parses doc, of file, into c, a webhook configuration whose
+// webhooks are webhooks, and points each webhook (its name and client
+// configuration, as hook reads them) at the process.
+func pointed[W any](file string, doc []byte, c client.Object, webhooks *[]W, hook func(*W) (string, *admissionv1.WebhookClientConfig), point func(string, *admissionv1.WebhookClientConfig) error) (client.Object, error) {
+	if err := yaml.Unmarshal(doc, c); err != nil {
+		return nil, errors.Wrapf(err, "cannot parse %s", file)
+	}
+	for i := range *webhooks {
+		if err := point(hook(&(*webhooks)[i])); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }

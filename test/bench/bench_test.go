@@ -30,6 +30,7 @@ import (
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers"
 	"github.com/capxp/cluster-api-provider-crossplane/controllers/caching"
+	"github.com/capxp/cluster-api-provider-crossplane/dev/plane"
 	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
 
@@ -67,9 +68,25 @@ type result struct {
 	// controllersCPU the benchmark's own process: CAPI's controllers, the
 	// level's provider (and L2's engine), the bootstrap provider.
 	apiServerCPU, controllersCPU time.Duration
+	// machine is what the whole machine's CPU did while the level ran:
+	// whether something else ran, or the host took CPU away, tells a slow
+	// run of the machine from a slow level.
+	machine plane.MachineCPU
 	// server is what the API server's own metrics grew by: admission
 	// by plugin and policy, requests by verb, watch events.
 	server serverMetrics
+}
+
+// machineLine says what the machine's cores did while the level ran: this
+// benchmark's process and its API server and etcd, everything else, the
+// time the host took away, and idle.
+func (r *result) machineLine() string {
+	ours := r.apiServerCPU + r.controllersCPU
+	// The kernel counts in ticks, the process counters too: what is left
+	// for others is never below nothing.
+	others := max(r.machine.Busy-ours, 0)
+	return fmt.Sprintf("busy %.1f s (the benchmark, its API server and etcd %.1f s, every other process %.1f s), taken by the host %.1f s, idle %.1f s",
+		r.machine.Busy.Seconds(), ours.Seconds(), others.Seconds(), r.machine.Stolen.Seconds(), r.machine.Idle.Seconds())
 }
 
 // TestBench provisions clusters × machines behind L0 and then L2 and prints
@@ -224,6 +241,10 @@ func run(ctx context.Context, env *envtest.Environment, level string, clusters, 
 	if err != nil {
 		return r, err
 	}
+	machineBefore, err := plane.ReadMachineCPU()
+	if err != nil {
+		return r, err
+	}
 	begin := time.Now()
 	if err := createWorkload(ctx, env.Client, ns, clusters, machines, level != levelReported); err != nil {
 		return r, err
@@ -235,6 +256,11 @@ func run(ctx context.Context, env *envtest.Environment, level string, clusters, 
 	stopProfile()
 	r.apiServerCPU = childCPU("kube-apiserver", "etcd") - cpu
 	r.controllersCPU = selfCPU() - self
+	machineAfter, err := plane.ReadMachineCPU()
+	if err != nil {
+		return r, err
+	}
+	r.machine = machineAfter.Sub(machineBefore)
 	serverAfter, err := scrapeServer(ctx, env.Config)
 	if err != nil {
 		return r, err
@@ -458,7 +484,8 @@ func report(t *testing.T, rs []result) {
 	fmt.Fprintf(&b, "\nN = %d machines (%d clusters x %d); %s: provider IDs declared by the Composition, %s: reported once provisioned\n\n",
 		rs[0].machines, *clustersFlag, *machinesFlag, levelDeclared, levelReported)
 	fmt.Fprintf(&b, "| level | T_all | p50 | p99 | API server + etcd CPU | controllers' CPU | provider writes/Machine | provider reads/Machine | events/Machine | CAPI writes/Machine | engine writes/Machine |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, r := range rs {
+	for i := range rs {
+		r := &rs[i]
 		n := float64(r.machines)
 		fmt.Fprintf(&b, "| %s | %.1f s | %.1f s | %.1f s | %.1f s | %.1f s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.level, r.tAll.Seconds(),
 			r.p50.Seconds(), r.p99.Seconds(), r.apiServerCPU.Seconds(), r.controllersCPU.Seconds(),
@@ -467,7 +494,8 @@ func report(t *testing.T, rs []result) {
 	}
 	// What the API server did, by its own metrics: where its CPU went.
 	fmt.Fprintf(&b, "\nThe API server, per Machine (its own metrics):\n\n| level | admission | policies' match conditions | policies' validations and mutations | gets | lists | watches | watch events | writes |\n|---|---|---|---|---|---|---|---|---|\n")
-	for _, r := range rs {
+	for i := range rs {
+		r := &rs[i]
 		n := float64(r.machines)
 		s := r.server
 		var admission, matched, matches, checked, checks, writes float64
@@ -486,8 +514,9 @@ func report(t *testing.T, rs []result) {
 		fmt.Fprintf(&b, "| %s | %.2f ms | %.3f ms (%.1f) | %.3f ms (%.1f) | %.1f | %.1f | %.2f | %.1f | %.1f |\n", r.level, 1000*admission/n,
 			1000*matched/n, matches/n, 1000*checked/n, checks/n, s[verbCount+"get"]/n, s[verbCount+"list"]/n, s[verbCount+"watch"]/n, s[watchEvents]/n, writes/n)
 	}
-	l0 := rs[0]
-	for _, l2 := range rs[1:] {
+	l0 := &rs[0]
+	for i := range rs[1:] {
+		l2 := &rs[1+i]
 		tAll, p99 := l2.tAll.Seconds()/l0.tAll.Seconds(), l2.p99.Seconds()/l0.p99.Seconds()
 		writes := float64(l2.provider.total("write", "")-l0.provider.total("write", "")) / float64(l2.machines)
 		fmt.Fprintf(&b, "\n%s/%s: T_all %.2f, p99 %.2f, API server + etcd CPU %.2f, controllers' CPU %.2f; provider writes per Machine %s %+.2f\n",
@@ -498,7 +527,8 @@ func report(t *testing.T, rs []result) {
 		fmt.Fprintf(&b, "goals for %s (set for N = 1000): T_all <= 1.1 x %s: %s; p99 <= 1.2 x %s: %s; writes per Machine <= %s + 1: %s\n",
 			l2.level, l0.level, met(tAll <= 1.1), l0.level, met(p99 <= 1.2), l0.level, met(writes <= 1))
 	}
-	for _, r := range rs {
+	for i := range rs {
+		r := &rs[i]
 		fmt.Fprintf(&b, "\n%s provider writes: %s\n%s provider reads: %s\n%s CAPI writes: %s\n", r.level, strings.Join(r.provider.lines("write"), " "),
 			r.level, strings.Join(r.provider.lines("read"), " "), r.level, strings.Join(r.capi.lines("write"), " "))
 		var names []string
@@ -511,6 +541,7 @@ func report(t *testing.T, rs []result) {
 			recs = append(recs, fmt.Sprintf("%s=%.1f", k, r.reconciles[k]/float64(r.machines)))
 		}
 		fmt.Fprintf(&b, "%s reconciles per Machine: %s\n", r.level, strings.Join(recs, " "))
+		fmt.Fprintf(&b, "%s the machine while it ran: %s\n", r.level, r.machineLine())
 		fmt.Fprintf(&b, "%s admission per Machine: %s\n", r.level, strings.Join(r.server.admissionLines(r.machines), "; "))
 		fmt.Fprintf(&b, "%s watch events per Machine: %s\n", r.level, strings.Join(r.server.watchLines(r.machines), " "))
 		fmt.Fprintf(&b, "%s writes per Machine by kind, with the API server's time handling them: %s\n", r.level, strings.Join(r.server.writeLines(r.machines), "; "))
