@@ -20,12 +20,13 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource/unstructured/composite"
 
 	infrav1 "github.com/capxp/cluster-api-provider-crossplane/apis/infrastructure/v1alpha1"
+	"github.com/capxp/cluster-api-provider-crossplane/test/envtest"
 )
 
 var (
 	clusterGVK   = infrav1.GroupVersion.WithKind(infrav1.CrossplaneClusterKind)
 	machineGVK   = infrav1.GroupVersion.WithKind(infrav1.CrossplaneMachineKind)
-	bootstrapGVK = schema.GroupVersionKind{Group: "bootstrap.test.capxp.dev", Version: "v1alpha1", Kind: "TestBootstrapConfig"}
+	bootstrapGVK = schema.GroupVersionKind{Group: envtest.TestBootstrapGroup, Version: "v1alpha1", Kind: "TestBootstrapConfig"}
 )
 
 const endpointHost = "lb.bench.example.org"

@@ -10,8 +10,9 @@ import (
 )
 
 // TestBootstrapGroup is the API group of the test bootstrap provider's
-// TestBootstrapConfig and TestBootstrapConfigTemplate kinds (testdata/crds).
-const TestBootstrapGroup = "bootstrap.test.capxp.dev"
+// TestBootstrapConfig and TestBootstrapConfigTemplate kinds (testdata/crds):
+// CAPI's bootstrap providers' group, as kubeadm's is.
+const TestBootstrapGroup = "bootstrap.cluster.x-k8s.io"
 
 // MachineDeployment is a MachineDeployment of replicas workers of a cluster,
 // in failureDomain, bootstrapped from the test bootstrap template "workers"

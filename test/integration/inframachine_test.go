@@ -23,7 +23,7 @@ import (
 
 var (
 	machineGVK   = infrav1.GroupVersion.WithKind(infrav1.CrossplaneMachineKind)
-	bootstrapGVK = schema.GroupVersionKind{Group: "bootstrap.test.capxp.dev", Version: "v1alpha1", Kind: "TestBootstrapConfig"}
+	bootstrapGVK = schema.GroupVersionKind{Group: envtest.TestBootstrapGroup, Version: "v1alpha1", Kind: "TestBootstrapConfig"}
 )
 
 // networkStatus is what an AWS-like cluster composition reports.
