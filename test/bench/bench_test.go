@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -38,6 +39,7 @@ var (
 	clustersFlag = flag.Int("clusters", 10, "clusters per level")
 	machinesFlag = flag.Int("machines", 3, "machines per cluster (one MachineDeployment)")
 	sharedFlag   = flag.Bool("shared", false, "run every level on one API server and etcd, each level's workload deleted before the next (by default each level has its own)")
+	orderFlag    = flag.String("order", strings.Join(allLevels, ","), "the order the levels run in, comma-separated: a level run later meets a warmer, busier machine, so running them in another order tells the order's share of a ratio from the level's")
 )
 
 // The levels, run one after the other on the same API server. L2 and
@@ -52,9 +54,36 @@ const (
 	levelReported = "L2-reported"
 )
 
+// allLevels are the levels in the order the report shows them: L0, to
+// which the others are compared, first.
+var allLevels = []string{levelIdeal, levelDeclared, levelReported}
+
+// parseOrder reads the order the levels run in: each level once.
+func parseOrder(s string) ([]string, error) {
+	order := strings.Split(s, ",")
+	seen := map[string]bool{}
+	for i, l := range order {
+		l = strings.TrimSpace(l)
+		if !slices.Contains(allLevels, l) {
+			return nil, fmt.Errorf("-order: %q is not a level (the levels are %s)", l, strings.Join(allLevels, ", "))
+		}
+		if seen[l] {
+			return nil, fmt.Errorf("-order: level %s is named twice", l)
+		}
+		seen[l] = true
+		order[i] = l
+	}
+	if len(order) != len(allLevels) {
+		return nil, fmt.Errorf("-order: %q names %d of the %d levels (%s): each runs once", s, len(order), len(allLevels), strings.Join(allLevels, ", "))
+	}
+	return order, nil
+}
+
 // result is one level's run.
 type result struct {
-	level    string
+	level string
+	// ran is when the level ran: 1 first.
+	ran      int
 	tAll     time.Duration
 	machines int
 	provider *requests // the bridge (L2) or the ideal provider (L0)
@@ -77,6 +106,17 @@ type result struct {
 	server serverMetrics
 }
 
+// runOrder names the levels in the order they ran.
+func runOrder(rs []result) string {
+	names := make([]string, len(rs))
+	for i := range rs {
+		if n := rs[i].ran; n >= 1 && n <= len(rs) {
+			names[n-1] = rs[i].level
+		}
+	}
+	return strings.Join(names, " → ")
+}
+
 // machineLine says what the machine's cores did while the level ran: this
 // benchmark's process and its API server and etcd, everything else, the
 // time the host took away, and idle.
@@ -89,8 +129,8 @@ func (r *result) machineLine() string {
 		r.machine.Busy.Seconds(), ours.Seconds(), others.Seconds(), r.machine.Stolen.Seconds(), r.machine.Idle.Seconds())
 }
 
-// TestBench provisions clusters × machines behind L0 and then L2 and prints
-// their costs side by side. `make bench` runs it; `go test` skips it.
+// TestBench provisions clusters × machines behind each level, one after the
+// other in -order's order, and prints their costs side by side. `make bench` runs it; `go test` skips it.
 func TestBench(t *testing.T) {
 	if os.Getenv("CAPXP_BENCH") == "" {
 		t.Skip("the benchmark runs with `make bench` (CAPXP_BENCH=1)")
@@ -98,11 +138,13 @@ func TestBench(t *testing.T) {
 	// CAPXP_BENCH_LOGS=4 shows the controllers' logs, chatty lines too.
 	envtest.ControllerLogs("CAPXP_BENCH_LOGS")
 	ctx := t.Context()
-	var results []result
-	levels := []string{levelIdeal, levelDeclared, levelReported}
+	levels, err := parseOrder(*orderFlag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := make([]result, len(allLevels))
 	var shared *envtest.Environment
 	if *sharedFlag {
-		var err error
 		if shared, err = newEnvironment(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -111,19 +153,20 @@ func TestBench(t *testing.T) {
 	for i, level := range levels {
 		env := shared
 		if env == nil {
-			var err error
 			if env, err = newEnvironment(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
-		r, err := run(ctx, env, level, *clustersFlag, *machinesFlag, shared == nil || i == len(levels)-1)
+		var r result
+		r, err = run(ctx, env, level, *clustersFlag, *machinesFlag, shared == nil || i == len(levels)-1)
 		if shared == nil {
 			_ = env.Stop()
 		}
 		if err != nil {
 			t.Fatalf("%s: %v", level, err)
 		}
-		results = append(results, r)
+		r.ran = i + 1
+		results[slices.Index(allLevels, level)] = r
 	}
 	report(t, results)
 }
@@ -481,8 +524,8 @@ func met(ok bool) string {
 func report(t *testing.T, rs []result) {
 	t.Helper()
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nN = %d machines (%d clusters x %d); %s: provider IDs declared by the Composition, %s: reported once provisioned\n\n",
-		rs[0].machines, *clustersFlag, *machinesFlag, levelDeclared, levelReported)
+	fmt.Fprintf(&b, "\nN = %d machines (%d clusters x %d); %s: provider IDs declared by the Composition, %s: reported once provisioned; run in the order %s\n\n",
+		rs[0].machines, *clustersFlag, *machinesFlag, levelDeclared, levelReported, runOrder(rs))
 	fmt.Fprintf(&b, "| level | T_all | p50 | p99 | API server + etcd CPU | controllers' CPU | provider writes/Machine | provider reads/Machine | events/Machine | CAPI writes/Machine | engine writes/Machine |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for i := range rs {
 		r := &rs[i]

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -32,5 +33,59 @@ func TestMachineLine(t *testing.T) {
 				t.Errorf("%s\nmachineLine():\n got %s\nwant %s", tc.reason, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestParseOrder(t *testing.T) {
+	cases := map[string]struct {
+		reason  string
+		in      string
+		want    []string
+		wantErr string
+	}{
+		"Default": {
+			reason: "the report's order is the default",
+			in:     "L0,L2,L2-reported",
+			want:   []string{"L0", "L2", "L2-reported"},
+		},
+		"Reversed": {
+			reason: "any order of the three levels runs, spaces around the commas too",
+			in:     "L2-reported, L2 ,L0",
+			want:   []string{"L2-reported", "L2", "L0"},
+		},
+		"Unknown": {
+			reason:  "a name that is not a level says which are",
+			in:      "L0,L1,L2",
+			wantErr: `-order: "L1" is not a level (the levels are L0, L2, L2-reported)`,
+		},
+		"Twice": {
+			reason:  "a level runs once",
+			in:      "L0,L2,L0",
+			wantErr: "-order: level L0 is named twice",
+		},
+		"Missing": {
+			reason:  "every level runs: the report compares each with L0",
+			in:      "L2,L0",
+			wantErr: `-order: "L2,L0" names 2 of the 3 levels (L0, L2, L2-reported): each runs once`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := parseOrder(tc.in)
+			gotErr := ""
+			if err != nil {
+				gotErr = err.Error()
+			}
+			if gotErr != tc.wantErr || !slices.Equal(got, tc.want) {
+				t.Errorf("%s\nparseOrder(%q):\n got %q, %q\nwant %q, %q", tc.reason, tc.in, got, gotErr, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestRunOrder(t *testing.T) {
+	rs := []result{{level: "L0", ran: 3}, {level: "L2", ran: 1}, {level: "L2-reported", ran: 2}}
+	if got, want := runOrder(rs), "L2 → L2-reported → L0"; got != want {
+		t.Errorf("runOrder names the levels as they ran:\n got %s\nwant %s", got, want)
 	}
 }
