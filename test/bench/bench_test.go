@@ -58,8 +58,8 @@ const (
 // which the others are compared, first.
 var allLevels = []string{levelIdeal, levelDeclared, levelReported}
 
-// balancedOrder runs the levels forward, then backward (L0, L2,
-// L2-reported, L2-reported, L2, L0): what running later costs, as the
+// balancedOrder runs the levels forward, then backward, the last level
+// twice in a row: what running later costs, as the
 // machine warms and the host's other tenants come and go, falls on every
 // level alike when it grows steadily over the run.
 func balancedOrder() []string {
